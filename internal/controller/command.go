@@ -1,0 +1,186 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/internal/version"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+)
+
+// RunOptions are the flags of "controller run".
+type RunOptions struct {
+	NATSURL           string
+	Creds             string
+	Listen            string
+	StoreDir          string
+	ID                string
+	StatsInterval     time.Duration
+	HeartbeatInterval time.Duration
+	AgentExpiry       time.Duration
+	Replicas          int
+	Log               cliutil.LogFlags
+}
+
+// NewCommand is the controller's root command.
+func NewCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:     "controller",
+		Short:   "fleetwave controller: counts agents and drives rollouts",
+		Long:    "The controller follows agents' heartbeats on NATS JetStream, keeps the live inventory,\nand writes per-group, per-version counts to the fleet_stats bucket.\n" + cliutil.ExitCodesHelp,
+		Version: version.Version,
+	}
+	root.AddCommand(newRunCmd())
+	return root
+}
+
+func newRunCmd() *cobra.Command {
+	o := &RunOptions{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the controller (with an embedded NATS server unless --nats is given)",
+		Long: `Run the controller until SIGINT or SIGTERM.
+
+With no --nats URL (and no NATS_URL), the controller starts an embedded
+JetStream-enabled NATS server on --listen with its data in --store-dir, so one
+command gives a working system; agents and fleetctl connect to that address.
+With --nats it connects to an existing server or cluster instead.
+
+On start it creates (or brings up to date) the FLEET_HB stream and the
+fleet_config, fleet_plan and fleet_stats buckets, rebuilds the inventory from
+the last heartbeat of every agent in the stream, and then writes counts every
+--stats-interval.`,
+		Example: `  # one-command system on this host
+  controller run --store-dir /var/lib/fleetwave/nats
+
+  # against an existing cluster, with credentials
+  controller run --nats nats://nats-1:4222,nats://nats-2:4222 --creds controller.creds --replicas 3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := o.Log.Logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			return Run(cmd.Context(), o, log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.NATSURL, "nats", cliutil.Env("", "NATS_URL"), "NATS server URL(s), comma separated; empty starts an embedded server (env NATS_URL)")
+	f.StringVar(&o.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
+	f.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "embedded server: client listen address host:port")
+	f.StringVar(&o.StoreDir, "store-dir", defaultStoreDir(), "embedded server: JetStream data directory")
+	f.StringVar(&o.ID, "id", defaultID(), "controller id in fleet_stats keys; unique per controller")
+	f.DurationVar(&o.StatsInterval, "stats-interval", DefaultStatsInterval, "how often to write counts to fleet_stats")
+	f.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", DefaultHeartbeatInterval, "agents' heartbeat interval; an agent counts once known this long")
+	f.DurationVar(&o.AgentExpiry, "agent-expiry", kv.DefaultAgentExpiry, "forget agents silent this long (also the heartbeat stream's max age)")
+	f.IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and buckets (3 on a 3-node cluster)")
+	o.Log.Register(cmd)
+	return cmd
+}
+
+// Run is "controller run".
+func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	url := o.NATSURL
+	if url == "" {
+		ns, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{Listen: o.Listen, StoreDir: o.StoreDir, ServerName: o.ID})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}()
+		url = ns.ClientURL()
+		log.Info("embedded NATS JetStream server listening", slog.String("url", url), slog.String("store_dir", o.StoreDir))
+	}
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: url, Name: "fleetwave-controller " + o.ID, Creds: o.Creds, Log: log})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ensureCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	fleet, err := kv.Ensure(ensureCtx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry})
+	cancel()
+	if err != nil {
+		return err
+	}
+	c, err := New(fleet, Options{
+		ID: o.ID, StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
+		AgentExpiry: o.AgentExpiry, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("controller started", slog.String("id", o.ID), slog.String("version", version.Version))
+	err = c.Run(ctx)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		log.Info("controller stopping")
+		return nil
+	}
+	return err
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func (o *RunOptions) validate() error {
+	if !idPattern.MatchString(o.ID) {
+		return cliutil.Usagef("--id %q: use 1-64 of A-Z a-z 0-9 _ -", o.ID)
+	}
+	for name, d := range map[string]time.Duration{
+		"--stats-interval": o.StatsInterval, "--heartbeat-interval": o.HeartbeatInterval, "--agent-expiry": o.AgentExpiry,
+	} {
+		if d <= 0 {
+			return cliutil.Usagef("%s must be positive, got %v", name, d)
+		}
+	}
+	if o.AgentExpiry <= o.HeartbeatInterval {
+		return cliutil.Usagef("--agent-expiry (%v) must be longer than --heartbeat-interval (%v), or every agent expires between beats", o.AgentExpiry, o.HeartbeatInterval)
+	}
+	if o.Replicas < 1 || o.Replicas > 5 {
+		return cliutil.Usagef("--replicas %d: must be 1-5", o.Replicas)
+	}
+	return nil
+}
+
+func defaultStoreDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/fleetwave/nats"
+	}
+	if dir, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(dir, ".local", "state", "fleetwave", "nats")
+	}
+	return "fleetwave-nats"
+}
+
+// defaultID is the host name, made safe for a KV key.
+func defaultID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "controller"
+	}
+	h, _, _ = strings.Cut(h, ".")
+	id := regexp.MustCompile(`[^A-Za-z0-9_-]`).ReplaceAllString(h, "-")
+	if len(id) > 64 {
+		id = id[:64]
+	}
+	return id
+}
+

@@ -1,0 +1,239 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/clock"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+)
+
+// Options configure a controller.
+type Options struct {
+	// ID names this controller in fleet_stats keys. Two controllers must
+	// not share one.
+	ID string
+	// StatsInterval is how often counts are written to fleet_stats.
+	StatsInterval time.Duration
+	// HeartbeatInterval is the agents' heartbeat interval: an agent counts
+	// once known for this long.
+	HeartbeatInterval time.Duration
+	// AgentExpiry drops agents not heard from for this long.
+	AgentExpiry time.Duration
+	Clock       clock.Clock
+	Log         *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultStatsInterval     = 10 * time.Second
+	DefaultHeartbeatInterval = 30 * time.Second
+)
+
+// Controller aggregates heartbeats and publishes counts.
+type Controller struct {
+	fleet *kv.Fleet
+	o     Options
+	agg   *heartbeat.Aggregator
+
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	received atomic.Uint64
+	rejected atomic.Uint64
+	lastWarn atomic.Int64 // unix nanos of the last bad-heartbeat log line
+
+	statsRev map[string]uint64 // group → revision of our last stats write
+}
+
+// New returns a controller over fleet. Zero options take their defaults.
+func New(fleet *kv.Fleet, o Options) (*Controller, error) {
+	if o.ID == "" {
+		return nil, errors.New("controller: an id is required")
+	}
+	if o.StatsInterval == 0 {
+		o.StatsInterval = DefaultStatsInterval
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.AgentExpiry == 0 {
+		o.AgentExpiry = kv.DefaultAgentExpiry
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	return &Controller{
+		fleet:    fleet,
+		o:        o,
+		agg:      heartbeat.NewAggregator(o.HeartbeatInterval, o.AgentExpiry),
+		ready:    make(chan struct{}),
+		statsRev: make(map[string]uint64),
+	}, nil
+}
+
+// Ready is closed once the inventory holds every agent that was in the
+// stream when the controller started.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
+// Inventory is the controller's live inventory.
+func (c *Controller) Inventory() *heartbeat.Aggregator { return c.agg }
+
+// Counters reports heartbeats received and rejected since start.
+func (c *Controller) Counters() (received, rejected uint64) {
+	return c.received.Load(), c.rejected.Load()
+}
+
+// Run follows the heartbeat stream and writes stats until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	info, err := c.fleet.HB.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	recoveredUpTo := info.State.LastSeq
+	if info.State.Msgs == 0 {
+		c.markReady()
+	}
+	cons, err := c.fleet.HB.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{kv.HBSubjects},
+		// The last heartbeat of every agent first (the inventory as it
+		// stands), then every new one.
+		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("controller: follow %s: %w", kv.StreamHB, err)
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) { c.handle(msg, recoveredUpTo) })
+	if err != nil {
+		return fmt.Errorf("controller: follow %s: %w", kv.StreamHB, err)
+	}
+	defer cc.Stop()
+
+	// Counts are written only once the inventory is recovered: a partial
+	// count after a restart would look like agents vanishing.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ready:
+	}
+	c.o.Log.Info("inventory recovered from the stream", slog.Int("agents", c.agg.Len()))
+
+	timer := c.o.Clock.NewTimer(c.o.StatsInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C():
+		}
+		if err := c.WriteStats(ctx); err != nil && ctx.Err() == nil {
+			c.o.Log.Warn("writing stats failed; retrying next interval", slog.Any("err", err))
+		}
+		timer.Reset(c.o.StatsInterval)
+	}
+}
+
+func (c *Controller) markReady() { c.readyOnce.Do(func() { close(c.ready) }) }
+
+func (c *Controller) handle(msg jetstream.Msg, recoveredUpTo uint64) {
+	c.received.Add(1)
+	md, err := msg.Metadata()
+	if err != nil {
+		c.reject(msg.Subject(), err)
+		return
+	}
+	if md.NumPending == 0 {
+		defer c.markReady()
+	}
+	hb, err := heartbeat.DecodeFrom(msg.Subject(), msg.Data())
+	if err != nil {
+		c.reject(msg.Subject(), err)
+		return
+	}
+	now := c.o.Clock.Now()
+	recovered := md.Sequence.Stream <= recoveredUpTo
+	seen := now
+	if recovered && md.Timestamp.Before(now) {
+		// Heard by the stream before we started: that is when the agent
+		// was last alive, not now.
+		seen = md.Timestamp
+	}
+	c.agg.Observe(hb, seen, recovered)
+}
+
+// reject counts a bad heartbeat and logs it, at most one line every 10s so
+// that a misbehaving agent cannot flood the log.
+func (c *Controller) reject(subject string, err error) {
+	n := c.rejected.Add(1)
+	now := c.o.Clock.Now().UnixNano()
+	last := c.lastWarn.Load()
+	if now-last < int64(10*time.Second) && last != 0 {
+		return
+	}
+	if c.lastWarn.CompareAndSwap(last, now) {
+		c.o.Log.Warn("rejected heartbeat", slog.String("subject", subject), slog.Any("err", err), slog.Uint64("rejected_total", n))
+	}
+}
+
+// WriteStats expires silent agents and writes one fleet_stats entry per group
+// with established agents; a group that has none left loses its entry.
+func (c *Controller) WriteStats(ctx context.Context) error {
+	now := c.o.Clock.Now()
+	if n := c.agg.Expire(now); n > 0 {
+		c.o.Log.Info("agents expired", slog.Int("count", n))
+	}
+	counts := c.agg.Counts(now)
+	var errs []error
+	for group, vc := range counts {
+		s := kv.Stats{V: 1, ControllerID: c.o.ID, Group: group, At: now.UTC(), Agents: vc.Total(), Versions: vc}
+		if err := c.saveStats(ctx, group, s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for group, rev := range c.statsRev {
+		if _, ok := counts[group]; ok {
+			continue
+		}
+		key := kv.StatsKey(group, c.o.ID)
+		err := c.fleet.Stats.Delete(ctx, key, jetstream.LastRevision(rev))
+		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			errs = append(errs, fmt.Errorf("delete %s/%s: %w", kv.BucketStats, key, err))
+			continue
+		}
+		delete(c.statsRev, group)
+		c.o.Log.Info("group has no agents left", slog.String("group", group))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) saveStats(ctx context.Context, group string, s kv.Stats) error {
+	key := kv.StatsKey(group, c.o.ID)
+	rev, known := c.statsRev[group]
+	if !known {
+		c.o.Log.Info("counting group", slog.String("group", group), slog.Int("agents", s.Agents))
+		// First write of this process: take over whatever an earlier run
+		// with the same id left.
+		if cur, err := c.fleet.Stats.Get(ctx, key); err == nil {
+			rev = cur.Revision()
+		}
+	}
+	next, err := kv.Save(ctx, c.fleet.Stats, key, s, rev)
+	if errors.Is(err, kv.ErrConflict) {
+		// Someone else writes our key: two controllers share an id.
+		delete(c.statsRev, group)
+		return fmt.Errorf("%w (is another controller running with --id %q?)", err, c.o.ID)
+	}
+	if err != nil {
+		return err
+	}
+	c.statsRev[group] = next
+	return nil
+}

@@ -1,0 +1,137 @@
+// Package natstest starts real, in-process JetStream servers for tests: a
+// random loopback port, a temporary store, shut down by t.Cleanup.
+package natstest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/natsutil"
+)
+
+// Server is a running test server. Restart brings it back on the same port and
+// store, so clients can prove they ride out an outage.
+type Server struct {
+	t        testing.TB
+	ns       *server.Server
+	port     int
+	storeDir string
+}
+
+// Start runs a JetStream server for the duration of the test.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, storeDir: t.TempDir()}
+	s.start("127.0.0.1:-1")
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func (s *Server) start(listen string) {
+	s.t.Helper()
+	ns, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{Listen: listen, StoreDir: s.storeDir, ServerName: "test"})
+	if err != nil {
+		s.t.Fatalf("start nats-server: %v", err)
+	}
+	s.ns = ns
+	s.port = ns.Addr().(*net.TCPAddr).Port
+}
+
+// URL is the client URL.
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+// StoreDir is the JetStream store directory.
+func (s *Server) StoreDir() string { return s.storeDir }
+
+// Shutdown stops the server (idempotent).
+func (s *Server) Shutdown() {
+	if s.ns != nil {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+		s.ns = nil
+	}
+}
+
+// Restart starts the server again on the same port with the same store.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Shutdown()
+	s.start(fmt.Sprintf("127.0.0.1:%d", s.port))
+}
+
+// Conn connects a client that is closed at the end of the test.
+func (s *Server) Conn(name string) *nats.Conn {
+	s.t.Helper()
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: s.URL(), Name: name, Log: Logger(s.t)})
+	if err != nil {
+		s.t.Fatalf("connect: %v", err)
+	}
+	s.t.Cleanup(nc.Close)
+	return nc
+}
+
+// JetStream connects and returns a JetStream context.
+func (s *Server) JetStream(name string) jetstream.JetStream {
+	s.t.Helper()
+	js, err := jetstream.New(s.Conn(name))
+	if err != nil {
+		s.t.Fatalf("jetstream: %v", err)
+	}
+	return js
+}
+
+// Logger returns a logger that writes to the test log when -v is given and
+// is silent otherwise, and never writes after the test ended.
+func Logger(t testing.TB) *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	w := &tWriter{t: t}
+	t.Cleanup(func() { w.done.Store(true) })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// tWriter forwards to t.Log until the test's cleanup starts; callbacks of
+// closing connections may still log after that, and t.Log would panic.
+type tWriter struct {
+	t    testing.TB
+	done atomic.Bool
+}
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(string(p))
+	}
+	return len(p), nil
+}
+
+// Eventually polls cond every 10ms until it returns nil or timeout passes,
+// then fails the test with cond's last error.
+func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("condition not met within %v: %v", timeout, err)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package natsutil
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// ConnectOptions say where and as whom to connect.
+type ConnectOptions struct {
+	URL   string
+	Name  string // client name shown by the server (nats server report connections)
+	Creds string // user credentials file (JWT + seed)
+	Log   *slog.Logger
+	// NoBuffer makes publishes fail at once while disconnected instead of
+	// queueing them for the reconnect. Agents set it: a heartbeat queued
+	// during an outage is stale by the time it is sent.
+	NoBuffer bool
+	// RetryFirst keeps trying when the server is down at start instead of
+	// failing: an agent must come up before the bus does.
+	RetryFirst bool
+	// OnReconnect runs after every reconnect (after the log line).
+	OnReconnect func()
+	// Extra options appended last.
+	Extra []nats.Option
+}
+
+// Connect opens a connection that reconnects forever with jittered backoff
+// and logs every change of connection state once.
+func Connect(o ConnectOptions) (*nats.Conn, error) {
+	if o.URL == "" {
+		return nil, errors.New("no NATS server given: pass --nats URL or set NATS_URL")
+	}
+	log := o.Log
+	opts := []nats.Option{
+		nats.Name(o.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(500*time.Millisecond, 2*time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("disconnected from NATS; reconnecting", slog.Any("err", err))
+			} else {
+				log.Info("disconnected from NATS")
+			}
+		}),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			// The first successful connect (with RetryFirst, possibly late).
+			log.Info("connected to NATS", slog.String("server", nc.ConnectedUrlRedacted()))
+			if o.OnReconnect != nil {
+				o.OnReconnect()
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("reconnected to NATS", slog.String("server", nc.ConnectedUrlRedacted()))
+			if o.OnReconnect != nil {
+				o.OnReconnect()
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			// A denied publish or request only times out for the caller;
+			// the real "Permissions Violation" arrives here, so say it.
+			attrs := []any{slog.Any("err", err)}
+			if sub != nil {
+				attrs = append(attrs, slog.String("subject", sub.Subject))
+			}
+			log.Error("NATS error", attrs...)
+		}),
+	}
+	if o.Creds != "" {
+		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.RetryFirst {
+		opts = append(opts, nats.RetryOnFailedConnect(true))
+	}
+	if o.NoBuffer {
+		opts = append(opts, nats.ReconnectBufSize(-1))
+	}
+	opts = append(opts, o.Extra...)
+	nc, err := nats.Connect(o.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
+	}
+	return nc, nil
+}

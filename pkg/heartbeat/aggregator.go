@@ -1,0 +1,153 @@
+package heartbeat
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// Aggregator is the controller's in-memory inventory: the last heartbeat of
+// every agent, keyed by agent id, and the per-group per-version counts derived
+// from it. It is safe for concurrent use.
+//
+// Two rules decide who is counted at time now:
+//   - an agent not heard from for Expiry is gone (and is pruned by Expire);
+//   - an agent is counted only once it has been known for one heartbeat
+//     Interval (now - first seen >= Interval), so a host that flaps in and out
+//     or a burst of new hosts does not move rollout counts at once. Agents
+//     recovered from the stream when the controller starts are counted at
+//     once: an earlier controller already watched them arrive, and waiting
+//     would make every restart look like the fleet vanished.
+type Aggregator struct {
+	interval time.Duration
+	expiry   time.Duration
+
+	mu     sync.Mutex
+	agents map[rollout.AgentID]*entry
+}
+
+type entry struct {
+	hb        Heartbeat
+	firstSeen time.Time
+	lastSeen  time.Time
+}
+
+// Agent is one inventory row, as reported by Agents.
+type Agent struct {
+	Heartbeat   Heartbeat `json:"heartbeat"`
+	FirstSeen   time.Time `json:"first_seen"`
+	LastSeen    time.Time `json:"last_seen"`
+	Established bool      `json:"established"`
+}
+
+// NewAggregator returns an empty inventory for agents that heartbeat every
+// interval and expire after expiry without one.
+func NewAggregator(interval, expiry time.Duration) *Aggregator {
+	return &Aggregator{interval: interval, expiry: expiry, agents: make(map[rollout.AgentID]*entry)}
+}
+
+// Observe records hb as received at t. recovered marks a heartbeat replayed
+// from the stream at start-up; such an agent counts at once (see Aggregator).
+// A later heartbeat replaces an earlier one, including a move to another
+// group; an agent that had expired starts its first-seen clock again.
+func (a *Aggregator) Observe(hb *Heartbeat, t time.Time, recovered bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.agents[hb.AgentID]
+	if !ok || t.Sub(e.lastSeen) >= a.expiry {
+		first := t
+		if recovered {
+			first = t.Add(-a.interval)
+		}
+		a.agents[hb.AgentID] = &entry{hb: *hb, firstSeen: first, lastSeen: t}
+		return
+	}
+	e.hb = *hb
+	if t.After(e.lastSeen) {
+		e.lastSeen = t
+	}
+}
+
+// Expire forgets agents not heard from for the expiry time and returns how
+// many it removed.
+func (a *Aggregator) Expire(now time.Time) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for id, e := range a.agents {
+		if a.expired(e, now) {
+			delete(a.agents, id)
+			n++
+		}
+	}
+	return n
+}
+
+func (a *Aggregator) expired(e *entry, now time.Time) bool {
+	return now.Sub(e.lastSeen) >= a.expiry
+}
+
+func (a *Aggregator) established(e *entry, now time.Time) bool {
+	return now.Sub(e.firstSeen) >= a.interval
+}
+
+// Counts returns, per group, the counts of the agents that count at now:
+// established and not expired.
+func (a *Aggregator) Counts(now time.Time) map[string]rollout.Counts {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]rollout.Counts)
+	for _, e := range a.agents {
+		if a.expired(e, now) || !a.established(e, now) {
+			continue
+		}
+		g := out[e.hb.Group]
+		if g == nil {
+			g = make(rollout.Counts)
+			out[e.hb.Group] = g
+		}
+		v := e.hb.Version()
+		vc := g[v]
+		vc.Count++
+		if e.hb.Failed() {
+			vc.FailedCount++
+		}
+		if vc.LowestID == "" || e.hb.AgentID < vc.LowestID {
+			// Canonical ids are fixed-width lowercase hex, so string
+			// order is numeric order.
+			vc.LowestID = e.hb.AgentID
+		}
+		g[v] = vc
+	}
+	return out
+}
+
+// Agents lists the inventory (expired agents excluded), optionally only one
+// group, sorted by group then agent id.
+func (a *Aggregator) Agents(group string, now time.Time) []Agent {
+	a.mu.Lock()
+	out := make([]Agent, 0, len(a.agents))
+	for _, e := range a.agents {
+		if a.expired(e, now) || group != "" && e.hb.Group != group {
+			continue
+		}
+		out = append(out, Agent{Heartbeat: e.hb, FirstSeen: e.firstSeen, LastSeen: e.lastSeen, Established: a.established(e, now)})
+	}
+	a.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Heartbeat.Group != out[j].Heartbeat.Group {
+			return out[i].Heartbeat.Group < out[j].Heartbeat.Group
+		}
+		return out[i].Heartbeat.AgentID < out[j].Heartbeat.AgentID
+	})
+	return out
+}
+
+// Len is the number of agents held, expired or not.
+func (a *Aggregator) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.agents)
+}

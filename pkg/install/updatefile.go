@@ -1,0 +1,232 @@
+package install
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/google/renameio/v2"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// UpdateFileName is the updater's config and status file under the root.
+const UpdateFileName = "update.yaml"
+
+// UpdateFile is update.yaml: what the updater is told (Spec) and what it
+// last did (Status). Status is exactly what the agent heartbeats.
+type UpdateFile struct {
+	Version string     `yaml:"version"`
+	Kind    string     `yaml:"kind"`
+	Spec    UpdateSpec `yaml:"spec"`
+	Status  Status     `yaml:"status"`
+
+	// doc is the YAML as read, so that fields this build does not know
+	// survive a rewrite.
+	doc *yaml.Node
+}
+
+// UpdateSpec is the configuration part of update.yaml.
+type UpdateSpec struct {
+	// NATS is the bus URL the agent connects to.
+	NATS string `yaml:"nats,omitempty"`
+	// FindURLs are the controllers' HTTP find endpoints, used when the bus
+	// is unreachable.
+	FindURLs []string `yaml:"find_urls,omitempty"`
+	// Group is the rollout group this host belongs to.
+	Group string `yaml:"group"`
+	// URLTemplate is where releases are downloaded from.
+	URLTemplate string `yaml:"url_template,omitempty"`
+	// Enabled allows automatic updates.
+	Enabled bool `yaml:"enabled"`
+}
+
+// Status is the result part of update.yaml.
+type Status struct {
+	// StartTime is when the most recent update started.
+	StartTime time.Time `yaml:"start_time,omitempty"`
+	// StartVersion is the version that was active when it started.
+	StartVersion string `yaml:"start_version,omitempty"`
+	// ActiveVersion is the version linked and running.
+	ActiveVersion string `yaml:"active_version,omitempty"`
+	// VersionHistory lists earlier versions, most recent first.
+	VersionHistory []string `yaml:"version_history,omitempty"`
+	// Rollback is true when the active version was restored automatically.
+	Rollback bool `yaml:"rollback"`
+	// RollbackFrom is the version that failed and was rolled back.
+	RollbackFrom string `yaml:"rollback_from,omitempty"`
+	// Error is the last error met, empty when the last attempt succeeded.
+	Error string `yaml:"error,omitempty"`
+}
+
+const (
+	updateFileVersion = "v1"
+	updateFileKind    = "update_config"
+)
+
+// NewUpdateFile returns a fresh update.yaml for group.
+func NewUpdateFile(group string) *UpdateFile {
+	return &UpdateFile{Version: updateFileVersion, Kind: updateFileKind, Spec: UpdateSpec{Group: group}}
+}
+
+// LoadUpdateFile reads root/update.yaml. A missing file is fs.ErrNotExist; a
+// file that is not a valid update.yaml is ErrCorrupt.
+func LoadUpdateFile(root string) (*UpdateFile, error) {
+	path := filepath.Join(root, UpdateFileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v (fix or remove it; it is never overwritten automatically)", path, ErrCorrupt, err)
+	}
+	var f UpdateFile
+	if err := doc.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+	}
+	f.doc = &doc
+	return &f, nil
+}
+
+// LoadOrCreateUpdateFile loads root/update.yaml, or writes a new one for
+// group when none exists. A corrupt file is an error, never replaced.
+func LoadOrCreateUpdateFile(root, group string) (*UpdateFile, error) {
+	f, err := LoadUpdateFile(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		f = NewUpdateFile(group)
+		if err := f.Save(root); err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	return f, err
+}
+
+// Validate checks the fields fleetwave relies on.
+func (f *UpdateFile) Validate() error {
+	if f.Version != updateFileVersion || f.Kind != updateFileKind {
+		return fmt.Errorf("want version %q and kind %q, have %q and %q", updateFileVersion, updateFileKind, f.Version, f.Kind)
+	}
+	if f.Spec.Group != "" {
+		if err := rollout.ValidateGroupName(f.Spec.Group); err != nil {
+			return fmt.Errorf("spec.group: %w", err)
+		}
+	}
+	for name, v := range map[string]string{
+		"status.start_version":  f.Status.StartVersion,
+		"status.active_version": f.Status.ActiveVersion,
+		"status.rollback_from":  f.Status.RollbackFrom,
+	} {
+		if v == "" {
+			continue
+		}
+		if err := rollout.ValidateVersion(v); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Save writes root/update.yaml atomically (write to a temp file, fsync,
+// rename), keeping any field of the file as read that this build does not
+// know.
+func (f *UpdateFile) Save(root string) error {
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("save %s: %w", UpdateFileName, err)
+	}
+	var fresh yaml.Node
+	if err := fresh.Encode(f); err != nil {
+		return fmt.Errorf("save %s: %w", UpdateFileName, err)
+	}
+	out := &fresh
+	if f.doc != nil && len(f.doc.Content) == 1 {
+		mergeMapping(f.doc.Content[0], &fresh, reflect.TypeFor[UpdateFile]())
+		out = f.doc.Content[0]
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(out); err != nil {
+		return fmt.Errorf("save %s: %w", UpdateFileName, err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("save %s: %w", UpdateFileName, err)
+	}
+	path := filepath.Join(root, UpdateFileName)
+	if err := renameio.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return nil
+}
+
+// mergeMapping writes every key of src into dst (both mapping nodes encoding
+// a value of type t), recursing into nested structs. Keys of dst that t
+// declares but src omits (empty values with omitempty) are removed; keys t
+// does not declare are left alone, so a newer build's fields survive.
+func mergeMapping(dst, src *yaml.Node, t reflect.Type) {
+	if dst.Kind != yaml.MappingNode || src.Kind != yaml.MappingNode {
+		*dst = *src
+		return
+	}
+	fields := yamlFields(t)
+	kept := dst.Content[:0:0]
+	for i := 0; i+1 < len(dst.Content); i += 2 {
+		k := dst.Content[i].Value
+		if _, known := fields[k]; known && mappingIndex(src, k) < 0 {
+			continue
+		}
+		kept = append(kept, dst.Content[i], dst.Content[i+1])
+	}
+	dst.Content = kept
+	for i := 0; i+1 < len(src.Content); i += 2 {
+		k, v := src.Content[i], src.Content[i+1]
+		j := mappingIndex(dst, k.Value)
+		switch {
+		case j < 0:
+			dst.Content = append(dst.Content, k, v)
+		case fields[k.Value] != nil && dst.Content[j+1].Kind == yaml.MappingNode && v.Kind == yaml.MappingNode:
+			mergeMapping(dst.Content[j+1], v, fields[k.Value])
+		default:
+			dst.Content[j+1] = v
+		}
+	}
+}
+
+// yamlFields maps the YAML keys of struct type t to the field's type when it
+// is itself a struct we merge into (nil otherwise).
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := make(map[string]reflect.Type)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if !f.IsExported() || name == "-" || name == "" {
+			continue
+		}
+		var nested reflect.Type
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Time]() {
+			nested = f.Type
+		}
+		out[name] = nested
+	}
+	return out
+}
+
+func mappingIndex(m *yaml.Node, key string) int {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,68 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StoredHeartbeat is the last heartbeat message of one agent as the stream
+// holds it.
+type StoredHeartbeat struct {
+	Subject string
+	Data    []byte
+	Stored  time.Time
+}
+
+// LastHeartbeats reads the last heartbeat of every agent in group (all groups
+// when group is empty) straight from the stream: the inventory as the bus
+// sees it, with no controller involved. It uses one short-lived ordered
+// consumer.
+func (f *Fleet) LastHeartbeats(ctx context.Context, group string) ([]StoredHeartbeat, error) {
+	filter := HBFilter(group)
+	info, err := f.HB.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", StreamHB, err)
+	}
+	// One message per subject (MaxMsgsPerSubject 1): this many to read.
+	want := len(info.State.Subjects)
+	if want == 0 {
+		return nil, nil
+	}
+	cons, err := f.HB.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", StreamHB, err)
+	}
+	out := make([]StoredHeartbeat, 0, want)
+	for len(out) < want {
+		batch, err := cons.Fetch(min(want-len(out), 1000), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", StreamHB, err)
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", StreamHB, err)
+			}
+			out = append(out, StoredHeartbeat{Subject: msg.Subject(), Data: msg.Data(), Stored: md.Timestamp})
+			if md.NumPending == 0 {
+				return out, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("read %s: %w", StreamHB, err)
+		}
+		if n == 0 {
+			// Messages aged out between Info and Fetch.
+			return out, nil
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,49 @@
+package kv
+
+import (
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+)
+
+// Every stream, bucket, key and subject name of the bus lives here.
+const (
+	// StreamHB holds the last heartbeat of every agent: it is the inventory.
+	StreamHB = "FLEET_HB"
+	// HBSubjects is the heartbeat subject space, fleet.hb.<group>.<agent_id>.
+	HBSubjects = heartbeat.SubjectPrefix + ">"
+
+	// BucketConfig holds the rollout config under KeyConfig.
+	BucketConfig = "fleet_config"
+	KeyConfig    = "config"
+
+	// BucketPlan holds the plan spec under KeySpec and each group's status
+	// under GroupKey(name). Every change is republished on PlanRepublish.
+	BucketPlan = "fleet_plan"
+	KeySpec    = "spec"
+	// PlanRepublish is where the plan bucket republishes its changes, so
+	// agents follow the plan with a core subscription, not a consumer.
+	PlanRepublish = "fleet.plan."
+
+	// BucketStats holds per-group, per-controller version counts.
+	BucketStats = "fleet_stats"
+
+	// EventsPrefix is the subject space of rollout events, fleet.events.<group>.
+	EventsPrefix = "fleet.events."
+)
+
+// GroupKey is the fleet_plan key of a group's status.
+func GroupKey(group string) string { return "group." + group }
+
+// StatsKey is the fleet_stats key a controller writes a group's counts to.
+func StatsKey(group, controllerID string) string { return group + "." + controllerID }
+
+// HBFilter is the heartbeat subject filter for one group, or for all groups
+// when group is empty.
+func HBFilter(group string) string {
+	if group == "" {
+		return HBSubjects
+	}
+	return heartbeat.SubjectPrefix + group + ".*"
+}
+
+// EventSubject is the subject events of group are published on.
+func EventSubject(group string) string { return EventsPrefix + group }
