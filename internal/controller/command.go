@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/natsembed"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -96,7 +97,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	}
 	url := o.NATSURL
 	if url == "" {
-		ns, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{Listen: o.Listen, StoreDir: o.StoreDir, ServerName: o.ID})
+		ns, err := natsembed.Start(natsembed.Options{Listen: o.Listen, StoreDir: o.StoreDir, ServerName: o.ID})
 		if err != nil {
 			return err
 		}
@@ -183,4 +184,3 @@ func defaultID() string {
 	}
 	return id
 }
-

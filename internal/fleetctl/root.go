@@ -88,4 +88,3 @@ func checkOutput(o string) error {
 	}
 	return nil
 }
-

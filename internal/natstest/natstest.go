@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetwave/fleetwave/internal/natsembed"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 )
 
@@ -39,7 +40,7 @@ func Start(t testing.TB) *Server {
 
 func (s *Server) start(listen string) {
 	s.t.Helper()
-	ns, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{Listen: listen, StoreDir: s.storeDir, ServerName: "test"})
+	ns, err := natsembed.Start(natsembed.Options{Listen: listen, StoreDir: s.storeDir, ServerName: "test"})
 	if err != nil {
 		s.t.Fatalf("start nats-server: %v", err)
 	}

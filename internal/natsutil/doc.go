@@ -1,4 +1,4 @@
-// Package natsutil holds what all three binaries share about NATS: how they
-// connect (reconnect forever, log state changes and permission errors), and
-// the embedded JetStream server the controller runs when given no URL.
+// Package natsutil holds how all three binaries connect to NATS: reconnect
+// forever with jittered backoff, log state changes once, and surface the
+// permission errors that otherwise only look like timeouts.
 package natsutil

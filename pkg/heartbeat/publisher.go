@@ -39,7 +39,7 @@ type Publisher struct {
 }
 
 // Retry backoff while publishing fails: doubling from retryMin, capped at the
-// interval.
+// interval (the cap also keeps the doubling from ever overflowing).
 const retryMin = 500 * time.Millisecond
 
 func (p *Publisher) init() {
@@ -79,8 +79,8 @@ func (p *Publisher) Run(ctx context.Context) error {
 				p.Log.Warn("heartbeat not delivered; retrying until the bus answers", slog.Any("err", err))
 				failing = true
 			}
-			timer.Reset(min(backoff, p.Interval))
-			backoff *= 2
+			timer.Reset(backoff)
+			backoff = min(backoff*2, p.Interval)
 			continue
 		case failing:
 			p.Log.Info("heartbeats delivered again")

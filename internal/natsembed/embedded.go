@@ -1,4 +1,7 @@
-package natsutil
+// Package natsembed runs a JetStream-enabled nats-server inside this process:
+// the controller's one-command default and every test's bus. Only the
+// controller and tests import it, so agentd and fleetctl stay small.
+package natsembed
 
 import (
 	"fmt"
@@ -9,8 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// EmbeddedOptions configure the in-process JetStream server.
-type EmbeddedOptions struct {
+// Options configure the in-process JetStream server.
+type Options struct {
 	// Listen is host:port for clients; port -1 picks a free one.
 	Listen string
 	// StoreDir is where JetStream keeps its data.
@@ -21,9 +24,9 @@ type EmbeddedOptions struct {
 	Debug bool
 }
 
-// StartEmbedded starts a JetStream-enabled nats-server in this process and
+// Start starts a JetStream-enabled nats-server in this process and
 // waits until it accepts clients.
-func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
+func Start(o Options) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen address %q: want host:port, e.g. 127.0.0.1:4222: %w", o.Listen, err)
