@@ -10,4 +10,14 @@ var (
 	ErrBadAgentID = errors.New("invalid agent id")
 	// ErrBadGroupName reports a group name unusable as a subject token and key.
 	ErrBadGroupName = errors.New("invalid group name")
+	// ErrBadConfig reports a fleet_config value that breaks a rule of §3.1.
+	ErrBadConfig = errors.New("invalid config")
+	// ErrBadSpec reports a fleet_plan spec that breaks a rule of §3.2.
+	ErrBadSpec = errors.New("invalid plan spec")
+	// ErrConfigChange reports a config change that would alter a group while
+	// it is rolling out.
+	ErrConfigChange = errors.New("config change rejected")
+	// ErrBadAction reports an operator action that the group's state does not
+	// allow (for example rolling back a group that never started).
+	ErrBadAction = errors.New("action not allowed")
 )

@@ -1,0 +1,98 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+)
+
+// AgentView is what the controller knows of one present, established agent
+// (seen for at least one heartbeat interval) from its latest heartbeat.
+// Agents not yet established must be left out: they are counted by nothing.
+type AgentView struct {
+	ID            AgentID
+	ActiveVersion string
+	// Rollback and RollbackFrom: the agent's last update was rolled back
+	// automatically, from RollbackFrom to ActiveVersion.
+	Rollback     bool
+	RollbackFrom string
+	// Error is the last error the agent's updater hit ("" when none).
+	Error string
+	// StartTime is when the agent's most recent update attempt began.
+	StartTime time.Time
+}
+
+// CountAgents tallies agents into Counts the way fleet_stats reports them:
+// per active version ("none" when empty), the number of agents, how many of
+// them failed (rolled back or reporting an error) and the lowest id.
+func CountAgents(agents []AgentView) Counts {
+	c := Counts{}
+	for _, a := range agents {
+		v := a.ActiveVersion
+		if v == "" {
+			v = NoVersion
+		}
+		vc := c[v]
+		vc.Count++
+		if a.Rollback || a.Error != "" {
+			vc.FailedCount++
+		}
+		if vc.LowestID == "" || a.ID < vc.LowestID {
+			vc.LowestID = a.ID
+		}
+		c[v] = vc
+	}
+	return c
+}
+
+// The failure rules. An agent has failed the target when either
+//
+//   - it rolled back from the target (Rollback && RollbackFrom == target):
+//     agentd never retries a version it rolled back from, so the agent is
+//     settled on its old version for this target; or
+//   - it is not on the target and reports an error from an update attempt
+//     that began at or after the group started (the only update it can have
+//     been told to make since then is to the target). Such an agent may
+//     still retry and succeed, after which it no longer counts.
+//
+// Towards failure_threshold count only failures whose attempt began at or
+// after the group's FailuresSince (its start, or the last operator reset), so
+// a reset forgives what was before it and a rollback left over from an
+// earlier rollout of the same target does not halt this one. A zero
+// StartTime counts as recent: an unknown time must not hide a failure.
+
+// rolledBackFrom reports whether a rolled back from target (at any time).
+func rolledBackFrom(a AgentView, target string) bool {
+	return a.Rollback && a.RollbackFrom == target && a.ActiveVersion != target
+}
+
+// failedTarget reports whether a failed target in an attempt that began at
+// or after since.
+func failedTarget(a AgentView, target string, since time.Time) bool {
+	recent := a.StartTime.IsZero() || !a.StartTime.Before(since)
+	if !recent {
+		return false
+	}
+	if rolledBackFrom(a, target) {
+		return true
+	}
+	return a.Error != "" && a.ActiveVersion != target
+}
+
+// healthyOn reports whether a runs target without a reported problem.
+func healthyOn(a AgentView, target string) bool {
+	return a.ActiveVersion == target && a.Error == ""
+}
+
+func describeFailure(a AgentView, target string) string {
+	if rolledBackFrom(a, target) {
+		return fmt.Sprintf("rolled back from %s to %s", target, a.ActiveVersion)
+	}
+	return fmt.Sprintf("error on %s: %s", versionOrNone(a.ActiveVersion), truncate(a.Error, 200))
+}
+
+func versionOrNone(v string) string {
+	if v == "" {
+		return NoVersion
+	}
+	return v
+}

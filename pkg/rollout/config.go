@@ -1,0 +1,355 @@
+package rollout
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// SchemaVersion is the "v" of every value this package puts on the bus.
+const SchemaVersion = 1
+
+// Config is the operator's rollout configuration, fleet_config/config
+// (DESIGN §3.1). Decode it with encoding/json: omitted fields take the
+// defaults of DefaultConfig and DefaultGroup.
+type Config struct {
+	V int `json:"v"`
+	// Mode is the operator's mode; the effective mode is the lower of this
+	// and the plan's (EffectiveMode).
+	Mode Mode `json:"mode"`
+	// Timezone is the IANA zone that days and start_hour are read in.
+	Timezone string `json:"timezone"`
+	// Groups are the rollout groups. The order matters only for groups
+	// without depends_on, which follow the group before them.
+	Groups []GroupConfig `json:"groups"`
+}
+
+// GroupConfig is the schedule of one group.
+type GroupConfig struct {
+	Name string `json:"name"`
+	// Days the group may start on: "Sun".."Sat", or ["*"] for every day.
+	Days []string `json:"days"`
+	// StartHour opens a one-hour start window, 0-23, in Config.Timezone.
+	StartHour int `json:"start_hour"`
+	// WaitHours after the last predecessor finished before the group may
+	// start (the first window at or after that time starts it).
+	WaitHours int `json:"wait_hours"`
+	// JitterSeconds is the longest random delay an agent waits before it
+	// updates, handed to agents through the group status.
+	JitterSeconds int `json:"jitter_seconds"`
+	// CanaryCount agents update first; all must be healthy before the rest.
+	CanaryCount int `json:"canary_count"`
+	// MaxInFlight bounds the agents updating at once (backpressure).
+	MaxInFlight Percent `json:"max_in_flight"`
+	// AlertAfter raises an alert when the group has not finished this long
+	// after it started; the rollout continues.
+	AlertAfter Duration `json:"alert_after"`
+	// FailureThreshold halts the group when more of its initial agents than
+	// this have failed the target.
+	FailureThreshold Percent `json:"failure_threshold"`
+	// HealthTimeout is how long an agent gives the updated app to become
+	// healthy, and how long a canary may be missing before the group halts.
+	HealthTimeout Duration `json:"health_timeout"`
+	// MinHealthyTime is how long a canary must be seen healthy on the target
+	// (agents also stay healthy this long before they record success).
+	MinHealthyTime Duration `json:"min_healthy_time"`
+	// DependsOn names the groups that must be done first. Omitted or null:
+	// the group before this one in Groups (none for the first). An explicit
+	// empty list: no dependency.
+	DependsOn []string `json:"depends_on"`
+}
+
+// Default values (RFD 169 where it has one).
+const (
+	DefaultGroupName        = "default"
+	DefaultTimezone         = "UTC"
+	DefaultJitterSeconds    = 5
+	DefaultCanaryCount      = 5
+	DefaultMaxInFlight      = Percent(20)
+	DefaultAlertAfter       = Duration(4 * time.Hour)
+	DefaultFailureThreshold = Percent(5)
+	DefaultHealthTimeout    = Duration(5 * time.Minute)
+	DefaultMinHealthyTime   = Duration(5 * time.Minute)
+)
+
+// Limits checked by Validate.
+const (
+	MaxGroups        = 100
+	MaxCanaryCount   = 10
+	MaxJitterSeconds = 3600
+	MaxWaitHours     = 168
+	// MaxChain bounds how long a dependency chain may take to reach its last
+	// group (see Config.Validate); RFD 169 rejects chains longer than a week.
+	MaxChain = 7 * 24 * time.Hour
+)
+
+var (
+	minAlertAfter     = time.Minute
+	maxAlertAfter     = 7 * 24 * time.Hour
+	minHealthTimeout  = 10 * time.Second
+	maxHealthTimeout  = time.Hour
+	maxMinHealthyTime = 24 * time.Hour
+)
+
+// DefaultConfig is the config fleetwave uses when fleet_config has none: one
+// "default" group, enabled, UTC.
+func DefaultConfig() Config {
+	return Config{
+		V:        SchemaVersion,
+		Mode:     ModeEnabled,
+		Timezone: DefaultTimezone,
+		Groups:   []GroupConfig{DefaultGroup(DefaultGroupName)},
+	}
+}
+
+// DefaultGroup is a group with every setting at its default: all days, start
+// hour 0, no wait, jitter 5s, 5 canaries, 20% in flight, alert after 4h, halt
+// above 5% failed, 5m health timeout and minimum healthy time.
+func DefaultGroup(name string) GroupConfig {
+	return GroupConfig{
+		Name:             name,
+		Days:             []string{"*"},
+		JitterSeconds:    DefaultJitterSeconds,
+		CanaryCount:      DefaultCanaryCount,
+		MaxInFlight:      DefaultMaxInFlight,
+		AlertAfter:       DefaultAlertAfter,
+		FailureThreshold: DefaultFailureThreshold,
+		HealthTimeout:    DefaultHealthTimeout,
+		MinHealthyTime:   DefaultMinHealthyTime,
+	}
+}
+
+// UnmarshalJSON decodes a config over DefaultConfig's values, rejecting
+// unknown fields. A "groups" list replaces the default group entirely.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	d := DefaultConfig()
+	err := decodeObject(b, map[string]any{
+		"v":        &d.V,
+		"mode":     &d.Mode,
+		"timezone": &d.Timezone,
+		"groups":   &d.Groups,
+	}, true)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	*c = d
+	return nil
+}
+
+// UnmarshalJSON decodes a group over DefaultGroup's values, rejecting unknown
+// fields.
+func (g *GroupConfig) UnmarshalJSON(b []byte) error {
+	d := DefaultGroup("")
+	err := decodeObject(b, map[string]any{
+		"name":              &d.Name,
+		"days":              &d.Days,
+		"start_hour":        &d.StartHour,
+		"wait_hours":        &d.WaitHours,
+		"jitter_seconds":    &d.JitterSeconds,
+		"canary_count":      &d.CanaryCount,
+		"max_in_flight":     &d.MaxInFlight,
+		"alert_after":       &d.AlertAfter,
+		"failure_threshold": &d.FailureThreshold,
+		"health_timeout":    &d.HealthTimeout,
+		"min_healthy_time":  &d.MinHealthyTime,
+		"depends_on":        &d.DependsOn,
+	}, true)
+	if err != nil {
+		// Name the group in the error even when another field failed first.
+		var named struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(b, &named) == nil && named.Name != "" {
+			return fmt.Errorf("group %q: %w", truncate(named.Name, 70), err)
+		}
+		return fmt.Errorf("group: %w", err)
+	}
+	*g = d
+	return nil
+}
+
+// Group returns the named group's config.
+func (c Config) Group(name string) (GroupConfig, bool) {
+	for _, g := range c.Groups {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return GroupConfig{}, false
+}
+
+// Location resolves Timezone ("" is UTC). Zones other than UTC come from the
+// system's time zone database (or an embedded one, if the binary imports
+// time/tzdata); each name is looked up once per process.
+func (c Config) Location() (*time.Location, error) {
+	return loadLocation(c.Timezone)
+}
+
+var locations sync.Map // zone name → *time.Location
+
+func loadLocation(name string) (*time.Location, error) {
+	switch name {
+	case "", "UTC":
+		return time.UTC, nil
+	case "Local":
+		return nil, fmt.Errorf("timezone %q depends on the host: name an IANA zone such as \"Europe/Berlin\", or \"UTC\"", name)
+	}
+	if l, ok := locations.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("timezone %q: not an IANA zone name such as \"Europe/Berlin\" (%v)", truncate(name, 60), err)
+	}
+	locations.Store(name, loc)
+	return loc, nil
+}
+
+// Validate checks every rule of DESIGN §3.1 and returns all violations
+// joined, each wrapping ErrBadConfig and naming the group, the field and the
+// allowed range.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrBadConfig}, args...)...))
+	}
+	if c.V != SchemaVersion {
+		bad("v %d: this fleetwave reads version %d", c.V, SchemaVersion)
+	}
+	if err := c.Mode.validate("mode"); err != nil {
+		bad("%v", err)
+	}
+	if _, err := c.Location(); err != nil {
+		bad("%v", err)
+	}
+	switch {
+	case len(c.Groups) == 0:
+		bad("groups: at least one group is needed (the default config has one named %q)", DefaultGroupName)
+	case len(c.Groups) > MaxGroups:
+		bad("groups: %d groups, at most %d", len(c.Groups), MaxGroups)
+	}
+	seen := map[string]bool{}
+	for i, g := range c.Groups {
+		for _, err := range g.validate() {
+			if g.Name == "" {
+				bad("group #%d: %v", i+1, err)
+			} else {
+				bad("group %q: %v", g.Name, err)
+			}
+		}
+		if g.Name != "" && seen[g.Name] {
+			bad("group %q: listed twice; group names must be unique", g.Name)
+		}
+		seen[g.Name] = true
+	}
+	if len(errs) == 0 {
+		for _, err := range c.validateOrder() {
+			bad("%v", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (g GroupConfig) validate() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := ValidateGroupName(g.Name); err != nil {
+		bad("name: %v", err)
+	}
+	if _, err := parseDays(g.Days); err != nil {
+		bad("%v", err)
+	}
+	if g.StartHour < 0 || g.StartHour > 23 {
+		bad("start_hour %d must be 0-23", g.StartHour)
+	}
+	if g.WaitHours < 0 || g.WaitHours > MaxWaitHours {
+		bad("wait_hours %d must be 0-%d", g.WaitHours, MaxWaitHours)
+	}
+	if g.JitterSeconds < 0 || g.JitterSeconds > MaxJitterSeconds {
+		bad("jitter_seconds %d must be 0-%d", g.JitterSeconds, MaxJitterSeconds)
+	}
+	if g.CanaryCount < 0 || g.CanaryCount > MaxCanaryCount {
+		bad("canary_count %d must be 0-%d", g.CanaryCount, MaxCanaryCount)
+	}
+	if g.MaxInFlight < 1 || g.MaxInFlight > 100 {
+		bad("max_in_flight %q must be 1%%-100%%", g.MaxInFlight)
+	}
+	if g.FailureThreshold < 0 || g.FailureThreshold > 100 {
+		bad("failure_threshold %q must be 0%%-100%%", g.FailureThreshold)
+	}
+	if d := g.AlertAfter.D(); d < minAlertAfter || d > maxAlertAfter {
+		bad("alert_after %q must be %s-%s", g.AlertAfter, Duration(minAlertAfter), Duration(maxAlertAfter))
+	}
+	if d := g.HealthTimeout.D(); d < minHealthTimeout || d > maxHealthTimeout {
+		bad("health_timeout %q must be %s-%s", g.HealthTimeout, Duration(minHealthTimeout), Duration(maxHealthTimeout))
+	}
+	if d := g.MinHealthyTime.D(); d < 0 || d > maxMinHealthyTime {
+		bad("min_healthy_time %q must be 0s-%s", g.MinHealthyTime, Duration(maxMinHealthyTime))
+	}
+	for _, dep := range g.DependsOn {
+		if dep == g.Name {
+			bad("depends_on: a group cannot depend on itself")
+		}
+	}
+	return errs
+}
+
+// CheckConfigChange decides whether next may replace prev, given the status
+// of each group (keyed by group name, as in fleet_plan). next must itself be
+// valid. A group that is rolling out (canary or active, halted or not) may be
+// neither changed nor removed: its schedule, canaries and backpressure were
+// fixed when it started. Mode and time zone changes are always allowed, as
+// are changes to groups that are unstarted, done or rolled back. A renamed
+// group is a removal and an addition and keeps no state.
+func CheckConfigChange(prev, next Config, statuses map[string]GroupStatus) error {
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range sortedKeys(statuses) {
+		st := statuses[name]
+		if !st.State.InProgress() {
+			continue
+		}
+		old, ok := prev.Group(name)
+		if !ok {
+			continue // not configured before: nothing of ours to protect
+		}
+		cur, ok := next.Group(name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: group %q is %s; it cannot be removed or renamed until it is done, rolled back or reset by a new target", ErrConfigChange, name, st.State))
+			continue
+		}
+		if !sameGroup(old, cur) || !slices.Equal(prev.Dependencies(name), next.Dependencies(name)) {
+			errs = append(errs, fmt.Errorf("%w: group %q is %s; its schedule cannot change until it is done, rolled back or reset by a new target", ErrConfigChange, name, st.State))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sameGroup(a, b GroupConfig) bool {
+	a.DependsOn, b.DependsOn = nil, nil
+	ad, errA := parseDays(a.Days)
+	bd, errB := parseDays(b.Days)
+	if errA != nil || errB != nil || ad != bd {
+		return false
+	}
+	a.Days, b.Days = nil, nil
+	return a.Name == b.Name && a.StartHour == b.StartHour && a.WaitHours == b.WaitHours &&
+		a.JitterSeconds == b.JitterSeconds && a.CanaryCount == b.CanaryCount &&
+		a.MaxInFlight == b.MaxInFlight && a.AlertAfter == b.AlertAfter &&
+		a.FailureThreshold == b.FailureThreshold && a.HealthTimeout == b.HealthTimeout &&
+		a.MinHealthyTime == b.MinHealthyTime
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

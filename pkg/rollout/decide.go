@@ -1,0 +1,80 @@
+package rollout
+
+// Decide answers what an agent should run and whether to update to it now.
+// It is the one function behind both agentd's own decision and /v1/find, so
+// the two can never disagree. Its inputs are what an agent can read: its id,
+// the plan spec and its group's status, plus a mode.
+//
+// mode is the config mode as the caller knows it; agentd, which cannot read
+// fleet_config, passes st.Mode. The mode used is the lowest of mode,
+// spec.Mode and st.Mode (the last written by the controller), so a pause
+// anywhere is a pause.
+//
+// The answers are RFD 169's "Proxy answer" tables (v1 = start version,
+// v2 = target version):
+//
+//	mode      state       version  update
+//	disabled  any         v2       false
+//	paused    unstarted   v1       false
+//	paused    canary      v1       false
+//	paused    active      v2       false
+//	paused    done        v2       false
+//	paused    rolledback  v1       false
+//	enabled   unstarted   v1       false
+//	enabled   canary      v1       false, but v2 and true for the group's canaries
+//	enabled   active      v2       true iff id.Fraction() < progress (or a canary)
+//	enabled   done        v2       true
+//	enabled   rolledback  v1       true
+//
+// and, beyond RFD 169:
+//
+//   - A halted group (canary or active, paused or enabled) answers v1 and
+//     false to everyone: nobody starts a new update while it is halted, new
+//     installs get the version known to work, and nobody is moved back until
+//     an operator rolls back. Agents already updating finish or roll back.
+//   - A status for another target than the spec's (the controller has not
+//     caught up yet) counts as unstarted.
+//   - Without a valid target version the answer is "" and false: keep what
+//     you have.
+func Decide(id AgentID, spec Spec, st GroupStatus, mode Mode) (version string, update bool) {
+	if ValidateVersion(spec.TargetVersion) != nil {
+		return "", false
+	}
+	v1, v2 := spec.StartVersion, spec.TargetVersion
+	if ValidateVersion(v1) != nil {
+		v1 = ""
+	}
+	state, halted := st.State, st.Halted
+	if st.TargetVersion != spec.TargetVersion || !state.Valid() {
+		state, halted = StateUnstarted, false
+	}
+	switch lowestMode(mode, spec.Mode, st.Mode) {
+	case ModeDisabled:
+		return v2, false
+	case ModePaused:
+		switch {
+		case halted:
+			return v1, false
+		case state == StateActive || state == StateDone:
+			return v2, false
+		}
+		return v1, false
+	}
+	switch state {
+	case StateCanary:
+		if halted || !st.IsCanary(id) {
+			return v1, false
+		}
+		return v2, true
+	case StateActive:
+		if halted {
+			return v1, false
+		}
+		return v2, st.IsCanary(id) || id.Fraction() < st.Progress
+	case StateDone:
+		return v2, true
+	case StateRolledBack:
+		return v1, v1 != ""
+	}
+	return v1, false
+}

@@ -1,0 +1,41 @@
+package rollout
+
+import "time"
+
+// EventKind classifies an Event.
+type EventKind string
+
+// Event kinds. Halt and alert events are the ones to page on; every halt is
+// accompanied by an alert event so that a consumer of alerts alone misses
+// nothing.
+const (
+	// EventTransition: the group changed state (From → To).
+	EventTransition EventKind = "transition"
+	// EventHalt: the group halted itself and waits for an operator.
+	EventHalt EventKind = "halt"
+	// EventAlert: something needs a human (alert_after passed, or a halt);
+	// the rollout itself continues unless halted.
+	EventAlert EventKind = "alert"
+	// EventFrozen: progress is held because too many agents vanished.
+	EventFrozen EventKind = "frozen"
+	// EventUnfrozen: enough agents are back and progress moves again.
+	EventUnfrozen EventKind = "unfrozen"
+	// EventOperator: an operator action that kept the state (reset, run).
+	EventOperator EventKind = "operator"
+)
+
+// Event is published on fleet.events.<group> when a group's status changes
+// in a way a human should hear about.
+type Event struct {
+	V      int       `json:"v"`
+	Group  string    `json:"group"`
+	Kind   EventKind `json:"kind"`
+	From   State     `json:"from,omitempty"`
+	To     State     `json:"to,omitempty"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+func newEvent(group string, kind EventKind, from, to State, reason string, at time.Time) Event {
+	return Event{V: SchemaVersion, Group: group, Kind: kind, From: from, To: to, Reason: reason, At: at}
+}

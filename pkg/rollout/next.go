@@ -1,0 +1,339 @@
+package rollout
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Input is everything one step of a group's state machine depends on. The
+// controller fills it from the buckets and its inventory; Next reads nothing
+// else, not even the clock.
+type Input struct {
+	Config Config
+	Group  string
+	Spec   Spec
+	// Prev is the group's current status (zero when it has none yet).
+	Prev GroupStatus
+	// Predecessors holds the statuses of the groups this one depends on
+	// (Plan.Predecessors); a missing one counts as not done.
+	Predecessors map[string]GroupStatus
+	// Counts are the group's per-version counts of present, established
+	// agents: the numbers for initial count, presence and progress.
+	Counts Counts
+	// Agents are the same agents one by one: canaries are picked and judged,
+	// failures counted and the lowest waiting id found from them.
+	Agents []AgentView
+	Now    time.Time
+}
+
+// maxSteps bounds the transitions one call may cascade through (unstarted →
+// canary → active → done with no canaries and everyone already on target).
+const maxSteps = 4
+
+// Next returns the group's next status and the events to publish. It is
+// pure and deterministic: the same input gives the same output. The
+// controller writes the status only if it changed and publishes the events.
+//
+// Order of rules: a new target_version resets the group to unstarted; an
+// invalid config or spec, an unconfigured group, or a mode other than
+// enabled holds the group where it is (Waiting says why) with progress
+// frozen; otherwise the state's rules run, cascading while states change.
+func Next(in Input) (GroupStatus, []Event) {
+	m := machine{in: in, st: in.Prev.Clone(), now: in.Now}
+	m.run()
+	return m.st, m.events
+}
+
+type machine struct {
+	in     Input
+	st     GroupStatus
+	now    time.Time
+	gc     GroupConfig
+	loc    *time.Location
+	events []Event
+}
+
+func (m *machine) emit(kind EventKind, from, to State, reason string) {
+	m.events = append(m.events, newEvent(m.in.Group, kind, from, to, reason, m.now))
+}
+
+func (m *machine) transition(to State, reason string) {
+	from := m.st.State
+	m.st.State, m.st.Reason, m.st.Since = to, reason, m.now
+	m.emit(EventTransition, from, to, reason)
+}
+
+func (m *machine) halt(reason string) {
+	m.st.Halted, m.st.HaltReason, m.st.HaltedAt = true, reason, m.now
+	m.st.Alerted = true
+	m.emit(EventHalt, m.st.State, m.st.State, reason)
+	m.emit(EventAlert, m.st.State, m.st.State, "halted: "+reason)
+}
+
+func (m *machine) wait(why string, until time.Time) {
+	m.st.Waiting, m.st.WaitingUntil = why, until
+}
+
+func (m *machine) run() {
+	in := m.in
+	specErr := in.Spec.Validate()
+	if m.st.Group == "" {
+		m.st.Group = in.Group
+	}
+	if specErr == nil && (m.st.V == 0 || m.st.TargetVersion != in.Spec.TargetVersion || m.st.Group != in.Group) {
+		from, old := m.st.State, m.st.TargetVersion
+		reason := "new target_version " + in.Spec.TargetVersion
+		if old != "" && old != in.Spec.TargetVersion {
+			reason += " (was " + old + ")"
+		}
+		m.st = newStatus(in.Group, in.Spec, m.now, reason)
+		m.emit(EventTransition, from, StateUnstarted, reason)
+	}
+	if m.st.V == 0 {
+		// No status and no usable spec: start an empty unstarted record so
+		// that what the controller writes is still a well-formed status.
+		m.st = GroupStatus{V: SchemaVersion, Group: in.Group, State: StateUnstarted, Reason: "waiting for a valid plan spec", Since: m.now}
+	}
+	m.st.Waiting, m.st.WaitingUntil = "", time.Time{}
+	if specErr != nil {
+		m.hold(fmt.Sprintf("plan spec is invalid, nothing moves until it is fixed: %v", specErr))
+		return
+	}
+	m.st.StartVersion = in.Spec.StartVersion
+	m.st.Mode = EffectiveMode(in.Config.Mode, in.Spec.Mode)
+	if err := in.Config.Validate(); err != nil {
+		m.hold(fmt.Sprintf("config is invalid, nothing moves until it is fixed: %v", err))
+		return
+	}
+	gc, ok := in.Config.Group(in.Group)
+	if !ok {
+		m.hold(fmt.Sprintf("group %q is not in the config", in.Group))
+		return
+	}
+	m.gc = gc
+	m.loc, _ = in.Config.Location() // valid: Validate checked it
+	m.st.JitterSeconds, m.st.HealthTimeout, m.st.MinHealthyTime = gc.JitterSeconds, gc.HealthTimeout, gc.MinHealthyTime
+	if m.st.Mode != ModeEnabled {
+		m.hold("mode " + string(m.st.Mode) + ": the rollout is frozen where it stands")
+		return
+	}
+	for range maxSteps {
+		var moved bool
+		switch m.st.State {
+		case StateUnstarted:
+			moved = m.unstarted()
+		case StateCanary:
+			moved = m.canary()
+		case StateActive:
+			moved = m.active()
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+// hold keeps the group where it is, saying why unless it is finished.
+func (m *machine) hold(why string) {
+	if !m.st.State.Terminal() {
+		m.wait(truncate(why, 300), time.Time{})
+	}
+}
+
+func (m *machine) unstarted() bool {
+	in, st, gc := m.in, &m.st, m.gc
+	reason := "window open"
+	switch {
+	case st.RunRequested:
+		reason = "run requested by an operator"
+	case in.Spec.Schedule == ScheduleImmediate:
+		reason = "schedule immediate"
+	default:
+		var lastDone time.Time
+		for _, dep := range in.Config.Dependencies(in.Group) {
+			p, ok := in.Predecessors[dep]
+			switch {
+			case !ok || p.V == 0:
+				m.wait(fmt.Sprintf("waiting for group %q to finish (it has no status yet)", dep), time.Time{})
+				return false
+			case p.TargetVersion != in.Spec.TargetVersion:
+				m.wait(fmt.Sprintf("waiting for group %q to finish (its status is for %s)", dep, versionOrNone(p.TargetVersion)), time.Time{})
+				return false
+			case p.State != StateDone:
+				what := string(p.State)
+				if p.Halted {
+					what += ", halted"
+				}
+				m.wait(fmt.Sprintf("waiting for group %q to finish (%s)", dep, what), time.Time{})
+				return false
+			}
+			if p.DoneAt.After(lastDone) {
+				lastDone = p.DoneAt
+			}
+		}
+		if gc.WaitHours > 0 && !lastDone.IsZero() {
+			until := lastDone.Add(time.Duration(gc.WaitHours) * time.Hour)
+			if m.now.Before(until) {
+				m.wait(fmt.Sprintf("wait_hours: %dh after the last predecessor finished", gc.WaitHours), until)
+				return false
+			}
+		}
+		if in.Spec.Critical {
+			reason = "critical: windows ignored"
+		} else if open := gc.NextWindow(m.now, m.loc); open.After(m.now) || open.IsZero() {
+			m.wait("window: next opens "+open.In(m.loc).Format("Mon 2006-01-02 15:04 MST")+" ("+describeWindow(gc, m.loc)+")", open)
+			return false
+		}
+	}
+	total := in.Counts.Total()
+	if total == 0 {
+		m.wait("no agents present: the group starts when its agents are (or mark it done to skip it)", time.Time{})
+		return false
+	}
+	ids := SelectCanaries(in.Agents, gc.CanaryCount, in.Spec.TargetVersion)
+	st.Canaries = nil
+	for _, id := range ids {
+		st.Canaries = append(st.Canaries, Canary{ID: id})
+	}
+	st.InitialCount, st.Progress, st.StartedAt, st.FailuresSince = total, 0, m.now, m.now
+	st.RunRequested, st.Halted, st.HaltReason, st.HaltedAt = false, false, "", time.Time{}
+	st.Alerted, st.FailedCount, st.Frozen, st.DoneAt = false, 0, "", time.Time{}
+	m.transition(StateCanary, fmt.Sprintf("%s: starting with %d agents, %d canaries", reason, total, len(ids)))
+	return true
+}
+
+func (m *machine) agentsByID() map[AgentID]AgentView {
+	out := make(map[AgentID]AgentView, len(m.in.Agents))
+	for _, a := range m.in.Agents {
+		out[a.ID] = a
+	}
+	return out
+}
+
+// countFailures counts the agents failing the target since FailuresSince
+// (see failedTarget), records the count and returns the lowest-id one.
+func (m *machine) countFailures() AgentView {
+	st := &m.st
+	n := 0
+	var first AgentView
+	for _, a := range m.in.Agents {
+		if failedTarget(a, st.TargetVersion, st.FailuresSince) {
+			if n == 0 || a.ID < first.ID {
+				first = a
+			}
+			n++
+		}
+	}
+	st.FailedCount = n
+	return first
+}
+
+// overThreshold halts the group when its failures exceed failure_threshold
+// of the initial count.
+func (m *machine) overThreshold(first AgentView) bool {
+	st := &m.st
+	limit := m.gc.FailureThreshold.Of(st.InitialCount)
+	if float64(st.FailedCount) <= limit {
+		return false
+	}
+	m.halt(fmt.Sprintf("%d agents failed %s, more than failure_threshold %s of %d (%s); first: %s %s",
+		st.FailedCount, st.TargetVersion, m.gc.FailureThreshold, st.InitialCount, trimFloat(limit), first.ID, describeFailure(first, st.TargetVersion)))
+	return true
+}
+
+func (m *machine) alertAfter() {
+	st := &m.st
+	if st.Alerted || st.StartedAt.IsZero() {
+		return
+	}
+	if m.now.Sub(st.StartedAt) >= m.gc.AlertAfter.D() {
+		st.Alerted = true
+		m.emit(EventAlert, st.State, st.State, fmt.Sprintf("not done %s after it started (alert_after %s); the rollout continues", Duration(m.now.Sub(st.StartedAt).Truncate(time.Second)), m.gc.AlertAfter))
+	}
+}
+
+func (m *machine) canary() bool {
+	m.alertAfter()
+	first := m.countFailures()
+	st := &m.st
+	if st.Halted {
+		return false
+	}
+	// A failed canary is the more useful reason, so judge canaries first.
+	v := judgeCanaries(st, m.agentsByID(), m.gc, m.now)
+	if v.halt != "" {
+		m.halt(v.halt)
+		return false
+	}
+	if m.overThreshold(first) || !v.healthy {
+		return false
+	}
+	reason := "no canaries"
+	if len(st.Canaries) > 0 {
+		reason = fmt.Sprintf("all %d canaries healthy on %s for min_healthy_time %s", len(st.Canaries), st.TargetVersion, m.gc.MinHealthyTime)
+	}
+	m.transition(StateActive, reason)
+	return true
+}
+
+func (m *machine) active() bool {
+	m.alertAfter()
+	first := m.countFailures()
+	if m.st.Halted || m.overThreshold(first) {
+		return false
+	}
+	st, in := &m.st, m.in
+	target := st.TargetVersion
+	lowest := -1.0
+	settled := 0
+	for _, a := range in.Agents {
+		switch {
+		case a.ActiveVersion == target:
+		case rolledBackFrom(a, target):
+			settled++
+		default:
+			if f := a.ID.Fraction(); lowest < 0 || f < lowest {
+				lowest = f
+			}
+		}
+	}
+	present, onTarget := in.Counts.Total(), in.Counts[target].Count
+	p, frozen := Progress(ProgressInput{
+		Strategy:      in.Spec.Strategy,
+		MaxInFlight:   m.gc.MaxInFlight,
+		Initial:       st.InitialCount,
+		Present:       present,
+		OnTarget:      onTarget,
+		LowestWaiting: lowest,
+		Prev:          st.Progress,
+	})
+	st.Progress = p
+	switch {
+	case frozen && st.Frozen == "":
+		floor := float64(st.InitialCount) - m.gc.MaxInFlight.Of(st.InitialCount)
+		st.Frozen = fmt.Sprintf("fewer agents present than %s (initial %d minus max_in_flight %s): progress held until they return",
+			trimFloat(floor), st.InitialCount, m.gc.MaxInFlight)
+		m.emit(EventFrozen, st.State, st.State, st.Frozen)
+	case !frozen && st.Frozen != "":
+		st.Frozen = ""
+		m.emit(EventUnfrozen, st.State, st.State, "enough agents present again: progress moves")
+	}
+	if frozen || p < 1 || onTarget == 0 || onTarget+settled < present {
+		return false
+	}
+	st.Progress, st.DoneAt = 1, m.now
+	reason := fmt.Sprintf("all %d present agents on %s", present, target)
+	if settled > 0 {
+		reason = fmt.Sprintf("%d of %d present agents on %s, %d rolled back from it", onTarget, present, target, settled)
+	}
+	m.transition(StateDone, reason)
+	return true
+}
+
+func trimFloat(f float64) string {
+	if f == math.Trunc(f) {
+		return fmt.Sprintf("%d", int64(f))
+	}
+	return fmt.Sprintf("%.2f", f)
+}

@@ -1,0 +1,153 @@
+package rollout
+
+import (
+	"slices"
+	"time"
+)
+
+// State is where a group stands in the rollout of one target version
+// (DESIGN §3.3, RFD 169 "Group states").
+type State string
+
+// Group states.
+const (
+	// StateUnstarted: the group has not started; agents keep the start
+	// version.
+	StateUnstarted State = "unstarted"
+	// StateCanary: the group's canaries update; everyone else waits.
+	StateCanary State = "canary"
+	// StateActive: agents update as progress allows.
+	StateActive State = "active"
+	// StateDone: the group is on the target; every agent is told to update.
+	StateDone State = "done"
+	// StateRolledBack: an operator rolled the group back; every agent is
+	// told to go to the start version.
+	StateRolledBack State = "rolledback"
+)
+
+// Valid reports whether s is one of the five states.
+func (s State) Valid() bool {
+	switch s {
+	case StateUnstarted, StateCanary, StateActive, StateDone, StateRolledBack:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether the state no longer changes by itself for this
+// target: only an operator or a new target moves the group on.
+func (s State) Terminal() bool {
+	switch s {
+	case StateDone, StateRolledBack:
+		return true
+	}
+	return false
+}
+
+// InProgress reports whether the group is rolling out (canary or active):
+// its config may not change (CheckConfigChange) and alert_after runs.
+func (s State) InProgress() bool {
+	switch s {
+	case StateCanary, StateActive:
+		return true
+	}
+	return false
+}
+
+// GroupStatus is the controller's record of one group's rollout, the value
+// of fleet_plan key group.<name>. Agents read it (with the spec) to decide
+// whether to update, through Decide.
+type GroupStatus struct {
+	V     int    `json:"v"`
+	Group string `json:"group"`
+	// State, Reason and Since describe the last transition.
+	State  State     `json:"state"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since,omitzero"`
+	// Mode is the effective mode when the controller wrote the status; agents
+	// cannot read fleet_config, so this is how a paused config reaches them.
+	Mode Mode `json:"mode,omitempty"`
+	// TargetVersion and StartVersion are the spec versions this status is
+	// about; a status for another target is stale and Decide ignores it.
+	TargetVersion string `json:"target_version"`
+	StartVersion  string `json:"start_version"`
+
+	// Halted: the group stopped itself (a canary failed or too many agents
+	// failed) and stays in its state until an operator acts.
+	Halted     bool      `json:"halted"`
+	HaltReason string    `json:"halt_reason,omitempty"`
+	HaltedAt   time.Time `json:"halted_at,omitzero"`
+	// Waiting, when set, says why the group is not moving although nothing
+	// is wrong: a window, wait_hours, a predecessor, no agents, a paused
+	// mode. WaitingUntil is when that wait ends, when known.
+	Waiting      string    `json:"waiting,omitempty"`
+	WaitingUntil time.Time `json:"waiting_until,omitzero"`
+	// Frozen, when set, says why progress is held: too many agents vanished.
+	Frozen string `json:"frozen,omitempty"`
+	// RunRequested: an operator asked to start the group now (fleetctl run),
+	// regardless of window, wait_hours and predecessors.
+	RunRequested bool `json:"run_requested,omitempty"`
+
+	// InitialCount is the number of agents present when the group started.
+	InitialCount int `json:"initial_count"`
+	// Canaries are the agents that updated first, with what the controller
+	// saw of them.
+	Canaries []Canary `json:"canaries,omitempty"`
+	// Progress in [0,1]: agents whose id fraction is below it may update.
+	Progress float64 `json:"progress"`
+	// FailedCount is the number of agents failing the target that count
+	// towards failure_threshold (those whose attempt began at or after
+	// FailuresSince).
+	FailedCount   int       `json:"failed_count"`
+	FailuresSince time.Time `json:"failures_since,omitzero"`
+	// Alerted: an alert has been raised for this rollout of the group
+	// (alert_after passed, or the group halted).
+	Alerted   bool      `json:"alerted"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	DoneAt    time.Time `json:"done_at,omitzero"`
+
+	// Settings agents need and cannot read from fleet_config.
+	JitterSeconds  int      `json:"jitter_seconds"`
+	HealthTimeout  Duration `json:"health_timeout"`
+	MinHealthyTime Duration `json:"min_healthy_time"`
+}
+
+// Canary is one canary agent and what the controller has seen of it.
+type Canary struct {
+	ID AgentID `json:"id"`
+	// HealthySince is when the controller first saw the canary healthy on
+	// the target (cleared if it stops being so).
+	HealthySince time.Time `json:"healthy_since,omitzero"`
+	// MissingSince is when the controller first missed the canary (cleared
+	// when it is back).
+	MissingSince time.Time `json:"missing_since,omitzero"`
+}
+
+// IsCanary reports whether id is one of the group's canaries.
+func (st GroupStatus) IsCanary(id AgentID) bool {
+	for _, c := range st.Canaries {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Clone returns a copy of st that shares no memory with it.
+func (st GroupStatus) Clone() GroupStatus {
+	st.Canaries = slices.Clone(st.Canaries)
+	return st
+}
+
+// newStatus is the unstarted status of group for spec.
+func newStatus(group string, spec Spec, now time.Time, reason string) GroupStatus {
+	return GroupStatus{
+		V:             SchemaVersion,
+		Group:         group,
+		State:         StateUnstarted,
+		Reason:        reason,
+		Since:         now,
+		TargetVersion: spec.TargetVersion,
+		StartVersion:  spec.StartVersion,
+	}
+}
