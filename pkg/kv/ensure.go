@@ -17,6 +17,7 @@ type Options struct {
 	// heartbeat: the heartbeat stream's MaxAge. Default 1h.
 	AgentExpiry time.Duration
 	// StatsTTL is the age at which fleet_stats entries disappear. Default 1h.
+	// The bucket also holds the controllers' leader lease (KeyLeader).
 	StatsTTL time.Duration
 	// Memory selects memory storage (tests, throw-away demos). Default file.
 	Memory bool
@@ -102,6 +103,8 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 			Description: "fleetwave per-group per-version agent counts, one key per controller",
 			History:     1,
 			TTL:         o.StatsTTL,
+			// Per-key TTLs for the leader lease (KeyLeader).
+			LimitMarkerTTL: time.Second,
 		}},
 	}
 	for _, b := range buckets {

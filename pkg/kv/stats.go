@@ -53,6 +53,9 @@ func ReadStats(ctx context.Context, b jetstream.KeyValue) ([]Stats, error) {
 			if e == nil { // initial values delivered
 				return out, nil
 			}
+			if e.Key() == KeyLeader {
+				continue
+			}
 			var s Stats
 			if err := json.Unmarshal(e.Value(), &s); err != nil {
 				return nil, fmt.Errorf("%s/%s: %w: %v", b.Bucket(), e.Key(), ErrCorrupt, err)

@@ -1,0 +1,95 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// State is the rollout's stored state as one read sees it: config, spec and
+// every group status, each with the revision to write back against.
+type State struct {
+	Config Entry[rollout.Config]
+	// ConfigDefault: no config was ever written; Config is the default
+	// (Revision 0, so a write creates it).
+	ConfigDefault bool
+	Spec          Entry[rollout.Spec]
+	// HasSpec: a plan spec exists (no spec means nothing to roll out).
+	HasSpec bool
+	Groups  map[string]Entry[rollout.GroupStatus]
+}
+
+// Plan returns the statuses as a rollout.Plan (for Predecessors).
+func (s *State) Plan() rollout.Plan {
+	p := rollout.Plan{Spec: s.Spec.Value, Groups: make(map[string]rollout.GroupStatus, len(s.Groups))}
+	for g, e := range s.Groups {
+		p.Groups[g] = e.Value
+	}
+	return p
+}
+
+// ReadConfig reads fleet_config/config; when none was written it returns the
+// default config with revision 0 and isDefault true.
+func (f *Fleet) ReadConfig(ctx context.Context) (e Entry[rollout.Config], isDefault bool, err error) {
+	e, err = Get[rollout.Config](ctx, f.Config, KeyConfig)
+	if errors.Is(err, ErrNotFound) {
+		return Entry[rollout.Config]{Value: rollout.DefaultConfig()}, true, nil
+	}
+	return e, false, err
+}
+
+// ReadState reads config, spec and every group status of the plan bucket.
+func (f *Fleet) ReadState(ctx context.Context) (*State, error) {
+	s := &State{Groups: map[string]Entry[rollout.GroupStatus]{}}
+	var err error
+	if s.Config, s.ConfigDefault, err = f.ReadConfig(ctx); err != nil {
+		return nil, err
+	}
+	w, err := f.Plan.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", BucketPlan, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read %s: %w", BucketPlan, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("read %s: watcher closed", BucketPlan)
+			}
+			if e == nil {
+				return s, nil
+			}
+			switch key := e.Key(); {
+			case key == KeySpec:
+				if err := json.Unmarshal(e.Value(), &s.Spec.Value); err != nil {
+					return nil, fmt.Errorf("%s/%s: %w: %v", BucketPlan, key, ErrCorrupt, err)
+				}
+				s.Spec.Revision, s.HasSpec = e.Revision(), true
+			case strings.HasPrefix(key, "group."):
+				var st rollout.GroupStatus
+				if err := json.Unmarshal(e.Value(), &st); err != nil {
+					return nil, fmt.Errorf("%s/%s: %w: %v", BucketPlan, key, ErrCorrupt, err)
+				}
+				s.Groups[strings.TrimPrefix(key, "group.")] = Entry[rollout.GroupStatus]{Value: st, Revision: e.Revision()}
+			}
+		}
+	}
+}
+
+// PublishEvent sends ev on fleet.events.<group> (core NATS: events are for
+// people and `fleetctl watch`; the state itself is in the buckets).
+func (f *Fleet) PublishEvent(ev rollout.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return f.JS.Conn().Publish(EventSubject(ev.Group), data)
+}
