@@ -108,20 +108,16 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.update.Status
-	errText := st.Error
-	if len(errText) > heartbeat.MaxErrorLen {
-		errText = errText[:heartbeat.MaxErrorLen-3] + "..."
-	}
 	return heartbeat.Heartbeat{
 		AgentID:        a.id,
-		Hostname:       a.o.Hostname,
+		Hostname:       heartbeat.CleanText(a.o.Hostname, heartbeat.MaxHostnameLen),
 		Group:          a.update.Spec.Group,
 		ActiveVersion:  st.ActiveVersion,
 		StartVersion:   st.StartVersion,
 		StartTime:      st.StartTime,
 		Rollback:       st.Rollback,
 		RollbackFrom:   st.RollbackFrom,
-		Error:          errText,
+		Error:          heartbeat.CleanText(st.Error, heartbeat.MaxErrorLen),
 		UpdaterVersion: version.Version,
 	}
 }

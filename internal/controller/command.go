@@ -30,6 +30,8 @@ type RunOptions struct {
 	StatsInterval     time.Duration
 	HeartbeatInterval time.Duration
 	AgentExpiry       time.Duration
+	ReconcileInterval time.Duration
+	LeaseTTL          time.Duration
 	Replicas          int
 	Log               cliutil.LogFlags
 }
@@ -39,7 +41,7 @@ func NewCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:     "controller",
 		Short:   "fleetwave controller: counts agents and drives rollouts",
-		Long:    "The controller follows agents' heartbeats on NATS JetStream, keeps the live inventory,\nand writes per-group, per-version counts to the fleet_stats bucket.\n" + cliutil.ExitCodesHelp,
+		Long:    "The controller follows agents' heartbeats on NATS JetStream, keeps the live inventory,\nwrites per-group, per-version counts to the fleet_stats bucket, and (the leader)\ndrives each group's rollout in the fleet_plan bucket.\n" + cliutil.ExitCodesHelp,
 		Version: version.Version,
 	}
 	root.AddCommand(newRunCmd())
@@ -61,7 +63,14 @@ With --nats it connects to an existing server or cluster instead.
 On start it creates (or brings up to date) the FLEET_HB stream and the
 fleet_config, fleet_plan and fleet_stats buckets, rebuilds the inventory from
 the last heartbeat of every agent in the stream, and then writes counts every
---stats-interval.`,
+--stats-interval.
+
+Several controllers may run against one bus: all of them count, one of them
+(the holder of the leader lease in fleet_stats/leader) drives the rollout,
+writing each group's status to fleet_plan/group.<name> every
+--reconcile-interval with compare-and-swap, and publishing events on
+fleet.events.<group>. When the leader stops, another takes over within
+--lease-ttl (at once on a clean shutdown).`,
 		Example: `  # one-command system on this host
   controller run --store-dir /var/lib/fleetwave/nats
 
@@ -85,6 +94,8 @@ the last heartbeat of every agent in the stream, and then writes counts every
 	f.DurationVar(&o.StatsInterval, "stats-interval", DefaultStatsInterval, "how often to write counts to fleet_stats")
 	f.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", DefaultHeartbeatInterval, "agents' heartbeat interval; an agent counts once known this long")
 	f.DurationVar(&o.AgentExpiry, "agent-expiry", kv.DefaultAgentExpiry, "forget agents silent this long (also the heartbeat stream's max age)")
+	f.DurationVar(&o.ReconcileInterval, "reconcile-interval", DefaultReconcileInterval, "how often the leader recomputes every group's rollout status")
+	f.DurationVar(&o.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "how long leadership outlives a silent leader (must exceed --reconcile-interval)")
 	f.IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and buckets (3 on a 3-node cluster)")
 	o.Log.Register(cmd)
 	return cmd
@@ -125,7 +136,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	}
 	c, err := New(fleet, Options{
 		ID: o.ID, StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
-		AgentExpiry: o.AgentExpiry, Log: log,
+		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, Log: log,
 	})
 	if err != nil {
 		return err
@@ -147,6 +158,7 @@ func (o *RunOptions) validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"--stats-interval": o.StatsInterval, "--heartbeat-interval": o.HeartbeatInterval, "--agent-expiry": o.AgentExpiry,
+		"--reconcile-interval": o.ReconcileInterval, "--lease-ttl": o.LeaseTTL,
 	} {
 		if d <= 0 {
 			return cliutil.Usagef("%s must be positive, got %v", name, d)
@@ -154,6 +166,9 @@ func (o *RunOptions) validate() error {
 	}
 	if o.AgentExpiry <= o.HeartbeatInterval {
 		return cliutil.Usagef("--agent-expiry (%v) must be longer than --heartbeat-interval (%v), or every agent expires between beats", o.AgentExpiry, o.HeartbeatInterval)
+	}
+	if o.LeaseTTL <= o.ReconcileInterval {
+		return cliutil.Usagef("--lease-ttl (%v) must be longer than --reconcile-interval (%v), which renews it", o.LeaseTTL, o.ReconcileInterval)
 	}
 	if o.Replicas < 1 || o.Replicas > 5 {
 		return cliutil.Usagef("--replicas %d: must be 1-5", o.Replicas)

@@ -28,14 +28,21 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// AgentExpiry drops agents not heard from for this long.
 	AgentExpiry time.Duration
-	Clock       clock.Clock
-	Log         *slog.Logger
+	// ReconcileInterval is how often the rollout loop runs.
+	ReconcileInterval time.Duration
+	// LeaseTTL is how long leadership outlives a silent leader; it must be
+	// longer than ReconcileInterval, which renews it.
+	LeaseTTL time.Duration
+	Clock    clock.Clock
+	Log      *slog.Logger
 }
 
 // Defaults.
 const (
 	DefaultStatsInterval     = 10 * time.Second
 	DefaultHeartbeatInterval = 30 * time.Second
+	DefaultReconcileInterval = 10 * time.Second
+	DefaultLeaseTTL          = 30 * time.Second
 )
 
 // Controller aggregates heartbeats and publishes counts.
@@ -52,6 +59,9 @@ type Controller struct {
 	lastWarn atomic.Int64 // unix nanos of the last bad-heartbeat log line
 
 	statsRev map[string]uint64 // group → revision of our last stats write
+
+	lease  *kv.Lease
+	leader bool // last Campaign won (for logging changes only)
 }
 
 // New returns a controller over fleet. Zero options take their defaults.
@@ -68,10 +78,20 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 	if o.AgentExpiry == 0 {
 		o.AgentExpiry = kv.DefaultAgentExpiry
 	}
+	if o.ReconcileInterval == 0 {
+		o.ReconcileInterval = DefaultReconcileInterval
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = max(DefaultLeaseTTL, 3*o.ReconcileInterval)
+	}
+	if o.LeaseTTL <= o.ReconcileInterval {
+		return nil, fmt.Errorf("controller: lease TTL %v must be longer than the reconcile interval %v", o.LeaseTTL, o.ReconcileInterval)
+	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
 	return &Controller{
+		lease:    &kv.Lease{Bucket: fleet.Stats, JS: fleet.JS, Key: kv.KeyLeader, Holder: o.ID, TTL: o.LeaseTTL},
 		fleet:    fleet,
 		o:        o,
 		agg:      heartbeat.NewAggregator(o.HeartbeatInterval, o.AgentExpiry),
@@ -126,18 +146,33 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.o.Log.Info("inventory recovered from the stream", slog.Int("agents", c.agg.Len()))
 
-	timer := c.o.Clock.NewTimer(c.o.StatsInterval)
-	defer timer.Stop()
+	defer func() {
+		// Hand leadership over at once instead of after the TTL.
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := c.lease.Release(rctx); err != nil {
+			c.o.Log.Warn("releasing the leader lease failed; another controller takes over after its TTL", slog.Any("err", err))
+		}
+	}()
+	stats := c.o.Clock.NewTimer(c.o.StatsInterval)
+	defer stats.Stop()
+	reconcile := c.o.Clock.NewTimer(0)
+	defer reconcile.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-timer.C():
+		case <-stats.C():
+			if err := c.WriteStats(ctx); err != nil && ctx.Err() == nil {
+				c.o.Log.Warn("writing stats failed; retrying next interval", slog.Any("err", err))
+			}
+			stats.Reset(c.o.StatsInterval)
+		case <-reconcile.C():
+			if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
+				c.o.Log.Warn("rollout pass failed; retrying next interval", slog.Any("err", err))
+			}
+			reconcile.Reset(c.o.ReconcileInterval)
 		}
-		if err := c.WriteStats(ctx); err != nil && ctx.Err() == nil {
-			c.o.Log.Warn("writing stats failed; retrying next interval", slog.Any("err", err))
-		}
-		timer.Reset(c.o.StatsInterval)
 	}
 }
 

@@ -168,8 +168,10 @@ func (f *fixture) waitHeard(c *controller.Controller, at time.Time) {
 // re-armed its timer.
 func (f *fixture) advance(d time.Duration) {
 	f.t.Helper()
-	if !f.clk.WaitPending(len(f.live)+len(f.ctrls), timeout(waitLong)) {
-		f.t.Fatalf("loops did not re-arm: %d timers pending, want %d", f.clk.Pending(), len(f.live)+len(f.ctrls))
+	// One timer per agent, two per controller (stats, rollout).
+	want := len(f.live) + 2*len(f.ctrls)
+	if !f.clk.WaitPending(want, timeout(waitLong)) {
+		f.t.Fatalf("loops did not re-arm: %d timers pending, want %d", f.clk.Pending(), want)
 	}
 	f.clk.Advance(d)
 }

@@ -94,32 +94,35 @@ func (a *Aggregator) established(e *entry, now time.Time) bool {
 }
 
 // Counts returns, per group, the counts of the agents that count at now:
-// established and not expired.
+// established and not expired. The tally itself is rollout.CountAgents, the
+// same rule the rollout engine applies.
 func (a *Aggregator) Counts(now time.Time) map[string]rollout.Counts {
+	out := make(map[string]rollout.Counts)
+	for group, views := range a.views("", now) {
+		out[group] = rollout.CountAgents(views)
+	}
+	return out
+}
+
+// Views returns the established, unexpired agents of group as the rollout
+// engine sees them.
+func (a *Aggregator) Views(group string, now time.Time) []rollout.AgentView {
+	return a.views(group, now)[group]
+}
+
+func (a *Aggregator) views(group string, now time.Time) map[string][]rollout.AgentView {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make(map[string]rollout.Counts)
+	out := make(map[string][]rollout.AgentView)
 	for _, e := range a.agents {
-		if a.expired(e, now) || !a.established(e, now) {
+		if a.expired(e, now) || !a.established(e, now) || group != "" && e.hb.Group != group {
 			continue
 		}
-		g := out[e.hb.Group]
-		if g == nil {
-			g = make(rollout.Counts)
-			out[e.hb.Group] = g
-		}
-		v := e.hb.Version()
-		vc := g[v]
-		vc.Count++
-		if e.hb.Failed() {
-			vc.FailedCount++
-		}
-		if vc.LowestID == "" || e.hb.AgentID < vc.LowestID {
-			// Canonical ids are fixed-width lowercase hex, so string
-			// order is numeric order.
-			vc.LowestID = e.hb.AgentID
-		}
-		g[v] = vc
+		h := &e.hb
+		out[h.Group] = append(out[h.Group], rollout.AgentView{
+			ID: h.AgentID, ActiveVersion: h.ActiveVersion, Rollback: h.Rollback,
+			RollbackFrom: h.RollbackFrom, Error: h.Error, StartTime: h.StartTime,
+		})
 	}
 	return out
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -19,7 +21,8 @@ const MaxSize = 4096
 // error never pushes the heartbeat over MaxSize.
 const MaxErrorLen = 1024
 
-const maxHostnameLen = 255
+// MaxHostnameLen bounds the hostname field.
+const MaxHostnameLen = 255
 
 // Heartbeat is one agent's report: the status block of its update.yaml plus
 // who it is. Agents publish it on SubjectFor(group, agent_id).
@@ -58,10 +61,13 @@ func Encode(h *Heartbeat) ([]byte, error) {
 	if err := h.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(h)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // '<' in an error text stays one byte, not six
+	if err := enc.Encode(h); err != nil {
 		return nil, fmt.Errorf("encode heartbeat: %w", err)
 	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if len(b) > MaxSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(b), MaxSize)
 	}
@@ -69,8 +75,8 @@ func Encode(h *Heartbeat) ([]byte, error) {
 }
 
 // Decode parses and validates a heartbeat. It rejects payloads over MaxSize,
-// trailing data, a "v" other than SchemaVersion, and any field that fails
-// Validate. Unknown fields are ignored so that a newer agent adding a field
+// anything but exactly one JSON object, a "v" other than SchemaVersion, and
+// any field that fails Validate. Unknown fields are ignored so that a newer agent adding a field
 // (without changing "v") is not dropped from the inventory of an older
 // controller.
 func Decode(data []byte) (*Heartbeat, error) {
@@ -78,12 +84,10 @@ func Decode(data []byte) (*Heartbeat, error) {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxSize)
 	}
 	var h Heartbeat
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&h); err != nil {
+	// json.Unmarshal, unlike a Decoder, rejects anything after the value
+	// (a Decoder's More() misses a stray '}').
+	if err := json.Unmarshal(data, &h); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrMalformed)
 	}
 	if err := h.Validate(); err != nil {
 		return nil, err
@@ -102,8 +106,8 @@ func (h *Heartbeat) Validate() error {
 	if err := rollout.ValidateGroupName(h.Group); err != nil {
 		return fmt.Errorf("%w: group: %w", ErrMalformed, err)
 	}
-	if len(h.Hostname) > maxHostnameLen {
-		return fmt.Errorf("%w: hostname longer than %d bytes", ErrMalformed, maxHostnameLen)
+	if err := checkText("hostname", h.Hostname, MaxHostnameLen); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name, value string
@@ -124,11 +128,58 @@ func (h *Heartbeat) Validate() error {
 	if h.Rollback && h.RollbackFrom == "" {
 		return fmt.Errorf("%w: rollback is true but rollback_from is empty", ErrMalformed)
 	}
-	if len(h.Error) > MaxErrorLen {
-		return fmt.Errorf("%w: error longer than %d bytes", ErrMalformed, MaxErrorLen)
+	if err := checkText("error", h.Error, MaxErrorLen); err != nil {
+		return err
 	}
 	if h.At.IsZero() {
 		return fmt.Errorf("%w: at is missing", ErrMalformed)
 	}
 	return nil
+}
+
+// checkText bounds a free-text field and rejects what JSON turns one byte of
+// into six (control characters other than tab and newline, and invalid
+// UTF-8). Everything else encodes to at most twice its length (a quote, a
+// backslash, U+2028), so every heartbeat Validate accepts encodes within
+// MaxSize.
+func checkText(field, s string, limit int) error {
+	if len(s) > limit {
+		return fmt.Errorf("%w: %s longer than %d bytes", ErrMalformed, field, limit)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrMalformed, field)
+	}
+	for i, r := range s {
+		if r < 0x20 && r != '\t' && r != '\n' {
+			return fmt.Errorf("%w: %s has control character %U at byte %d", ErrMalformed, field, r, i)
+		}
+	}
+	return nil
+}
+
+// CleanText makes s fit a heartbeat text field of at most limit bytes:
+// control characters (except tab and newline) become spaces, invalid UTF-8
+// becomes U+FFFD, and an over-long text is cut at a
+// rune boundary and ends in "...". Agents pass error texts and host names
+// through it, so what they send is never rejected.
+func CleanText(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' && r != '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) <= limit {
+		return s
+	}
+	const ellipsis = "..."
+	cut, tail := limit-len(ellipsis), ellipsis
+	if cut < 0 { // no room for the ellipsis
+		cut, tail = max(limit, 0), ""
+	}
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + tail
 }
