@@ -7,4 +7,21 @@ var (
 	// ErrCorrupt: a state file exists but cannot be read as what it should
 	// be. It is reported, never silently replaced: the operator decides.
 	ErrCorrupt = errors.New("corrupt state file")
+	// ErrBadChecksum: the download does not match its published sha256.
+	ErrBadChecksum = errors.New("checksum mismatch")
+	// ErrBadSignature: the checksum's Ed25519 signature does not verify.
+	ErrBadSignature = errors.New("signature does not verify")
+	// ErrNoSpace: not enough free disk space for the release.
+	ErrNoSpace = errors.New("not enough free space")
+	// ErrDownload: the release could not be fetched.
+	ErrDownload = errors.New("download failed")
+	// ErrHostileArchive: the tarball tries to write outside its directory,
+	// links out of it, holds device files, or is a size or file-count bomb.
+	ErrHostileArchive = errors.New("archive rejected")
+	// ErrLocked: another updater holds the lock.
+	ErrLocked = errors.New("another updater is running")
+	// ErrUnhealthy: the new version did not come up healthy.
+	ErrUnhealthy = errors.New("new version unhealthy")
+	// ErrBackup: the database backup could not be made or is unusable.
+	ErrBackup = errors.New("database backup")
 )

@@ -1,0 +1,47 @@
+package install
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// Tree is a host's install tree (DESIGN §4):
+//
+//	<root>/update.yaml            config + status
+//	<root>/agent_id               the update id
+//	<root>/lock                   flock: one updater at a time
+//	<root>/versions/<v>/bin/…     an extracted release
+//	<root>/versions/<v>/sha256    written last: the extraction is complete
+//	<root>/versions/<v>/backup/   the app's database as it was under <v>
+//	<bin_dir>/<name> -> <root>/versions/<v>/bin/<name>
+type Tree struct {
+	Root   string
+	BinDir string
+}
+
+// VersionsDir holds one directory per extracted version.
+func (t Tree) VersionsDir() string { return filepath.Join(t.Root, "versions") }
+
+// VersionDir is where version v is extracted.
+func (t Tree) VersionDir(v string) string { return filepath.Join(t.VersionsDir(), v) }
+
+// MarkerPath is the sha256 marker of version v: present only once v's
+// extraction is complete, and holding the release tarball's checksum.
+func (t Tree) MarkerPath(v string) string { return filepath.Join(t.VersionDir(v), "sha256") }
+
+// BackupDir holds the database backup taken while v was the active version.
+func (t Tree) BackupDir(v string) string { return filepath.Join(t.VersionDir(v), "backup") }
+
+// LockPath is the updater lock file.
+func (t Tree) LockPath() string { return filepath.Join(t.Root, "lock") }
+
+// checkVersion guards every path built from a version string: a version
+// from the network must never become "../../etc".
+func checkVersion(v string) error {
+	if err := rollout.ValidateVersion(v); err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	return nil
+}
