@@ -94,12 +94,22 @@ func (a *Aggregator) established(e *entry, now time.Time) bool {
 }
 
 // Counts returns, per group, the counts of the agents that count at now:
-// established and not expired. The tally itself is rollout.CountAgents, the
-// same rule the rollout engine applies.
+// established and not expired. The tally is rollout.Counts.Add, the same
+// rule the rollout engine applies.
 func (a *Aggregator) Counts(now time.Time) map[string]rollout.Counts {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	out := make(map[string]rollout.Counts)
-	for group, views := range a.views("", now) {
-		out[group] = rollout.CountAgents(views)
+	for _, e := range a.agents {
+		if a.expired(e, now) || !a.established(e, now) {
+			continue
+		}
+		c := out[e.hb.Group]
+		if c == nil {
+			c = rollout.Counts{}
+			out[e.hb.Group] = c
+		}
+		c.Add(view(&e.hb))
 	}
 	return out
 }
@@ -107,24 +117,22 @@ func (a *Aggregator) Counts(now time.Time) map[string]rollout.Counts {
 // Views returns the established, unexpired agents of group as the rollout
 // engine sees them.
 func (a *Aggregator) Views(group string, now time.Time) []rollout.AgentView {
-	return a.views(group, now)[group]
-}
-
-func (a *Aggregator) views(group string, now time.Time) map[string][]rollout.AgentView {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make(map[string][]rollout.AgentView)
+	var out []rollout.AgentView
 	for _, e := range a.agents {
-		if a.expired(e, now) || !a.established(e, now) || group != "" && e.hb.Group != group {
-			continue
+		if e.hb.Group == group && !a.expired(e, now) && a.established(e, now) {
+			out = append(out, view(&e.hb))
 		}
-		h := &e.hb
-		out[h.Group] = append(out[h.Group], rollout.AgentView{
-			ID: h.AgentID, ActiveVersion: h.ActiveVersion, Rollback: h.Rollback,
-			RollbackFrom: h.RollbackFrom, Error: h.Error, StartTime: h.StartTime,
-		})
 	}
 	return out
+}
+
+func view(h *Heartbeat) rollout.AgentView {
+	return rollout.AgentView{
+		ID: h.AgentID, ActiveVersion: h.ActiveVersion, Rollback: h.Rollback,
+		RollbackFrom: h.RollbackFrom, Error: h.Error, StartTime: h.StartTime,
+	}
 }
 
 // Agents lists the inventory (expired agents excluded), optionally only one

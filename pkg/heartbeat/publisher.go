@@ -2,6 +2,7 @@ package heartbeat
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -74,12 +75,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case errors.Is(err, ErrMalformed) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrUnsupportedVersion):
+			// Our own status does not encode: retrying will not help,
+			// and the agent is missing from the inventory until fixed.
+			p.Log.Error("heartbeat not sent: this agent's status is invalid", slog.Any("err", err))
 		case err != nil:
 			if !failing {
 				p.Log.Warn("heartbeat not delivered; retrying until the bus answers", slog.Any("err", err))
 				failing = true
 			}
-			timer.Reset(backoff)
+			timer.Reset(min(backoff, p.Interval))
 			backoff = min(backoff*2, p.Interval)
 			continue
 		case failing:

@@ -27,21 +27,27 @@ type AgentView struct {
 func CountAgents(agents []AgentView) Counts {
 	c := Counts{}
 	for _, a := range agents {
-		v := a.ActiveVersion
-		if v == "" {
-			v = NoVersion
-		}
-		vc := c[v]
-		vc.Count++
-		if a.Rollback || a.Error != "" {
-			vc.FailedCount++
-		}
-		if vc.LowestID == "" || a.ID < vc.LowestID {
-			vc.LowestID = a.ID
-		}
-		c[v] = vc
+		c.Add(a)
 	}
 	return c
+}
+
+// Add counts one agent into c (the rule of CountAgents, for callers that
+// tally without building a slice).
+func (c Counts) Add(a AgentView) {
+	v := a.ActiveVersion
+	if v == "" {
+		v = NoVersion
+	}
+	vc := c[v]
+	vc.Count++
+	if a.Rollback || a.Error != "" {
+		vc.FailedCount++
+	}
+	if vc.LowestID == "" || a.ID < vc.LowestID {
+		vc.LowestID = a.ID
+	}
+	c[v] = vc
 }
 
 // The failure rules. An agent has failed the target when either

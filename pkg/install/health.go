@@ -1,0 +1,118 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Health says how to tell that the app is healthy. With neither Command nor
+// URL set, healthy means "the app stays up".
+type Health struct {
+	// Command is run; exit status 0 is healthy.
+	Command []string
+	// URL is fetched; a 2xx answer is healthy.
+	URL    string
+	Client *http.Client
+	// Interval between probes (default 1s).
+	Interval time.Duration
+}
+
+// Clock is what health waiting needs of time; agentd passes its injected
+// clock, tests a fast or manual one.
+type Clock struct {
+	Now   func() time.Time
+	After func(time.Duration) <-chan time.Time
+}
+
+func (c Clock) orReal() Clock {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.After == nil {
+		c.After = time.After
+	}
+	return c
+}
+
+// WaitHealthy waits for the app to become healthy within timeout and then to
+// stay healthy, with the runner reporting it alive, for minHealthy. Any
+// failure after it first looked healthy, or the app exiting, fails at once:
+// a version that flaps is not healthy.
+func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy time.Duration, clk Clock) error {
+	clk = clk.orReal()
+	interval := h.Interval
+	if interval == 0 {
+		interval = time.Second
+	}
+	start := clk.Now()
+	var healthySince time.Time
+	var last error
+	for {
+		now := clk.Now()
+		err := r.Alive(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnhealthy, err)
+		}
+		err = h.probe(ctx)
+		switch {
+		case err == nil && healthySince.IsZero():
+			healthySince = now
+		case err != nil && !healthySince.IsZero():
+			return fmt.Errorf("%w: failed after %s healthy: %v", ErrUnhealthy, now.Sub(healthySince).Round(time.Millisecond), err)
+		case err != nil:
+			last = err
+			if now.Sub(start) >= timeout {
+				return fmt.Errorf("%w: not healthy within health_timeout %s: %v", ErrUnhealthy, timeout, last)
+			}
+		}
+		if !healthySince.IsZero() && now.Sub(healthySince) >= minHealthy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-clk.After(interval):
+		}
+	}
+}
+
+func (h Health) probe(ctx context.Context) error {
+	switch {
+	case len(h.Command) > 0:
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, h.Command[0], h.Command[1:]...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("health command %s: %w: %s", strings.Join(h.Command, " "), err, truncate(strings.TrimSpace(string(out)), 200))
+		}
+	case h.URL != "":
+		client := h.Client
+		if client == nil {
+			client = &http.Client{Timeout: 10 * time.Second}
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("health URL: %w", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			return fmt.Errorf("health URL %s: %s", h.URL, resp.Status)
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,160 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Runner starts and stops the app that the bin dir's links point to.
+type Runner interface {
+	// Restart (re)starts the app on whatever the links point to now.
+	Restart(ctx context.Context) error
+	// Stop stops the app and waits until it is gone.
+	Stop(ctx context.Context) error
+	// Alive is nil while the app runs, and says why not otherwise.
+	Alive(ctx context.Context) error
+}
+
+// SystemdRunner runs the app as a systemd unit.
+type SystemdRunner struct {
+	Unit string
+	// Systemctl is the systemctl binary (default "systemctl").
+	Systemctl string
+}
+
+func (s *SystemdRunner) systemctl(ctx context.Context, args ...string) error {
+	bin := s.Systemctl
+	if bin == "" {
+		bin = "systemctl"
+	}
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Restart runs systemctl restart.
+func (s *SystemdRunner) Restart(ctx context.Context) error {
+	return s.systemctl(ctx, "restart", s.Unit)
+}
+
+// Stop runs systemctl stop.
+func (s *SystemdRunner) Stop(ctx context.Context) error { return s.systemctl(ctx, "stop", s.Unit) }
+
+// Alive runs systemctl is-active.
+func (s *SystemdRunner) Alive(ctx context.Context) error {
+	return s.systemctl(ctx, "is-active", "--quiet", s.Unit)
+}
+
+// ProcessRunner runs the app as a child process of agentd, for hosts and
+// containers without systemd. The child gets its own process group, so Stop
+// reaches anything it started.
+type ProcessRunner struct {
+	Path   string
+	Args   []string
+	Env    []string
+	Dir    string
+	Stdout io.Writer
+	Stderr io.Writer
+	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
+	StopTimeout time.Duration
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd exits
+	exit error         // cmd.Wait's result once done
+}
+
+// Restart stops the child if it runs and starts it again from Path (which
+// resolves through the bin dir's link to the active version).
+func (p *ProcessRunner) Restart(ctx context.Context) error {
+	if err := p.Stop(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := exec.Command(p.Path, p.Args...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = p.Env, p.Dir, p.Stdout, p.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.Path, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done, p.exit = cmd, done, nil
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exit = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Stop sends SIGTERM to the child's process group, then SIGKILL after
+// StopTimeout (default 10s), and waits for it to exit.
+func (p *ProcessRunner) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	timeout := p.StopTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	return nil
+}
+
+// Alive is nil while the child runs.
+func (p *ProcessRunner) Alive(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return errors.New("not started")
+	}
+	select {
+	case <-p.done:
+		if p.exit == nil {
+			return fmt.Errorf("%s exited", p.Path)
+		}
+		return fmt.Errorf("%s exited: %w", p.Path, p.exit)
+	default:
+		return nil
+	}
+}
+
+// Pid is the child's pid, 0 when none runs.
+func (p *ProcessRunner) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
