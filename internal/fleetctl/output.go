@@ -6,6 +6,7 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 func writeJSON(w io.Writer, v any) error {
@@ -35,9 +36,10 @@ func age(now, t time.Time) string {
 	}
 }
 
+// shorten cuts s to n columns (runes), marking the cut with "…".
 func shorten(s string, n int) string {
-	if len(s) <= n {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	return string([]rune(s)[:n-1]) + "…"
 }

@@ -26,6 +26,12 @@ type Global struct {
 	Out    io.Writer
 	ErrOut io.Writer
 	Now    func() time.Time
+
+	// beforeWrite, when set, runs between a command's read and its
+	// compare-and-swap write. Tests use it to write the same key under the
+	// command and prove that the command then fails instead of losing the
+	// other edit.
+	beforeWrite func()
 }
 
 // NewCommand is fleetctl's root command.
@@ -46,7 +52,11 @@ controller uses. Read commands print a table for people and -o json for scripts.
 	pf.StringVar(&g.NATSURL, "nats", cliutil.Env("nats://127.0.0.1:4222", "NATS_URL"), "NATS server URL(s) (env NATS_URL)")
 	pf.StringVar(&g.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
 	pf.DurationVar(&g.Timeout, "timeout", 10*time.Second, "give up on the bus after this long")
-	root.AddCommand(newStatusCmd(g), newAgentsCmd(g))
+	root.AddCommand(
+		newStatusCmd(g), newWatchCmd(g), newAgentsCmd(g),
+		newConfigCmd(g), newPlanCmd(g), newPauseCmd(g), newResumeCmd(g),
+		newRunCmd(g), newRollbackCmd(g), newMarkDoneCmd(g), newResetCmd(g),
+	)
 	return root
 }
 
@@ -70,6 +80,14 @@ func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err er
 		return nil, nil, err
 	}
 	return f, nc.Close, nil
+}
+
+// open connects like fleet, bounding only the connecting by the timeout: for
+// commands that run until interrupted (watch, status --wait).
+func (g *Global) open(ctx context.Context) (f *kv.Fleet, closeFn func(), err error) {
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	return g.fleet(ctx)
 }
 
 // withTimeout bounds one command's work on the bus.

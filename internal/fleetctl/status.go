@@ -3,11 +3,13 @@ package fleetctl
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -16,12 +18,35 @@ import (
 type StatusOptions struct {
 	*Global
 	Output string
+	// Group limits the report to one group.
+	Group string
+	// Wait re-reads the status until every group is done (nil) or one
+	// halts or is rolled back (an ExitError with cliutil.ExitHalted).
+	Wait bool
+	// WaitInterval is how often Wait re-reads; default 2s.
+	WaitInterval time.Duration
 }
 
 // StatusReport is the JSON of "fleetctl status -o json". Stable: fields are
 // only ever added.
 type StatusReport struct {
+	// Plan is the plan spec and the effective mode; absent when there is no
+	// plan (then groups carry no rollout either).
+	Plan   *PlanReport   `json:"plan,omitempty"`
 	Groups []GroupReport `json:"groups"`
+}
+
+// PlanReport is the plan part of a StatusReport.
+type PlanReport struct {
+	// Mode is the effective mode, the lower of ConfigMode and PlanMode.
+	Mode          rollout.Mode     `json:"mode"`
+	ConfigMode    rollout.Mode     `json:"config_mode"`
+	PlanMode      rollout.Mode     `json:"plan_mode"`
+	StartVersion  string           `json:"start_version"`
+	TargetVersion string           `json:"target_version"`
+	Strategy      rollout.Strategy `json:"strategy"`
+	Schedule      rollout.Schedule `json:"schedule"`
+	Critical      bool             `json:"critical"`
 }
 
 // GroupReport is one group in a StatusReport.
@@ -31,9 +56,60 @@ type GroupReport struct {
 	Failed   int                      `json:"failed"`
 	Versions map[string]VersionReport `json:"versions"`
 	// Controllers is how many controllers report the group; At is when the
-	// entry shown was written.
+	// entry shown was written (absent when no controller counted the group).
 	Controllers int       `json:"controllers"`
-	At          time.Time `json:"at"`
+	At          time.Time `json:"at,omitzero"`
+	// Rollout is the group's rollout; absent when there is no plan.
+	Rollout *GroupRollout `json:"rollout,omitempty"`
+}
+
+// GroupRollout is where one group stands in the rollout of the plan's target.
+type GroupRollout struct {
+	// InConfig: the group is in fleet_config. Agents of a group that is not
+	// are not rolled out.
+	InConfig bool `json:"in_config"`
+	// Requires are the groups that must be done before this one starts.
+	Requires []string `json:"requires"`
+	// State and the fields after it are the controller's group status;
+	// State is absent when it has written none yet.
+	State  rollout.State `json:"state,omitempty"`
+	Reason string        `json:"reason,omitempty"`
+	Since  time.Time     `json:"since,omitzero"`
+	// Stale: the status is about StatusTarget, not the plan's target; the
+	// controller has not caught up, and agents treat the group as unstarted.
+	Stale        bool      `json:"stale,omitempty"`
+	StatusTarget string    `json:"status_target,omitempty"`
+	Halted       bool      `json:"halted"`
+	HaltReason   string    `json:"halt_reason,omitempty"`
+	HaltedAt     time.Time `json:"halted_at,omitzero"`
+	Waiting      string    `json:"waiting,omitempty"`
+	WaitingUntil time.Time `json:"waiting_until,omitzero"`
+	Frozen       string    `json:"frozen,omitempty"`
+	Alerted      bool      `json:"alerted"`
+	RunRequested bool      `json:"run_requested,omitempty"`
+	// Progress in [0,1] (DESIGN §3.4).
+	Progress     float64 `json:"progress"`
+	InitialCount int     `json:"initial_count"`
+	// FailedCount is the controller's count of agents failing the target
+	// that counts towards failure_threshold.
+	FailedCount int       `json:"failed_count"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	DoneAt      time.Time `json:"done_at,omitzero"`
+	Canaries    int       `json:"canaries"`
+	// TimedOut counts canaries missing for longer than health_timeout. It
+	// is only known in the canary state; absent otherwise.
+	TimedOut *int `json:"timed_out,omitempty"`
+	// Agents splits the group's counted agents.
+	Agents AgentSplit `json:"agents"`
+}
+
+// AgentSplit divides a group's counted agents (GroupReport.Agents) in three:
+// on the target, failed (not on the target, and rolled back or reporting an
+// error), and unchanged (the rest).
+type AgentSplit struct {
+	Updated   int `json:"updated"`
+	Unchanged int `json:"unchanged"`
+	Failed    int `json:"failed"`
 }
 
 // VersionReport counts one version in one group.
@@ -47,27 +123,48 @@ func newStatusCmd(g *Global) *cobra.Command {
 	o := &StatusOptions{Global: g}
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show agents per group and version, as counted by the controllers",
-		Long: `Show, per group, how many agents run each version and how many of them failed
-(rolled back or reported an error). The counts are the controllers' fleet_stats
-entries younger than one minute; agents count once they have heartbeated for
-one interval, and drop out after the agent expiry.`,
+		Short: "Show the rollout and the agents per group and version",
+		Long: `Show the rollout: the effective mode, start and target version, and per group
+its state, how long it has been in it, the groups it requires, how many of its
+agents are updated (on the target), unchanged or failed (not on the target,
+rolled back or reporting an error), canaries timed out (missing longer than
+health_timeout, canary state only) and the progress. Below that, how many
+agents run each version.
+
+The counts are the controllers' fleet_stats entries younger than one minute;
+agents count once they have heartbeated for one interval, and drop out after
+the agent expiry.
+
+--wait re-reads every 2s until every configured group is done on the target
+(exit 0) or one halts or is rolled back (exit 3).`,
 		Example: `  fleetctl status
-  fleetctl status -o json | jq '.groups[] | {name, agents}'`,
+  fleetctl status --group prod
+  fleetctl status --wait && echo "rolled out everywhere"
+  fleetctl status -o json | jq '.groups[] | {name, agents, state: .rollout.state}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(o.Output); err != nil {
 				return err
 			}
+			if o.Group != "" {
+				if err := rollout.ValidateGroupName(o.Group); err != nil {
+					return cliutil.Usagef("--group: %v", err)
+				}
+			}
 			return RunStatus(cmd.Context(), o)
 		},
 	}
+	cmd.Flags().StringVar(&o.Group, "group", "", "only this group")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every group is done (exit 0) or one halts (exit 3)")
 	outputFlag(cmd, &o.Output)
 	return cmd
 }
 
 // RunStatus is "fleetctl status".
 func RunStatus(ctx context.Context, o *StatusOptions) error {
+	if o.Wait {
+		return runStatusWait(ctx, o)
+	}
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
 	f, closeFn, err := o.fleet(ctx)
@@ -75,15 +172,118 @@ func RunStatus(ctx context.Context, o *StatusOptions) error {
 		return err
 	}
 	defer closeFn()
-	entries, err := kv.ReadStats(ctx, f.Stats)
+	rep, err := readStatus(ctx, f, o.ErrOut, o.Now())
 	if err != nil {
 		return err
 	}
-	rep := BuildStatus(entries, o.Now())
+	if rep, err = filterGroup(rep, o.Group); err != nil {
+		return err
+	}
+	return o.print(rep)
+}
+
+func (o *StatusOptions) print(rep StatusReport) error {
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
 	}
 	return writeStatusTable(o, rep)
+}
+
+// readStatus reads counts, config, spec and group statuses. When warn is
+// not nil, a rollout state that cannot be read is a warning on it and the
+// counts are still shown; otherwise it is an error.
+func readStatus(ctx context.Context, f *kv.Fleet, warn io.Writer, now time.Time) (StatusReport, error) {
+	entries, err := kv.ReadStats(ctx, f.Stats)
+	if err != nil {
+		return StatusReport{}, err
+	}
+	st, err := f.ReadState(ctx)
+	if err != nil {
+		if warn == nil {
+			return StatusReport{}, err
+		}
+		fmt.Fprintf(warn, "warning: cannot read the rollout state, showing agent counts only: %v\n", err)
+		st = nil
+	}
+	return BuildRolloutStatus(entries, st, now), nil
+}
+
+// filterGroup keeps only group in rep ("" keeps all).
+func filterGroup(rep StatusReport, group string) (StatusReport, error) {
+	if group == "" {
+		return rep, nil
+	}
+	for _, g := range rep.Groups {
+		if g.Name == group {
+			rep.Groups = []GroupReport{g}
+			return rep, nil
+		}
+	}
+	return rep, fmt.Errorf("group %q: not in the config, no rollout status and no agents counted", group)
+}
+
+// runStatusWait is "fleetctl status --wait".
+func runStatusWait(ctx context.Context, o *StatusOptions) error {
+	f, closeFn, err := o.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	interval := o.WaitInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		rctx, cancel := o.withTimeout(ctx)
+		rep, err := readStatus(rctx, f, nil, o.Now())
+		cancel()
+		if err != nil {
+			return err
+		}
+		if rep.Plan == nil {
+			return fmt.Errorf("nothing to wait for: %w", errNoPlan)
+		}
+		if rep, err = filterGroup(rep, o.Group); err != nil {
+			return err
+		}
+		done, verdict := waitVerdict(rep)
+		if done {
+			if err := o.print(rep); err != nil {
+				return err
+			}
+			return verdict
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("status --wait: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// waitVerdict says whether waiting is over: every configured group done on
+// the target (nil), or one halted or rolled back (exit 3).
+func waitVerdict(rep StatusReport) (done bool, err error) {
+	all := true
+	for _, g := range rep.Groups {
+		r := g.Rollout
+		if r == nil || !r.InConfig {
+			continue
+		}
+		switch {
+		case r.State == "" || r.Stale:
+			all = false
+		case r.Halted:
+			return true, cliutil.ExitError{Code: cliutil.ExitHalted, Err: fmt.Errorf("group %q halted: %s", g.Name, r.HaltReason)}
+		case r.State == rollout.StateRolledBack:
+			return true, cliutil.ExitError{Code: cliutil.ExitHalted, Err: fmt.Errorf("group %q was rolled back: %s", g.Name, r.Reason)}
+		case r.State != rollout.StateDone:
+			all = false
+		}
+	}
+	return all, nil
 }
 
 // BuildStatus turns fleet_stats entries into the report at now.
@@ -102,11 +302,26 @@ func BuildStatus(entries []kv.Stats, now time.Time) StatusReport {
 }
 
 func writeStatusTable(o *StatusOptions, rep StatusReport) error {
+	if rep.Plan != nil {
+		return writeRolloutTable(o.Out, rep, o.Now())
+	}
+	return writeVersionTable(o.Out, rep, o.Now())
+}
+
+// writeVersionTable prints agents per group and version.
+func writeVersionTable(w io.Writer, rep StatusReport, now time.Time) error {
+	var counted []GroupReport
+	for _, g := range rep.Groups {
+		if g.Controllers > 0 {
+			counted = append(counted, g)
+		}
+	}
+	rep.Groups = counted
 	if len(rep.Groups) == 0 {
-		_, err := fmt.Fprintln(o.Out, "No agents counted. Is a controller running, and have agents heartbeated for one interval?")
+		_, err := fmt.Fprintln(w, "No agents counted. Is a controller running, and have agents heartbeated for one interval?")
 		return err
 	}
-	tw := newTable(o.Out)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "GROUP\tAGENTS\tFAILED\tVERSION\tCOUNT\tFAILED\tAS OF")
 	for _, g := range rep.Groups {
 		versions := make([]string, 0, len(g.Versions))
@@ -117,7 +332,7 @@ func writeStatusTable(o *StatusOptions, rep StatusReport) error {
 		for i, v := range versions {
 			vr := g.Versions[v]
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s ago\n", g.Name, g.Agents, g.Failed, v, vr.Count, vr.Failed, age(o.Now(), g.At))
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s ago\n", g.Name, g.Agents, g.Failed, v, vr.Count, vr.Failed, age(now, g.At))
 			} else {
 				fmt.Fprintf(tw, "\t\t\t%s\t%d\t%d\t\n", v, vr.Count, vr.Failed)
 			}

@@ -1,0 +1,153 @@
+package fleetctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// GroupActionOptions are the flags of the operator actions on one group:
+// run, rollback, mark-done and reset.
+type GroupActionOptions struct {
+	*Global
+	Group string
+	// Note is the operator's reason, recorded in the status and the event.
+	Note string
+}
+
+// groupAction is one of rollout's operator actions.
+type groupAction func(st rollout.GroupStatus, note string, now time.Time) (rollout.GroupStatus, rollout.Event, error)
+
+func newGroupActionCmd(g *Global, use, short, long, example string, run func(context.Context, *GroupActionOptions) error) *cobra.Command {
+	o := &GroupActionOptions{Global: g}
+	cmd := &cobra.Command{
+		Use:     use + " --group G",
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Group, "group", "", "the group to act on")
+	cmd.Flags().StringVar(&o.Note, "note", "", "why (recorded in the group status and the event)")
+	return cmd
+}
+
+func newRunCmd(g *Global) *cobra.Command {
+	return newGroupActionCmd(g, "run", "Start a group now, ignoring its window, wait and predecessors",
+		`Start a group at the controller's next step, regardless of its window,
+wait_hours and predecessors. A rolled back group starts again (fresh canaries
+and initial count). A halted group is reset (see reset). A group that is
+running or done is refused.`,
+		`  fleetctl run --group staging
+  fleetctl run --group prod --note "hotfix, approved by on-call"`, RunRun)
+}
+
+func newRollbackCmd(g *Global) *cobra.Command {
+	return newGroupActionCmd(g, "rollback", "Send a group back to the start version",
+		`Roll a group back: every agent of it is told to go back to the start version.
+Allowed from canary, active and done; clears a halt.`,
+		`  fleetctl rollback --group prod --note "500s on checkout"`, RunRollback)
+}
+
+func newMarkDoneCmd(g *Global) *cobra.Command {
+	return newGroupActionCmd(g, "mark-done", "Force a group to done (its agents all update at once)",
+		`Mark a group done: every agent of it is told to update to the target at once,
+and the groups depending on it may start. Allowed from unstarted (skips the
+group), canary and active; clears a halt.`,
+		`  fleetctl mark-done --group empty-lab --note "no hosts there yet"`, RunMarkDone)
+}
+
+func newResetCmd(g *Global) *cobra.Command {
+	return newGroupActionCmd(g, "reset", "Clear a group's halt and forgive its failures so far",
+		`Reset a group. An active group keeps its progress, its halt is cleared and only
+failures of update attempts that begin from now on count towards
+failure_threshold. A group in canary restarts its canary phase with fresh
+canaries.`,
+		`  fleetctl reset --group prod --note "bad host replaced"`, RunReset)
+}
+
+// RunRun is "fleetctl run".
+func RunRun(ctx context.Context, o *GroupActionOptions) error {
+	return runGroupAction(ctx, o, "run", rollout.Run)
+}
+
+// RunRollback is "fleetctl rollback".
+func RunRollback(ctx context.Context, o *GroupActionOptions) error {
+	return runGroupAction(ctx, o, "rollback", rollout.Rollback)
+}
+
+// RunMarkDone is "fleetctl mark-done".
+func RunMarkDone(ctx context.Context, o *GroupActionOptions) error {
+	return runGroupAction(ctx, o, "mark-done", rollout.MarkDone)
+}
+
+// RunReset is "fleetctl reset".
+func RunReset(ctx context.Context, o *GroupActionOptions) error {
+	return runGroupAction(ctx, o, "reset", rollout.Reset)
+}
+
+// runGroupAction reads the group's status with its revision, applies the
+// action, writes the result with that revision and publishes the event.
+func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, action groupAction) error {
+	if err := checkGroupFlag(o.Group); err != nil {
+		return err
+	}
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	f, closeFn, err := o.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	key := kv.GroupKey(o.Group)
+	e, err := kv.Get[rollout.GroupStatus](ctx, f.Plan, key)
+	if errors.Is(err, kv.ErrNotFound) {
+		return fmt.Errorf("group %q has no rollout status yet: is a controller running and is %s in the config (fleetctl config show)?", o.Group, o.Group)
+	}
+	if err != nil {
+		return err
+	}
+	spec, err := kv.Get[rollout.Spec](ctx, f.Plan, kv.KeySpec)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return fmt.Errorf("%s --group %s: %w", name, o.Group, errNoPlan)
+	case err != nil:
+		return err
+	case e.Value.TargetVersion != spec.Value.TargetVersion:
+		// The controller resets a stale status for the new target at its
+		// next step, and would silently undo this action.
+		return fmt.Errorf("%s --group %s: the group's status is for target %s but the plan targets %s: the controller has not caught up yet; retry in a moment",
+			name, o.Group, e.Value.TargetVersion, spec.Value.TargetVersion)
+	}
+	next, ev, err := action(e.Value, o.Note, o.Now())
+	if err != nil {
+		return err // rollout.ErrBadAction: says what is allowed
+	}
+	rev, err := save(ctx, o.Global, f.Plan, key, next, e.Revision)
+	if err != nil {
+		return err
+	}
+	err = f.PublishEvent(ev)
+	if err == nil {
+		err = f.JS.Conn().FlushWithContext(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("group %q: status written (%s/%s revision %d) but the event was not published: %w", o.Group, kv.BucketPlan, key, rev, err)
+	}
+	if ev.From != ev.To {
+		fmt.Fprintf(o.Out, "group %q: %s → %s: %s\n", o.Group, ev.From, ev.To, ev.Reason)
+	} else {
+		fmt.Fprintf(o.Out, "group %q (still %s): %s\n", o.Group, ev.To, ev.Reason)
+	}
+	_, err = fmt.Fprintf(o.Out, "written to %s/%s (revision %d); event on %s\n", kv.BucketPlan, key, rev, kv.EventSubject(o.Group))
+	return err
+}

@@ -1,0 +1,119 @@
+package fleetctl
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// These fail before connecting, so no server is needed.
+func TestOperatorUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"config"},
+		{"config", "show", "-o", "table"},
+		{"config", "set"},
+		{"config", "set", "--start-hour", "3"},
+		{"config", "set", "--group", "Bad.Group", "--start-hour", "3"},
+		{"config", "set", "--group", "prod", "--start-hour", "three"},
+		{"config", "set", "--group", "prod", "--max-in-flight", "20"},
+		{"config", "set", "--group", "prod", "--alert-after", "4"},
+		{"config", "set", "--group", "prod", "--depends-on", "a,Not_Valid"},
+		{"config", "apply"},
+		{"config", "delete-group"},
+		{"plan"},
+		{"plan", "show", "-o", "yaml"},
+		{"plan", "set"},
+		{"plan", "set", "--target", "1.4"},
+		{"plan", "set", "--target", "1.4.0", "--start", "vX"},
+		{"plan", "set", "--critical=maybe"},
+		{"pause", "now"},
+		{"run"},
+		{"rollback", "--group", "Bad.Group"},
+		{"mark-done", "--group", ""},
+		{"reset", "--group", "-x"},
+		{"status", "--group", "Bad.Group"},
+		{"watch", "extra"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			_, stderr, code := execute(t, args...)
+			if code != cliutil.ExitUsage {
+				t.Errorf("exit code %d, want %d (stderr: %s)", code, cliutil.ExitUsage, stderr)
+			}
+			if stderr == "" {
+				t.Error("no error message on stderr")
+			}
+		})
+	}
+}
+
+// Through the real command line: only the flags given change, and the
+// -o/--output and env plumbing reach the Run functions.
+func TestConfigSetFlagsThroughCLI(t *testing.T) {
+	e := newEnv(t)
+	out, stderr, code := execute(t, "--nats", e.srv.URL(), "config", "set", "--group", "staging", "--start-hour", "3", "--jitter-seconds", "60")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, `group "staging" added`) {
+		t.Errorf("output: %s", out)
+	}
+	_, stderr, code = execute(t, "--nats", e.srv.URL(), "config", "set", "--group", "staging", "--max-in-flight", "50%", "--depends-on", "")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := rollout.DefaultGroup("staging")
+	want.StartHour, want.JitterSeconds, want.MaxInFlight, want.DependsOn = 3, 60, 50, []string{}
+	got, _ := e.config().Value.Group("staging")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("staging (-want +got):\n%s", diff)
+	}
+
+	_, stderr, code = execute(t, "--nats", e.srv.URL(), "config", "set", "--group", "staging", "--max-in-flight", "120%")
+	if code != cliutil.ExitUsage || !strings.Contains(stderr, `max_in_flight "120%" must be 1%-100%`) {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+
+	_, stderr, code = execute(t, "--nats", e.srv.URL(), "plan", "set", "--start", "1.3.2", "--target", "v1.4.0", "--critical")
+	if code != 0 {
+		t.Fatalf("plan set: exit %d: %s", code, stderr)
+	}
+	spec := rollout.DefaultSpec("1.3.2", "1.4.0")
+	spec.Critical = true
+	if diff := cmp.Diff(spec, e.spec().Value); diff != "" {
+		t.Errorf("spec (-want +got):\n%s", diff)
+	}
+	_, _, code = execute(t, "--nats", e.srv.URL(), "plan", "set", "--critical=false")
+	if code != 0 || e.spec().Value.Critical {
+		t.Errorf("--critical=false: exit %d, critical %v", code, e.spec().Value.Critical)
+	}
+	_, _, code = execute(t, "--nats", e.srv.URL(), "pause")
+	if code != 0 || e.spec().Value.Mode != rollout.ModePaused {
+		t.Errorf("pause: exit %d, mode %s", code, e.spec().Value.Mode)
+	}
+}
+
+func TestRolloutTableFitsWorstCase(t *testing.T) {
+	long := strings.Repeat("g", rollout.MaxGroupNameLen)
+	full := &GroupRollout{
+		InConfig: true, Requires: []string{long, long}, State: rollout.StateCanary, Since: testNow.Add(-999 * 24 * time.Hour),
+		Halted: true, HaltedAt: testNow.Add(-time.Hour), HaltReason: strings.Repeat("x", 300),
+		Waiting: strings.Repeat("waiting ", 40), Frozen: strings.Repeat("frozen ", 40), Alerted: true,
+		Progress: 1, Canaries: 10, TimedOut: ptr(10), Agents: AgentSplit{Updated: 9999, Unchanged: 9999, Failed: 9999},
+	}
+	rep := StatusReport{
+		Plan: &PlanReport{Mode: "disabled", ConfigMode: "disabled", PlanMode: "paused",
+			StartVersion: "1.2.3-rc.1+build.5", TargetVersion: "10.20.30-beta.2", Strategy: "backpressure", Schedule: "immediate", Critical: true},
+		Groups: []GroupReport{{Name: long, Agents: 9999, Versions: map[string]VersionReport{}, Rollout: full}},
+	}
+	var out bytes.Buffer
+	if err := writeRolloutTable(&out, rep, testNow); err != nil {
+		t.Fatal(err)
+	}
+	checkWidth(t, out.String())
+}

@@ -1,0 +1,616 @@
+package fleetctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+const configKeyName = kv.BucketConfig + "/" + kv.KeyConfig
+
+func newConfigCmd(g *Global) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Show and change the rollout config (groups, schedules, mode)",
+		Long: `The rollout config (fleet_config/config) holds the operator's mode and the
+rollout groups in order, each with its start window, canaries, backpressure
+and thresholds (docs/rollout.md). Every change is validated and written with
+compare-and-swap: a concurrent edit fails instead of being overwritten.`,
+	}
+	cmd.AddCommand(newConfigShowCmd(g), newConfigSetCmd(g), newConfigApplyCmd(g),
+		newConfigResetCmd(g), newConfigDeleteGroupCmd(g))
+	return cmd
+}
+
+// ConfigShowOptions are the flags of "fleetctl config show".
+type ConfigShowOptions struct {
+	*Global
+	// Output is yaml or json.
+	Output string
+}
+
+func newConfigShowCmd(g *Global) *cobra.Command {
+	o := &ConfigShowOptions{Global: g}
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Print the rollout config (YAML, or JSON with -o json)",
+		Long: `Print the rollout config. The YAML keys are the JSON keys of the bucket, so the
+output can be edited and given back to "fleetctl config apply -f". When no
+config was ever written, the default config fleetwave uses is shown.`,
+		Example: `  fleetctl config show
+  fleetctl config show > fleet.yaml && $EDITOR fleet.yaml && fleetctl config apply -f fleet.yaml
+  fleetctl config show -o json | jq '.groups[].name'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Output != "yaml" && o.Output != "json" {
+				return cliutil.Usagef("--output %q: want yaml or json", o.Output)
+			}
+			return RunConfigShow(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "yaml", "output format: yaml or json")
+	return cmd
+}
+
+// RunConfigShow is "fleetctl config show".
+func RunConfigShow(ctx context.Context, o *ConfigShowOptions) error {
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	f, closeFn, err := o.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	e, isDefault, err := f.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.Value.Validate(); err != nil {
+		fmt.Fprintf(o.ErrOut, "warning: the stored config is not valid; the controller holds every group until it is fixed:\n%v\n", err)
+	}
+	if o.Output == "json" {
+		return writeJSON(o.Out, e.Value)
+	}
+	data, err := json.Marshal(e.Value)
+	if err != nil {
+		return err
+	}
+	y, err := jsonToYAML(data)
+	if err != nil {
+		return err
+	}
+	if isDefault {
+		fmt.Fprintf(o.Out, "# %s: none written yet; this is the default config\n", configKeyName)
+	} else {
+		fmt.Fprintf(o.Out, "# %s revision %d\n", configKeyName, e.Revision)
+	}
+	_, err = o.Out.Write(y)
+	return err
+}
+
+// ConfigSetOptions are the flags of "fleetctl config set". A nil setting is
+// left as it is: only what the operator gave changes.
+type ConfigSetOptions struct {
+	*Global
+	// Group is the group the group settings apply to; it is created (with
+	// default settings, at the end of the list) when it does not exist.
+	Group string
+
+	Mode     *string
+	Timezone *string
+
+	// Days: "Mon,Tue" or "*".
+	Days          *string
+	StartHour     *int
+	WaitHours     *int
+	JitterSeconds *int
+	CanaryCount   *int
+	// MaxInFlight and FailureThreshold: "20%".
+	MaxInFlight      *string
+	FailureThreshold *string
+	// AlertAfter, HealthTimeout, MinHealthyTime: "4h", "90s".
+	AlertAfter     *string
+	HealthTimeout  *string
+	MinHealthyTime *string
+	// DependsOn: "a,b"; "" for none; "-" for the default (the group listed
+	// before this one).
+	DependsOn *string
+}
+
+func (o *ConfigSetOptions) groupSettings() []string {
+	var set []string
+	for _, s := range []struct {
+		flag  string
+		given bool
+	}{
+		{"--days", o.Days != nil}, {"--start-hour", o.StartHour != nil}, {"--wait-hours", o.WaitHours != nil},
+		{"--jitter-seconds", o.JitterSeconds != nil}, {"--canary-count", o.CanaryCount != nil},
+		{"--max-in-flight", o.MaxInFlight != nil}, {"--failure-threshold", o.FailureThreshold != nil},
+		{"--alert-after", o.AlertAfter != nil}, {"--health-timeout", o.HealthTimeout != nil},
+		{"--min-healthy-time", o.MinHealthyTime != nil}, {"--depends-on", o.DependsOn != nil},
+	} {
+		if s.given {
+			set = append(set, s.flag)
+		}
+	}
+	return set
+}
+
+func newConfigSetCmd(g *Global) *cobra.Command {
+	o := &ConfigSetOptions{Global: g}
+	cmd := &cobra.Command{
+		Use:   "set",
+		Short: "Change the mode, the time zone or one group's settings",
+		Long: `Change the config's mode or time zone, or the settings of one group. Only the
+flags you give change. A group that does not exist is created with the default
+settings, at the end of the list. A group that is rolling out (canary or
+active) cannot be changed until it is done, rolled back or reset by a new
+target.
+
+--depends-on takes group names separated by commas; '' means no dependency,
+'-' the default (the group listed before this one).`,
+		Example: `  fleetctl config set --group staging --start-hour 3 --jitter-seconds 60
+  fleetctl config set --group prod --days Mon,Tue,Wed,Thu --max-in-flight 10% --depends-on staging
+  fleetctl config set --group canary --depends-on ''
+  fleetctl config set --mode paused
+  fleetctl config set --timezone Europe/Berlin`,
+		Args: cobra.NoArgs,
+	}
+	fs := cmd.Flags()
+	var setters []func()
+	str := func(dst **string, name, usage string) {
+		v := new(string)
+		fs.StringVar(v, name, "", usage)
+		setters = append(setters, func() {
+			if fs.Changed(name) {
+				*dst = v
+			}
+		})
+	}
+	num := func(dst **int, name, usage string) {
+		v := new(int)
+		fs.IntVar(v, name, 0, usage)
+		setters = append(setters, func() {
+			if fs.Changed(name) {
+				*dst = v
+			}
+		})
+	}
+	fs.StringVar(&o.Group, "group", "", "group to change (created if missing)")
+	str(&o.Mode, "mode", "config mode: enabled, paused or disabled")
+	str(&o.Timezone, "timezone", `IANA time zone of days and start hours ("Europe/Berlin", "UTC")`)
+	str(&o.Days, "days", `days the group may start: "Mon,Tue,…" or "*" for every day`)
+	num(&o.StartHour, "start-hour", "hour (0-23) the group's one-hour start window opens")
+	num(&o.WaitHours, "wait-hours", "hours (0-168) to wait after the predecessors finished")
+	num(&o.JitterSeconds, "jitter-seconds", "longest random delay (0-3600) before an agent updates")
+	num(&o.CanaryCount, "canary-count", "agents updated first (0-10)")
+	str(&o.MaxInFlight, "max-in-flight", `share of the group updating at once ("1%"-"100%")`)
+	str(&o.FailureThreshold, "failure-threshold", `halt when more than this share failed ("0%"-"100%")`)
+	str(&o.AlertAfter, "alert-after", `alert when not done this long after the start ("1m"-"168h")`)
+	str(&o.HealthTimeout, "health-timeout", `time for the app to become healthy ("10s"-"1h")`)
+	str(&o.MinHealthyTime, "min-healthy-time", `time the app must stay healthy ("0s"-"24h")`)
+	str(&o.DependsOn, "depends-on", `groups that must be done first: "a,b"; '' none; '-' the group listed before`)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		for _, set := range setters {
+			set()
+		}
+		return RunConfigSet(cmd.Context(), o)
+	}
+	return cmd
+}
+
+// RunConfigSet is "fleetctl config set".
+func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
+	groupFlags := o.groupSettings()
+	switch {
+	case o.Group == "" && len(groupFlags) > 0:
+		return cliutil.Usagef("%s: say which group with --group", strings.Join(groupFlags, ", "))
+	case o.Group == "" && o.Mode == nil && o.Timezone == nil:
+		return cliutil.Usagef("nothing to set: give --mode, --timezone, or --group with the settings to change")
+	}
+	if o.Group != "" {
+		if err := rollout.ValidateGroupName(o.Group); err != nil {
+			return cliutil.Usagef("--group: %v", err)
+		}
+	}
+	edit, err := o.parse()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	f, closeFn, err := o.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	st, err := f.ReadState(ctx)
+	if err != nil {
+		return err
+	}
+	next := cloneConfig(st.Config.Value)
+	if o.Mode != nil {
+		next.Mode = rollout.Mode(*o.Mode)
+	}
+	if o.Timezone != nil {
+		next.Timezone = *o.Timezone
+	}
+	created := false
+	if o.Group != "" {
+		i := slices.IndexFunc(next.Groups, func(g rollout.GroupConfig) bool { return g.Name == o.Group })
+		if i < 0 {
+			next.Groups = append(next.Groups, rollout.DefaultGroup(o.Group))
+			i, created = len(next.Groups)-1, true
+		}
+		edit(&next.Groups[i])
+	}
+	if !created && reflect.DeepEqual(next, st.Config.Value) && !st.ConfigDefault {
+		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", configKeyName, st.Config.Revision)
+		return err
+	}
+	return writeConfig(ctx, o.Global, f, st, next)
+}
+
+// parse checks the given values that need parsing and returns the edit they
+// make to a group. Ranges are left to Config.Validate, which names the field.
+func (o *ConfigSetOptions) parse() (func(*rollout.GroupConfig), error) {
+	var edits []func(*rollout.GroupConfig)
+	if o.Days != nil {
+		days := splitList(*o.Days)
+		edits = append(edits, func(g *rollout.GroupConfig) { g.Days = days })
+	}
+	ints := []struct {
+		v   *int
+		dst func(*rollout.GroupConfig) *int
+	}{
+		{o.StartHour, func(g *rollout.GroupConfig) *int { return &g.StartHour }},
+		{o.WaitHours, func(g *rollout.GroupConfig) *int { return &g.WaitHours }},
+		{o.JitterSeconds, func(g *rollout.GroupConfig) *int { return &g.JitterSeconds }},
+		{o.CanaryCount, func(g *rollout.GroupConfig) *int { return &g.CanaryCount }},
+	}
+	for _, s := range ints {
+		if s.v != nil {
+			v, dst := *s.v, s.dst
+			edits = append(edits, func(g *rollout.GroupConfig) { *dst(g) = v })
+		}
+	}
+	percents := []struct {
+		flag string
+		v    *string
+		dst  func(*rollout.GroupConfig) *rollout.Percent
+	}{
+		{"--max-in-flight", o.MaxInFlight, func(g *rollout.GroupConfig) *rollout.Percent { return &g.MaxInFlight }},
+		{"--failure-threshold", o.FailureThreshold, func(g *rollout.GroupConfig) *rollout.Percent { return &g.FailureThreshold }},
+	}
+	for _, s := range percents {
+		if s.v == nil {
+			continue
+		}
+		p, err := rollout.ParsePercent(*s.v)
+		if err != nil {
+			return nil, cliutil.Usagef("%s: %v", s.flag, err)
+		}
+		dst := s.dst
+		edits = append(edits, func(g *rollout.GroupConfig) { *dst(g) = p })
+	}
+	durations := []struct {
+		flag string
+		v    *string
+		dst  func(*rollout.GroupConfig) *rollout.Duration
+	}{
+		{"--alert-after", o.AlertAfter, func(g *rollout.GroupConfig) *rollout.Duration { return &g.AlertAfter }},
+		{"--health-timeout", o.HealthTimeout, func(g *rollout.GroupConfig) *rollout.Duration { return &g.HealthTimeout }},
+		{"--min-healthy-time", o.MinHealthyTime, func(g *rollout.GroupConfig) *rollout.Duration { return &g.MinHealthyTime }},
+	}
+	for _, s := range durations {
+		if s.v == nil {
+			continue
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(*s.v))
+		if err != nil {
+			return nil, cliutil.Usagef("%s %q: write a duration like 90s, 30m or 4h", s.flag, *s.v)
+		}
+		dst := s.dst
+		edits = append(edits, func(g *rollout.GroupConfig) { *dst(g) = rollout.Duration(d) })
+	}
+	if o.DependsOn != nil {
+		var deps []string // "-": nil, the group listed before
+		switch v := strings.TrimSpace(*o.DependsOn); v {
+		case "-":
+		case "":
+			deps = []string{}
+		default:
+			deps = splitList(v)
+			for _, d := range deps {
+				if err := rollout.ValidateGroupName(d); err != nil {
+					return nil, cliutil.Usagef("--depends-on: %v", err)
+				}
+			}
+		}
+		edits = append(edits, func(g *rollout.GroupConfig) { g.DependsOn = deps })
+	}
+	return func(g *rollout.GroupConfig) {
+		for _, e := range edits {
+			e(g)
+		}
+	}, nil
+}
+
+func splitList(s string) []string {
+	out := []string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func cloneConfig(c rollout.Config) rollout.Config {
+	c.Groups = slices.Clone(c.Groups)
+	for i := range c.Groups {
+		c.Groups[i].Days = slices.Clone(c.Groups[i].Days)
+		if c.Groups[i].DependsOn != nil {
+			c.Groups[i].DependsOn = slices.Clone(c.Groups[i].DependsOn)
+		}
+	}
+	return c
+}
+
+// writeConfig validates next against the stored state and writes it with
+// the revision st was read at.
+func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next rollout.Config) error {
+	if err := validateConfig(next); err != nil {
+		return err
+	}
+	statuses := make(map[string]rollout.GroupStatus, len(st.Groups))
+	for name, e := range st.Groups {
+		statuses[name] = e.Value
+	}
+	if err := rollout.CheckConfigChange(st.Config.Value, next, statuses); err != nil {
+		return fmt.Errorf("%w\nnothing was written", err)
+	}
+	rev, err := save(ctx, g, f.Config, kv.KeyConfig, next, st.Config.Revision)
+	if err != nil {
+		return err
+	}
+	prev := st.Config.Value
+	if st.ConfigDefault {
+		fmt.Fprintf(g.Out, "%s written (revision %d), replacing the built-in default:\n", configKeyName, rev)
+	} else {
+		fmt.Fprintf(g.Out, "%s written (revision %d, was %d):\n", configKeyName, rev, st.Config.Revision)
+	}
+	changes := describeConfigChange(prev, next)
+	if len(changes) == 0 {
+		changes = []string{"no setting changed"}
+	}
+	for _, c := range changes {
+		fmt.Fprintf(g.Out, "  %s\n", c)
+	}
+	return nil
+}
+
+// ConfigApplyOptions are the flags of "fleetctl config apply".
+type ConfigApplyOptions struct {
+	*Global
+	// File is the YAML or JSON config to write; "-" reads In.
+	File string
+	In   io.Reader
+}
+
+func newConfigApplyCmd(g *Global) *cobra.Command {
+	o := &ConfigApplyOptions{Global: g}
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Replace the whole rollout config with a YAML or JSON file",
+		Long: `Replace the rollout config with the one in FILE (YAML or JSON, "-" for stdin).
+Fields are the JSON fields of docs/rollout.md; omitted fields take their
+defaults and unknown fields are an error. The file is validated as a whole and
+checked against the groups rolling out before anything is written.`,
+		Example: `  fleetctl config apply -f fleet.yaml
+  fleetctl config show -o json | jq '.groups[0].start_hour = 4' | fleetctl config apply -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.File == "" {
+				return cliutil.Usagef("--file (-f): say which config file to apply (\"-\" for stdin)")
+			}
+			o.In = cmd.InOrStdin()
+			return RunConfigApply(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVarP(&o.File, "file", "f", "", `YAML or JSON config file ("-" for stdin)`)
+	return cmd
+}
+
+// RunConfigApply is "fleetctl config apply".
+func RunConfigApply(ctx context.Context, o *ConfigApplyOptions) error {
+	var data []byte
+	var err error
+	if o.File == "-" {
+		data, err = io.ReadAll(io.LimitReader(o.In, 1<<20))
+	} else {
+		data, err = os.ReadFile(o.File)
+	}
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	next, err := parseConfigFile(data)
+	if err != nil {
+		return cliutil.Usagef("%s: %v", o.File, err)
+	}
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	f, closeFn, err := o.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	st, err := readStateForReplace(ctx, o.Global, f)
+	if err != nil {
+		return err
+	}
+	if reflect.DeepEqual(next, st.Config.Value) && !st.ConfigDefault {
+		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the file matches the stored config; nothing written\n", configKeyName, st.Config.Revision)
+		return err
+	}
+	return writeConfig(ctx, o.Global, f, st, next)
+}
+
+// parseConfigFile decodes a YAML or JSON config with rollout's own decoder:
+// the same defaults, and unknown fields rejected.
+func parseConfigFile(data []byte) (rollout.Config, error) {
+	var c rollout.Config
+	j, err := yamlToJSON(data)
+	if err != nil {
+		return c, err
+	}
+	var probe any
+	if err := json.Unmarshal(j, &probe); err != nil {
+		return c, err
+	}
+	if _, ok := probe.(map[string]any); !ok {
+		return c, errors.New("want a config object (mode, timezone, groups)")
+	}
+	if err := json.Unmarshal(j, &c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// readStateForReplace is ReadState for the commands that replace the whole
+// config: when the stored config cannot be decoded (someone wrote it by hand
+// with a typo), they are the way out, so they go on with its revision (still
+// compare-and-swap) and an empty previous config. The controller cannot have
+// used an undecodable config, so no group's schedule is at stake.
+func readStateForReplace(ctx context.Context, g *Global, f *kv.Fleet) (*kv.State, error) {
+	st, err := f.ReadState(ctx)
+	if err == nil || !errors.Is(err, kv.ErrCorrupt) || !strings.HasPrefix(err.Error(), configKeyName) {
+		return st, err
+	}
+	raw, gerr := f.Config.Get(ctx, kv.KeyConfig)
+	if gerr != nil {
+		return nil, err
+	}
+	fmt.Fprintf(g.ErrOut, "warning: replacing a stored config that cannot be read: %v\n", err)
+	return &kv.State{
+		Config: kv.Entry[rollout.Config]{Value: rollout.Config{}, Revision: raw.Revision()},
+		Groups: map[string]kv.Entry[rollout.GroupStatus]{},
+	}, nil
+}
+
+// ConfigResetOptions are the flags of "fleetctl config reset".
+type ConfigResetOptions struct {
+	*Global
+}
+
+func newConfigResetCmd(g *Global) *cobra.Command {
+	o := &ConfigResetOptions{Global: g}
+	return &cobra.Command{
+		Use:   "reset",
+		Short: "Replace the rollout config with the default (one group, every day)",
+		Long: `Replace the rollout config with the default: mode enabled, UTC, one group
+"default" with every setting at its default. Refused while a configured group
+is rolling out. The previous config stays in the bucket's history
+(nats kv history fleet_config config).`,
+		Example: `  fleetctl config reset`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return RunConfigReset(cmd.Context(), o)
+		},
+	}
+}
+
+// RunConfigReset is "fleetctl config reset".
+func RunConfigReset(ctx context.Context, o *ConfigResetOptions) error {
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	f, closeFn, err := o.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	st, err := readStateForReplace(ctx, o.Global, f)
+	if err != nil {
+		return err
+	}
+	next := rollout.DefaultConfig()
+	if reflect.DeepEqual(next, st.Config.Value) {
+		_, err := fmt.Fprintf(o.Out, "%s is already the default; nothing written\n", configKeyName)
+		return err
+	}
+	return writeConfig(ctx, o.Global, f, st, next)
+}
+
+// ConfigDeleteGroupOptions are the flags of "fleetctl config delete-group".
+type ConfigDeleteGroupOptions struct {
+	*Global
+	Group string
+}
+
+func newConfigDeleteGroupCmd(g *Global) *cobra.Command {
+	o := &ConfigDeleteGroupOptions{Global: g}
+	cmd := &cobra.Command{
+		Use:   "delete-group --group G",
+		Short: "Remove one group from the rollout config",
+		Long: `Remove a group from the config. Refused while the group is rolling out, and
+when another group names it in depends_on (change that group first). A group
+without depends_on that followed the removed one then follows the group
+before it.`,
+		Example: `  fleetctl config delete-group --group old-dc`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return RunConfigDeleteGroup(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Group, "group", "", "group to remove")
+	return cmd
+}
+
+// RunConfigDeleteGroup is "fleetctl config delete-group".
+func RunConfigDeleteGroup(ctx context.Context, o *ConfigDeleteGroupOptions) error {
+	if err := checkGroupFlag(o.Group); err != nil {
+		return err
+	}
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	f, closeFn, err := o.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	st, err := f.ReadState(ctx)
+	if err != nil {
+		return err
+	}
+	next := cloneConfig(st.Config.Value)
+	i := slices.IndexFunc(next.Groups, func(g rollout.GroupConfig) bool { return g.Name == o.Group })
+	if i < 0 {
+		return fmt.Errorf("group %q is not in the config; nothing written", o.Group)
+	}
+	next.Groups = slices.Delete(next.Groups, i, i+1)
+	return writeConfig(ctx, o.Global, f, st, next)
+}
+
+// checkGroupFlag checks a required --group value.
+func checkGroupFlag(group string) error {
+	if group == "" {
+		return cliutil.Usagef("--group: say which group")
+	}
+	if err := rollout.ValidateGroupName(group); err != nil {
+		return cliutil.Usagef("--group: %v", err)
+	}
+	return nil
+}

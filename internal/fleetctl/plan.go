@@ -1,0 +1,369 @@
+package fleetctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+const specKeyName = kv.BucketPlan + "/" + kv.KeySpec
+
+func newPlanCmd(g *Global) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Show and set what is rolled out: start and target version, schedule, strategy",
+		Long: `The plan spec (fleet_plan/spec) says what to roll out: the start and target
+versions, the schedule (regular or immediate), the strategy (backpressure or
+grouped), whether the release is critical, and the plan's mode (see pause and
+resume). Agents read it directly.`,
+	}
+	cmd.AddCommand(newPlanShowCmd(g), newPlanSetCmd(g))
+	return cmd
+}
+
+// PlanShowOptions are the flags of "fleetctl plan show".
+type PlanShowOptions struct {
+	*Global
+	Output string
+}
+
+func newPlanShowCmd(g *Global) *cobra.Command {
+	o := &PlanShowOptions{Global: g}
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Print the plan spec",
+		Example: `  fleetctl plan show
+  fleetctl plan show -o json | jq -r .target_version`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(o.Output); err != nil {
+				return err
+			}
+			return RunPlanShow(cmd.Context(), o)
+		},
+	}
+	outputFlag(cmd, &o.Output)
+	return cmd
+}
+
+// errNoPlan is returned by commands that need a plan spec when there is none.
+var errNoPlan = errors.New("no plan: nothing is being rolled out (create one with: fleetctl plan set --start VERSION --target VERSION)")
+
+// RunPlanShow is "fleetctl plan show". -o json prints the spec as stored.
+func RunPlanShow(ctx context.Context, o *PlanShowOptions) error {
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	f, closeFn, err := o.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	e, err := kv.Get[rollout.Spec](ctx, f.Plan, kv.KeySpec)
+	if errors.Is(err, kv.ErrNotFound) {
+		return errNoPlan
+	}
+	if err != nil {
+		return err
+	}
+	if err := e.Value.Validate(); err != nil {
+		fmt.Fprintf(o.ErrOut, "warning: the stored plan spec is not valid; agents keep what they have:\n%v\n", err)
+	}
+	if o.Output == "json" {
+		return writeJSON(o.Out, e.Value)
+	}
+	cfg, _, err := f.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	s := e.Value
+	tw := newTable(o.Out)
+	fmt.Fprintf(tw, "start_version\t%s\n", s.StartVersion)
+	fmt.Fprintf(tw, "target_version\t%s\n", s.TargetVersion)
+	fmt.Fprintf(tw, "schedule\t%s\n", s.Schedule)
+	fmt.Fprintf(tw, "strategy\t%s\n", s.Strategy)
+	fmt.Fprintf(tw, "critical\t%t\n", s.Critical)
+	fmt.Fprintf(tw, "mode\t%s\n", s.Mode)
+	fmt.Fprintf(tw, "effective mode\t%s\n", describeMode(cfg.Value.Mode, s.Mode))
+	fmt.Fprintf(tw, "revision\t%d\n", e.Revision)
+	return tw.Flush()
+}
+
+// describeMode is the effective mode and where it comes from.
+func describeMode(config, plan rollout.Mode) string {
+	return fmt.Sprintf("%s (config %s, plan %s)", rollout.EffectiveMode(config, plan), orEnabled(config), orEnabled(plan))
+}
+
+func orEnabled(m rollout.Mode) rollout.Mode {
+	if m == "" {
+		return rollout.ModeEnabled
+	}
+	return m
+}
+
+// PlanSetOptions are the flags of "fleetctl plan set"; nil settings are left
+// as they are.
+type PlanSetOptions struct {
+	*Global
+	Target   *string
+	Start    *string
+	Strategy *string
+	Schedule *string
+	Critical *bool
+}
+
+func newPlanSetCmd(g *Global) *cobra.Command {
+	o := &PlanSetOptions{Global: g}
+	var target, start, strategy, schedule string
+	var critical bool
+	cmd := &cobra.Command{
+		Use:   "set",
+		Short: "Create or change the plan spec",
+		Long: `Create the plan spec, or change it. Only the flags you give change.
+
+A new --target restarts the rollout: the controller resets every group to
+unstarted for the new target. --start defaults to the current target (what
+the fleet was rolled out to); when there is no plan yet it is required.
+Versions are semver without a leading "v" (a leading "v" you type is dropped).`,
+		Example: `  fleetctl plan set --start 1.3.2 --target 1.4.0
+  fleetctl plan set --target 1.4.1
+  fleetctl plan set --target 1.4.2 --critical --schedule immediate
+  fleetctl plan set --strategy grouped`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fs := cmd.Flags()
+			if fs.Changed("target") {
+				o.Target = &target
+			}
+			if fs.Changed("start") {
+				o.Start = &start
+			}
+			if fs.Changed("strategy") {
+				o.Strategy = &strategy
+			}
+			if fs.Changed("schedule") {
+				o.Schedule = &schedule
+			}
+			if fs.Changed("critical") {
+				o.Critical = &critical
+			}
+			return RunPlanSet(cmd.Context(), o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&target, "target", "", "version to roll out")
+	fs.StringVar(&start, "start", "", "version agents run before their group's turn (default: the current target)")
+	fs.StringVar(&strategy, "strategy", "", "backpressure or grouped")
+	fs.StringVar(&schedule, "schedule", "", "regular (windows and dependencies) or immediate")
+	fs.BoolVar(&critical, "critical", false, "start groups outside their windows (--critical=false to undo)")
+	return cmd
+}
+
+// RunPlanSet is "fleetctl plan set".
+func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
+	if o.Target == nil && o.Start == nil && o.Strategy == nil && o.Schedule == nil && o.Critical == nil {
+		return cliutil.Usagef("nothing to set: give --target, --start, --strategy, --schedule or --critical")
+	}
+	for _, v := range []struct {
+		flag string
+		v    *string
+	}{{"--target", o.Target}, {"--start", o.Start}} {
+		if v.v == nil {
+			continue
+		}
+		*v.v = stripV(*v.v)
+		if err := rollout.ValidateVersion(*v.v); err != nil {
+			return cliutil.Usagef("%s: %v", v.flag, err)
+		}
+	}
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	f, closeFn, err := o.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	st, err := f.ReadState(ctx)
+	if err != nil {
+		return err
+	}
+	prev := st.Spec.Value
+	var next rollout.Spec
+	startDefaulted := false
+	if !st.HasSpec {
+		switch {
+		case o.Target == nil:
+			return cliutil.Usagef("no plan yet: --target is required (the version to roll out)")
+		case o.Start == nil:
+			return cliutil.Usagef("no plan yet: --start is required (the version the fleet runs now)")
+		}
+		next = rollout.DefaultSpec(*o.Start, *o.Target)
+	} else {
+		next = prev
+		if o.Target != nil && *o.Target != prev.TargetVersion {
+			next.TargetVersion = *o.Target
+			if o.Start == nil {
+				next.StartVersion, startDefaulted = prev.TargetVersion, true
+			}
+		}
+		if o.Start != nil {
+			next.StartVersion = *o.Start
+		}
+	}
+	if o.Strategy != nil {
+		next.Strategy = rollout.Strategy(*o.Strategy)
+	}
+	if o.Schedule != nil {
+		next.Schedule = rollout.Schedule(*o.Schedule)
+	}
+	if o.Critical != nil {
+		next.Critical = *o.Critical
+	}
+	if err := next.Validate(); err != nil {
+		return cliutil.UsageError{Err: err}
+	}
+	if st.HasSpec && next == prev {
+		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", specKeyName, st.Spec.Revision)
+		return err
+	}
+	rev, err := save(ctx, o.Global, f.Plan, kv.KeySpec, next, st.Spec.Revision)
+	if err != nil {
+		return err
+	}
+	retarget := !st.HasSpec || next.TargetVersion != prev.TargetVersion
+	if !st.HasSpec {
+		fmt.Fprintf(o.Out, "%s created (revision %d): %s → %s, %s, %s", specKeyName, rev, next.StartVersion, next.TargetVersion, next.Schedule, next.Strategy)
+		if next.Critical {
+			fmt.Fprint(o.Out, ", critical")
+		}
+		fmt.Fprintln(o.Out)
+	} else {
+		fmt.Fprintf(o.Out, "%s written (revision %d, was %d):\n", specKeyName, rev, st.Spec.Revision)
+		a, b := fieldsOf(prev), fieldsOf(next)
+		for _, k := range []string{"start_version", "target_version", "schedule", "strategy", "critical"} {
+			if string(a[k]) != string(b[k]) {
+				fmt.Fprintf(o.Out, "  %s %s → %s\n", k, show(a[k]), show(b[k]))
+			}
+		}
+	}
+	if retarget {
+		fmt.Fprintln(o.Out, "New target: groups restart from unstarted (the controller resets them at its next step).")
+	}
+	if next.Downgrade() {
+		fmt.Fprintf(o.Out, "Note: %s → %s is a downgrade; agents apply the database downgrade rules.\n", next.StartVersion, next.TargetVersion)
+	}
+	if startDefaulted {
+		if notDone := groupsNotDone(st, prev.TargetVersion); len(notDone) > 0 {
+			fmt.Fprintf(o.ErrOut, "note: --start defaulted to %s (the previous target), but %s did not finish on it; unstarted agents there are told %s. Pass --start to choose another.\n",
+				prev.TargetVersion, strings.Join(notDone, ", "), next.StartVersion)
+		}
+	}
+	return nil
+}
+
+// groupsNotDone names the configured groups that are not done on target.
+func groupsNotDone(st *kv.State, target string) []string {
+	var out []string
+	for _, g := range st.Config.Value.Groups {
+		e, ok := st.Groups[g.Name]
+		if !ok || e.Value.TargetVersion != target || e.Value.State != rollout.StateDone {
+			out = append(out, fmt.Sprintf("group %q", g.Name))
+		}
+	}
+	return out
+}
+
+// PauseOptions are the flags of "fleetctl pause" and "fleetctl resume".
+type PauseOptions struct {
+	*Global
+}
+
+func newPauseCmd(g *Global) *cobra.Command {
+	o := &PauseOptions{Global: g}
+	return &cobra.Command{
+		Use:   "pause",
+		Short: "Pause the rollout: no group moves and no agent starts an update",
+		Long: `Set the plan's mode to paused. Agents read the plan directly, so none starts
+an update from now on; the controller moves no group and judges nothing.
+Progress is kept: "fleetctl resume" carries on from where it stopped.`,
+		Example: `  fleetctl pause`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return RunPause(cmd.Context(), o)
+		},
+	}
+}
+
+func newResumeCmd(g *Global) *cobra.Command {
+	o := &PauseOptions{Global: g}
+	return &cobra.Command{
+		Use:   "resume",
+		Short: "Resume a paused rollout",
+		Long: `Set the plan's mode back to enabled. The rollout carries on with the progress it
+had. If the config's mode is paused or disabled, that still applies: the
+effective mode is the lower of the two.`,
+		Example: `  fleetctl resume`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return RunResume(cmd.Context(), o)
+		},
+	}
+}
+
+// RunPause is "fleetctl pause".
+func RunPause(ctx context.Context, o *PauseOptions) error {
+	return setPlanMode(ctx, o.Global, rollout.ModePaused)
+}
+
+// RunResume is "fleetctl resume".
+func RunResume(ctx context.Context, o *PauseOptions) error {
+	return setPlanMode(ctx, o.Global, rollout.ModeEnabled)
+}
+
+func setPlanMode(ctx context.Context, g *Global, mode rollout.Mode) error {
+	verb := map[rollout.Mode]string{rollout.ModePaused: "pause", rollout.ModeEnabled: "resume"}[mode]
+	ctx, cancel := g.withTimeout(ctx)
+	defer cancel()
+	f, closeFn, err := g.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	e, err := kv.Get[rollout.Spec](ctx, f.Plan, kv.KeySpec)
+	if errors.Is(err, kv.ErrNotFound) {
+		return fmt.Errorf("no plan to %s: nothing is being rolled out (fleetctl plan set creates one)", verb)
+	}
+	if err != nil {
+		return err
+	}
+	cfg, _, err := f.ReadConfig(ctx)
+	if err != nil {
+		return err
+	}
+	if orEnabled(e.Value.Mode) == mode {
+		fmt.Fprintf(g.Out, "plan already %s; nothing written\n", mode)
+	} else {
+		next := e.Value
+		next.Mode = mode
+		rev, err := save(ctx, g, f.Plan, kv.KeySpec, next, e.Revision)
+		if err != nil {
+			return err
+		}
+		if mode == rollout.ModePaused {
+			fmt.Fprintf(g.Out, "plan paused (%s revision %d): agents start no update from now on and groups hold their progress; \"fleetctl resume\" carries on\n", specKeyName, rev)
+		} else {
+			fmt.Fprintf(g.Out, "plan resumed (%s revision %d): groups carry on from their progress\n", specKeyName, rev)
+		}
+	}
+	if mode == rollout.ModeEnabled && rollout.EffectiveMode(cfg.Value.Mode, mode) != rollout.ModeEnabled {
+		fmt.Fprintf(g.ErrOut, "note: the config's mode is %s, so the rollout stays %s: fleetctl config set --mode enabled\n",
+			cfg.Value.Mode, rollout.EffectiveMode(cfg.Value.Mode, mode))
+	}
+	return nil
+}

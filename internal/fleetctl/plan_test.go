@@ -1,0 +1,215 @@
+package fleetctl
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+func planSet(o PlanSetOptions) func(g *Global) error {
+	return func(g *Global) error {
+		o.Global = g
+		return RunPlanSet(testCtx(), &o)
+	}
+}
+
+func TestPlanSetShow(t *testing.T) {
+	e := newEnv(t)
+
+	_, err := e.run(func(g *Global) error { return RunPlanShow(testCtx(), &PlanShowOptions{Global: g, Output: "table"}) })
+	mustContain(t, err, "no plan", "fleetctl plan set")
+
+	_, err = e.run(planSet(PlanSetOptions{Target: ptr("1.4.0")}))
+	mustContain(t, err, "--start is required")
+	if code := cliutil.ExitCode(err); code != cliutil.ExitUsage {
+		t.Errorf("missing --start: exit code %d, want %d", code, cliutil.ExitUsage)
+	}
+
+	// A leading "v" is what people type; it is dropped.
+	out := e.mustRun(planSet(PlanSetOptions{Start: ptr("v1.3.2"), Target: ptr("v1.4.0")}))
+	if !strings.Contains(out, "fleet_plan/spec created (revision 1): 1.3.2 → 1.4.0, regular, backpressure") ||
+		!strings.Contains(out, "groups restart from unstarted") {
+		t.Errorf("plan set output:\n%s", out)
+	}
+	want := rollout.DefaultSpec("1.3.2", "1.4.0")
+	if diff := cmp.Diff(want, e.spec().Value); diff != "" {
+		t.Fatalf("stored spec (-want +got):\n%s", diff)
+	}
+
+	out = e.mustRun(func(g *Global) error { return RunPlanShow(testCtx(), &PlanShowOptions{Global: g, Output: "table"}) })
+	wantTable := `start_version   1.3.2
+target_version  1.4.0
+schedule        regular
+strategy        backpressure
+critical        false
+mode            enabled
+effective mode  enabled (config enabled, plan enabled)
+revision        1
+`
+	if diff := cmp.Diff(wantTable, out); diff != "" {
+		t.Errorf("plan show (-want +got):\n%s", diff)
+	}
+	out = e.mustRun(func(g *Global) error { return RunPlanShow(testCtx(), &PlanShowOptions{Global: g, Output: "json"}) })
+	var got rollout.Spec
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("plan show -o json (-want +got):\n%s", diff)
+	}
+
+	// Settings change alone; the same values again write nothing.
+	out = e.mustRun(planSet(PlanSetOptions{Strategy: ptr("grouped"), Schedule: ptr("immediate"), Critical: ptr(true)}))
+	if strings.Contains(out, "unstarted") {
+		t.Errorf("a settings change must not announce a restart:\n%s", out)
+	}
+	want.Strategy, want.Schedule, want.Critical = rollout.StrategyGrouped, rollout.ScheduleImmediate, true
+	if diff := cmp.Diff(want, e.spec().Value); diff != "" {
+		t.Errorf("stored spec (-want +got):\n%s", diff)
+	}
+	rev := e.spec().Revision
+	out = e.mustRun(planSet(PlanSetOptions{Target: ptr("1.4.0"), Critical: ptr(true)}))
+	if !strings.Contains(out, "unchanged") || e.spec().Revision != rev {
+		t.Errorf("same values: want unchanged and no write, got revision %d → %d:\n%s", rev, e.spec().Revision, out)
+	}
+}
+
+func TestPlanSetNewTargetStartsFromOldTarget(t *testing.T) {
+	e := newEnv(t)
+	e.putConfig(rollout.DefaultConfig())
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	e.putStatus(rollout.GroupStatus{V: 1, Group: "default", State: rollout.StateActive, TargetVersion: "1.4.0", StartVersion: "1.3.2"})
+
+	g, out, errOut := e.global()
+	if err := RunPlanSet(testCtx(), &PlanSetOptions{Global: g, Target: ptr("1.5.0")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"start_version 1.3.2 → 1.4.0", "target_version 1.4.0 → 1.5.0", "groups restart from unstarted"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	// default was still active on 1.4.0: say what --start now means there.
+	if !strings.Contains(errOut.String(), `--start defaulted to 1.4.0 (the previous target), but group "default" did not finish on it`) {
+		t.Errorf("no note about the defaulted start: %q", errOut)
+	}
+	if diff := cmp.Diff(rollout.DefaultSpec("1.4.0", "1.5.0"), e.spec().Value); diff != "" {
+		t.Errorf("stored spec (-want +got):\n%s", diff)
+	}
+
+	// An explicit --start wins; a downgrade is pointed out.
+	out2 := e.mustRun(planSet(PlanSetOptions{Start: ptr("1.5.0"), Target: ptr("1.4.1")}))
+	if !strings.Contains(out2, "downgrade") {
+		t.Errorf("no downgrade note:\n%s", out2)
+	}
+	if diff := cmp.Diff(rollout.DefaultSpec("1.5.0", "1.4.1"), e.spec().Value); diff != "" {
+		t.Errorf("stored spec (-want +got):\n%s", diff)
+	}
+}
+
+func TestPlanSetRejectsBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		o     PlanSetOptions
+		parts []string
+	}{
+		{"short version", PlanSetOptions{Target: ptr("1.4")}, []string{"--target", `invalid version "1.4"`, "MAJOR.MINOR.PATCH"}},
+		{"not a version", PlanSetOptions{Target: ptr("latest")}, []string{"--target", "invalid version"}},
+		{"bad start", PlanSetOptions{Start: ptr("1.3.x")}, []string{"--start", "invalid version"}},
+		{"bad strategy", PlanSetOptions{Strategy: ptr("fast")}, []string{`strategy "fast" must be backpressure or grouped`}},
+		{"bad schedule", PlanSetOptions{Schedule: ptr("nightly")}, []string{`schedule "nightly" must be regular or immediate`}},
+		{"nothing", PlanSetOptions{}, []string{"nothing to set"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+			before := e.spec()
+			_, err := e.run(planSet(tc.o))
+			mustContain(t, err, tc.parts...)
+			if code := cliutil.ExitCode(err); code != cliutil.ExitUsage {
+				t.Errorf("exit code %d, want %d", code, cliutil.ExitUsage)
+			}
+			after := e.spec()
+			if after.Revision != before.Revision || after.Value != before.Value {
+				t.Errorf("an invalid plan set wrote: revision %d → %d", before.Revision, after.Revision)
+			}
+		})
+	}
+}
+
+func TestPlanSetConcurrentEditIsNotLost(t *testing.T) {
+	e := newEnv(t)
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	theirs := rollout.DefaultSpec("1.3.2", "1.4.5")
+	g, _, _ := e.global()
+	g.beforeWrite = func() { e.putSpec(theirs) }
+	err := RunPlanSet(testCtx(), &PlanSetOptions{Global: g, Target: ptr("1.5.0")})
+	if !errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("err = %v, want %v", err, kv.ErrConflict)
+	}
+	mustContain(t, err, "fleet_plan/spec changed under you", "re-read and retry")
+	if diff := cmp.Diff(theirs, e.spec().Value); diff != "" {
+		t.Errorf("the other writer's spec was lost (-theirs +stored):\n%s", diff)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	e := newEnv(t)
+	pause := func(g *Global) error { return RunPause(testCtx(), &PauseOptions{Global: g}) }
+
+	_, err := e.run(pause)
+	mustContain(t, err, "no plan to pause")
+	if code := cliutil.ExitCode(err); code != cliutil.ExitFailure {
+		t.Errorf("exit code %d, want %d", code, cliutil.ExitFailure)
+	}
+
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	out := e.mustRun(pause)
+	if !strings.Contains(out, "plan paused") {
+		t.Errorf("pause output: %s", out)
+	}
+	if m := e.spec().Value.Mode; m != rollout.ModePaused {
+		t.Fatalf("spec mode %q after pause, want paused", m)
+	}
+	rev := e.spec().Revision
+	if out := e.mustRun(pause); !strings.Contains(out, "already paused") || e.spec().Revision != rev {
+		t.Errorf("second pause wrote or said: %s", out)
+	}
+
+	// Resuming the plan while the config is paused says why nothing moves.
+	cfg := rollout.DefaultConfig()
+	cfg.Mode = rollout.ModePaused
+	e.putConfig(cfg)
+	g, out2, errOut := e.global()
+	if err := RunResume(testCtx(), &PauseOptions{Global: g}); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.spec().Value.Mode; m != rollout.ModeEnabled {
+		t.Errorf("spec mode %q after resume, want enabled", m)
+	}
+	if !strings.Contains(out2.String(), "plan resumed") || !strings.Contains(errOut.String(), "the config's mode is paused") {
+		t.Errorf("resume: stdout %q stderr %q", out2, errOut)
+	}
+}
+
+func TestPauseConcurrentEditIsNotLost(t *testing.T) {
+	e := newEnv(t)
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	theirs := rollout.DefaultSpec("1.4.0", "1.5.0")
+	g, _, _ := e.global()
+	g.beforeWrite = func() { e.putSpec(theirs) }
+	err := RunPause(testCtx(), &PauseOptions{Global: g})
+	if !errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("err = %v, want %v", err, kv.ErrConflict)
+	}
+	if diff := cmp.Diff(theirs, e.spec().Value); diff != "" {
+		t.Errorf("the other writer's spec was lost (-theirs +stored):\n%s", diff)
+	}
+}

@@ -1,0 +1,264 @@
+package fleetctl
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// BuildRolloutStatus is BuildStatus plus the rollout: when st has a plan
+// spec, the report gets the plan and every group its rollout, in config
+// order, then groups with a status but no config, then groups with only
+// agents (each set by name).
+func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusReport {
+	rep := BuildStatus(entries, now)
+	if st == nil || !st.HasSpec {
+		return rep
+	}
+	cfg, spec := st.Config.Value, st.Spec.Value
+	rep.Plan = &PlanReport{
+		Mode:          rollout.EffectiveMode(cfg.Mode, spec.Mode),
+		ConfigMode:    orEnabled(cfg.Mode),
+		PlanMode:      orEnabled(spec.Mode),
+		StartVersion:  spec.StartVersion,
+		TargetVersion: spec.TargetVersion,
+		Strategy:      spec.Strategy,
+		Schedule:      spec.Schedule,
+		Critical:      spec.Critical,
+	}
+	counted := map[string]GroupReport{}
+	for _, g := range rep.Groups {
+		counted[g.Name] = g
+	}
+	var names []string
+	seen := map[string]bool{}
+	add := func(n string) {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, g := range cfg.Groups {
+		add(g.Name)
+	}
+	withStatus := make([]string, 0, len(st.Groups))
+	for n := range st.Groups {
+		withStatus = append(withStatus, n)
+	}
+	sort.Strings(withStatus)
+	for _, n := range withStatus {
+		add(n)
+	}
+	for _, g := range rep.Groups { // sorted by name
+		add(g.Name)
+	}
+	groups := make([]GroupReport, 0, len(names))
+	for _, n := range names {
+		gr, ok := counted[n]
+		if !ok {
+			gr = GroupReport{Name: n, Versions: map[string]VersionReport{}}
+		}
+		e, hasStatus := st.Groups[n]
+		gr.Rollout = groupRollout(gr, cfg, spec, e.Value, hasStatus, now)
+		groups = append(groups, gr)
+	}
+	rep.Groups = groups
+	return rep
+}
+
+func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollout.GroupStatus, hasStatus bool, now time.Time) *GroupRollout {
+	gc, inConfig := cfg.Group(gr.Name)
+	r := &GroupRollout{InConfig: inConfig, Requires: []string{}}
+	if inConfig {
+		r.Requires = append(r.Requires, cfg.Dependencies(gr.Name)...)
+	}
+	for v, c := range gr.Versions {
+		if v == spec.TargetVersion {
+			r.Agents.Updated += c.Count
+		} else {
+			r.Agents.Failed += c.Failed
+		}
+	}
+	r.Agents.Unchanged = max(gr.Agents-r.Agents.Updated-r.Agents.Failed, 0)
+	if !hasStatus {
+		return r
+	}
+	r.State, r.Reason, r.Since = s.State, s.Reason, s.Since
+	if s.TargetVersion != spec.TargetVersion {
+		r.Stale, r.StatusTarget = true, s.TargetVersion
+	}
+	r.Halted, r.HaltReason, r.HaltedAt = s.Halted, s.HaltReason, s.HaltedAt
+	r.Waiting, r.WaitingUntil, r.Frozen = s.Waiting, s.WaitingUntil, s.Frozen
+	r.Alerted, r.RunRequested = s.Alerted, s.RunRequested
+	r.Progress, r.InitialCount, r.FailedCount = s.Progress, s.InitialCount, s.FailedCount
+	r.StartedAt, r.DoneAt, r.Canaries = s.StartedAt, s.DoneAt, len(s.Canaries)
+	if s.State == rollout.StateCanary && !r.Stale {
+		timeout := s.HealthTimeout.D()
+		if timeout <= 0 && inConfig {
+			timeout = gc.HealthTimeout.D()
+		}
+		if timeout > 0 {
+			n := 0
+			for _, c := range s.Canaries {
+				if !c.MissingSince.IsZero() && now.Sub(c.MissingSince) >= timeout {
+					n++
+				}
+			}
+			r.TimedOut = &n
+		}
+	}
+	return r
+}
+
+// Column widths of the rollout table, so that it fits 100 columns with up
+// to 9999 agents a group.
+const (
+	groupWidth    = 12
+	requiresWidth = 10
+	noteWidth     = 100
+)
+
+// writeRolloutTable prints the plan header, one row per group, notes on the
+// groups that need them, and agents per version.
+func writeRolloutTable(w io.Writer, rep StatusReport, now time.Time) error {
+	p := rep.Plan
+	version := p.StartVersion + " → " + p.TargetVersion
+	if rollout.ValidateVersion(p.StartVersion) == nil && rollout.ValidateVersion(p.TargetVersion) == nil &&
+		rollout.CompareVersions(p.TargetVersion, p.StartVersion) < 0 {
+		version += " (downgrade)"
+	}
+	critical := "no"
+	if p.Critical {
+		critical = "yes (starts outside windows)"
+	}
+	fmt.Fprintf(w, "Mode:      %s\n", describeMode(p.ConfigMode, p.PlanMode))
+	fmt.Fprintf(w, "Version:   %s\n", version)
+	fmt.Fprintf(w, "Strategy:  %s   Schedule: %s   Critical: %s\n\n", p.Strategy, p.Schedule, critical)
+
+	tw := newTable(w)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tSINCE\tREQUIRES\tUPDATED\tUNCHANGED\tFAILED\tTIMEOUT\tPROGRESS")
+	var notes []string
+	for _, g := range rep.Groups {
+		r := g.Rollout
+		if r == nil {
+			continue
+		}
+		state, since, progress, timedOut := "-", "-", "-", "-"
+		if r.State != "" {
+			state = string(r.State)
+			switch {
+			case r.Stale:
+				state += "*"
+			case r.Halted:
+				state += " (halted)"
+			}
+			if !r.Stale {
+				// Rounded down (with slack for float error), so 100% means done.
+				progress = fmt.Sprintf("%d%%", int(math.Floor(r.Progress*100+1e-9)))
+			}
+			if !r.Since.IsZero() {
+				since = age(now, r.Since)
+			}
+		}
+		if r.TimedOut != nil {
+			timedOut = fmt.Sprintf("%d/%d", *r.TimedOut, r.Canaries)
+		}
+		requires := "-"
+		if len(r.Requires) > 0 {
+			requires = shorten(strings.Join(r.Requires, ","), requiresWidth)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shorten(g.Name, groupWidth), state, since, requires,
+			share(r.Agents.Updated, g.Agents), share(r.Agents.Unchanged, g.Agents), share(r.Agents.Failed, g.Agents),
+			timedOut, progress)
+		for _, n := range groupNotes(g, p, now) {
+			notes = append(notes, wrap(g.Name+": "+n, noteWidth, "    ")...)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+	}
+	fmt.Fprintln(w, "\nAgents by version:")
+	return writeVersionTable(w, rep, now)
+}
+
+// groupNotes are the things about a group that do not fit a column.
+func groupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
+	r := g.Rollout
+	var out []string
+	if !r.InConfig {
+		out = append(out, "not in the config: its agents are not rolled out")
+	}
+	switch {
+	case r.State == "":
+		if r.InConfig {
+			out = append(out, "no rollout status yet: is a controller running?")
+		}
+		return out
+	case r.Stale:
+		out = append(out, fmt.Sprintf("* status is for target %s; the controller has not caught up with %s (agents treat the group as unstarted)", r.StatusTarget, p.TargetVersion))
+		return out
+	}
+	if r.Halted {
+		out = append(out, fmt.Sprintf("halted %s ago: %s", age(now, r.HaltedAt), r.HaltReason))
+	}
+	if r.Waiting != "" {
+		if strings.HasPrefix(r.Waiting, "waiting") {
+			out = append(out, r.Waiting)
+		} else {
+			out = append(out, "waiting: "+r.Waiting)
+		}
+	}
+	if r.Frozen != "" {
+		out = append(out, "frozen: "+r.Frozen)
+	}
+	if r.RunRequested {
+		out = append(out, "run requested: starts at the controller's next step")
+	}
+	if r.Alerted && !r.Halted && r.State.InProgress() {
+		out = append(out, fmt.Sprintf("alert raised: not done within alert_after (started %s ago)", age(now, r.StartedAt)))
+	}
+	return out
+}
+
+// share renders n of total as "28 93%" (rounded down, so 100% means all).
+func share(n, total int) string {
+	if total <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d %d%%", n, n*100/total)
+}
+
+// wrap breaks s into lines of at most width columns at spaces, indenting
+// the continuation lines; a word longer than a line is cut.
+func wrap(s string, width int, indent string) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, shorten(line, width))
+			line = indent + word
+		}
+	}
+	if line != "" {
+		lines = append(lines, shorten(line, width))
+	}
+	return lines
+}

@@ -1,0 +1,172 @@
+package fleetctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// Every fleetctl write is compare-and-swap on the revision the command read:
+// read, change, validate, then save with that revision. There is no retry
+// loop on purpose: a retry would re-apply the change on top of someone
+// else's edit that the operator never saw. The operator re-reads and decides.
+
+// ConflictError is a write that lost a race: someone wrote the key after
+// the command read it, so nothing was written. It wraps kv.ErrConflict.
+type ConflictError struct {
+	// Key is bucket/key.
+	Key string
+	// Revision is the revision the command read (0: it found no key).
+	Revision uint64
+	Err      error
+}
+
+func (e *ConflictError) Error() string {
+	if e.Revision == 0 {
+		return fmt.Sprintf("%s changed under you (someone else created it while this command ran); nothing was written: re-read and retry", e.Key)
+	}
+	return fmt.Sprintf("%s changed under you (someone else wrote it after revision %d); nothing was written: re-read and retry", e.Key, e.Revision)
+}
+
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// save writes v at key if the key is still at rev (rev 0: if it still does
+// not exist).
+func save[T any](ctx context.Context, g *Global, b jetstream.KeyValue, key string, v T, rev uint64) (uint64, error) {
+	if g.beforeWrite != nil {
+		g.beforeWrite()
+	}
+	next, err := kv.Save(ctx, b, key, v, rev)
+	if errors.Is(err, kv.ErrConflict) {
+		return 0, &ConflictError{Key: b.Bucket() + "/" + key, Revision: rev, Err: err}
+	}
+	return next, err
+}
+
+// rewordedError keeps the chain of an error whose message fleetctl improves.
+type rewordedError struct {
+	msg string
+	err error
+}
+
+func (e *rewordedError) Error() string { return e.msg }
+func (e *rewordedError) Unwrap() error { return e.err }
+
+// validateConfig is Config.Validate as a usage error. rollout names the field
+// of every violation except a dependency cycle, which is about depends_on.
+func validateConfig(c rollout.Config) error {
+	err := c.Validate()
+	if err == nil {
+		return nil
+	}
+	msg := strings.ReplaceAll(err.Error(), "dependency cycle", "depends_on: dependency cycle")
+	return cliutil.UsageError{Err: &rewordedError{msg: msg, err: err}}
+}
+
+// stripV accepts the "v1.4.2" people often type for a release called 1.4.2.
+func stripV(v string) string {
+	v = strings.TrimSpace(v)
+	if len(v) > 1 && v[0] == 'v' && v[1] >= '0' && v[1] <= '9' {
+		return v[1:]
+	}
+	return v
+}
+
+// groupFields are GroupConfig's JSON fields in the order people read them.
+var groupFields = []string{
+	"name", "days", "start_hour", "wait_hours", "jitter_seconds", "canary_count", "max_in_flight",
+	"alert_after", "failure_threshold", "health_timeout", "min_healthy_time", "depends_on",
+}
+
+// fieldsOf returns v's JSON fields.
+func fieldsOf(v any) map[string]json.RawMessage {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// show renders a JSON value for a one-line summary: strings without quotes.
+func show(raw json.RawMessage) string {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// describeConfigChange lists what next changes in prev, one item per line,
+// for the operator to check what was written.
+func describeConfigChange(prev, next rollout.Config) []string {
+	var out []string
+	if prev.Mode != next.Mode {
+		out = append(out, fmt.Sprintf("mode %s → %s", prev.Mode, next.Mode))
+	}
+	if prev.Timezone != next.Timezone {
+		out = append(out, fmt.Sprintf("timezone %s → %s", prev.Timezone, next.Timezone))
+	}
+	var prevNames, nextNames []string
+	for _, g := range prev.Groups {
+		prevNames = append(prevNames, g.Name)
+		if _, ok := next.Group(g.Name); !ok {
+			out = append(out, fmt.Sprintf("group %q removed", g.Name))
+		}
+	}
+	for _, g := range next.Groups {
+		nextNames = append(nextNames, g.Name)
+		old, ok := prev.Group(g.Name)
+		if !ok {
+			out = append(out, fmt.Sprintf("group %q added", g.Name))
+			continue
+		}
+		a, b := fieldsOf(old), fieldsOf(g)
+		var changes []string
+		for _, f := range groupFields {
+			if string(a[f]) != string(b[f]) {
+				changes = append(changes, fmt.Sprintf("%s %s → %s", f, show(a[f]), show(b[f])))
+			}
+		}
+		if len(changes) > 0 {
+			out = append(out, fmt.Sprintf("group %q: %s", g.Name, strings.Join(changes, ", ")))
+		}
+	}
+	if reordered(prevNames, nextNames) {
+		out = append(out, "group order: "+strings.Join(nextNames, ", "))
+	}
+	return out
+}
+
+// reordered reports whether the names both lists share appear in another order.
+func reordered(a, b []string) bool {
+	inB := map[string]bool{}
+	for _, n := range b {
+		inB[n] = true
+	}
+	inA := map[string]bool{}
+	var x, y []string
+	for _, n := range a {
+		inA[n] = true
+		if inB[n] {
+			x = append(x, n)
+		}
+	}
+	for _, n := range b {
+		if inA[n] {
+			y = append(y, n)
+		}
+	}
+	return strings.Join(x, "\x00") != strings.Join(y, "\x00")
+}
