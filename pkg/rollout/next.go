@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -22,7 +23,9 @@ type Input struct {
 	// agents: the numbers for initial count, presence and progress.
 	Counts Counts
 	// Agents are the same agents one by one: canaries are picked and judged,
-	// failures counted and the lowest waiting id found from them.
+	// failures counted, and the agents in flight and waiting found from them
+	// (progress is capped so that at most the max_in_flight window is in
+	// flight, see Progress).
 	Agents []AgentView
 	Now    time.Time
 }
@@ -285,28 +288,30 @@ func (m *machine) active() bool {
 	}
 	st, in := &m.st, m.in
 	target := st.TargetVersion
-	lowest := -1.0
-	settled := 0
+	settled, pendingCanaries := 0, 0
+	var pending []float64
 	for _, a := range in.Agents {
 		switch {
 		case a.ActiveVersion == target:
 		case rolledBackFrom(a, target):
 			settled++
+		case st.IsCanary(a.ID):
+			pendingCanaries++
 		default:
-			if f := a.ID.Fraction(); lowest < 0 || f < lowest {
-				lowest = f
-			}
+			pending = append(pending, a.ID.Fraction())
 		}
 	}
+	slices.Sort(pending)
 	present, onTarget := in.Counts.Total(), in.Counts[target].Count
 	p, frozen := Progress(ProgressInput{
-		Strategy:      in.Spec.Strategy,
-		MaxInFlight:   m.gc.MaxInFlight,
-		Initial:       st.InitialCount,
-		Present:       present,
-		OnTarget:      onTarget,
-		LowestWaiting: lowest,
-		Prev:          st.Progress,
+		Strategy:        in.Spec.Strategy,
+		MaxInFlight:     m.gc.MaxInFlight,
+		Initial:         st.InitialCount,
+		Present:         present,
+		OnTarget:        onTarget,
+		Pending:         pending,
+		PendingCanaries: pendingCanaries,
+		Prev:            st.Progress,
 	})
 	st.Progress = p
 	switch {

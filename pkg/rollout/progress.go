@@ -1,6 +1,9 @@
 package rollout
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // ProgressInput is what backpressure progress depends on (DESIGN §3.4).
 // Counts are of present, established agents of the group.
@@ -13,27 +16,65 @@ type ProgressInput struct {
 	// target version.
 	Present  int
 	OnTarget int
-	// LowestWaiting is the id fraction of the lowest present agent that is
-	// neither on the target nor rolled back from it; negative when none.
-	LowestWaiting float64
+	// Pending are the id fractions, in increasing order, of the present
+	// agents that are not canaries of the group and have not finished with
+	// the target: neither on it nor rolled back from it (an agent that rolled
+	// back never retries, so it is settled). Those below Prev are in flight
+	// (Decide tells them to update), the others wait for progress.
+	Pending []float64
+	// PendingCanaries is the number of present canaries of the group that
+	// have not finished with the target either. Decide tells canaries to
+	// update whatever the progress, so all of them are in flight.
+	PendingCanaries int
 	// Prev is the progress recorded so far for this target.
 	Prev float64
 }
 
-// Progress returns the group's new progress and whether it is frozen:
+// inFlightWindow is the most agents Progress lets be in flight at once:
+// max_in_flight × initial, rounded down, and at least 1 so that a small
+// group still moves. The 1e-9 absorbs binary rounding of decimal
+// percentages (1.4% of 11000 is 154, not 153).
+func inFlightWindow(maxInFlight Percent, initial int) int {
+	return max(int(math.Floor(maxInFlight.Of(max(initial, 1))+1e-9)), 1)
+}
+
+// Progress returns the group's new progress and whether it is frozen.
 //
-//	progress = (max_in_flight × initial + on_target) / initial
+// An agent is in flight at progress p when Decide tells it to update (a
+// canary, or id fraction < p) and it has not finished with the target (see
+// Pending). Let W = inFlightWindow(max_in_flight, initial). Progress is
 //
-// so that about max_in_flight × initial agents are told to update and are
-// not yet on the target. When the lowest waiting agent's id fraction is at or
-// above that, progress is raised just above it (Decide tells an agent to
-// update when its fraction is strictly below progress), so the next agent can
-// always go even if no id falls in the window: no statistical deadlock.
-// Agents that rolled back from the target never retry it and are not waiting.
+//	max(Prev, min(formula, cap))
+//
+// where formula is DESIGN §3.4's
+//
+//	(max_in_flight × initial + on_target) / initial
+//
+// the upper limit: progress never runs further ahead of the agents on the
+// target than the window. That alone keeps about W agents in flight, on
+// average only: the number of random ids below a fraction varies, and agents
+// on the target above progress (canaries, hosts installed with the target)
+// count in on_target without using the window. cap makes the bound exact:
+// it is the largest progress at which at most W agents are in flight, the
+// fraction of the (k+1)-th lowest waiting agent (Pending at or above Prev)
+// where k = W − in flight at Prev is how many more may start, so that only
+// the k below it do; 1 when k lets every waiting agent go. When W or more
+// are in flight already, cap is Prev: progress holds until some of them
+// finish. (More than W can be in flight only through agents that came back
+// or joined with ids already below progress, which progress cannot take
+// back; they are counted, so nobody new starts while they are in flight.)
+//
+// When nothing is in flight and the lowest waiting agent is at or above
+// that, progress is raised just above its fraction (Decide tells an agent to
+// update when its fraction is strictly below progress): the next agent can
+// always go even if no id falls in the window, so there is no statistical
+// deadlock, and as W ≥ 1 the guard never breaks the bound.
+//
 // When fewer than initial − max_in_flight × initial agents are present, too
 // many vanished to tell in-flight from lost, and progress is frozen at Prev.
-// Grouped strategy is progress 1 at once. Progress never goes below Prev and
-// stays in [0, 1].
+// Grouped strategy is progress 1 at once, with no backpressure. Progress
+// never goes below Prev and stays in [0, 1]. With nothing pending the cap is
+// 1 and progress is the formula, so done detection sees what it always did.
 func Progress(in ProgressInput) (progress float64, frozen bool) {
 	prev := clamp01(in.Prev)
 	if in.Strategy == StrategyGrouped {
@@ -44,9 +85,22 @@ func Progress(in ProgressInput) (progress float64, frozen bool) {
 	if float64(in.Present) < float64(initial)-window {
 		return prev, true
 	}
+	pending := in.Pending
+	if !slices.IsSorted(pending) {
+		pending = slices.Sorted(slices.Values(pending))
+	}
+	// Pending[:started] are in flight at prev; the rest wait.
+	started, _ := slices.BinarySearch(pending, prev)
+	inFlight := max(in.PendingCanaries, 0) + started
 	p := (window + float64(in.OnTarget)) / float64(initial)
-	if in.LowestWaiting >= 0 && in.LowestWaiting >= p {
-		p = math.Nextafter(in.LowestWaiting, math.Inf(1))
+	switch k := inFlightWindow(in.MaxInFlight, initial) - inFlight; {
+	case k <= 0:
+		p = prev // the window is full: hold
+	case k < len(pending)-started:
+		p = min(p, pending[started+k])
+	}
+	if inFlight == 0 && started < len(pending) && pending[started] >= p {
+		p = math.Nextafter(pending[started], math.Inf(1))
 	}
 	return max(clamp01(p), prev), false
 }
