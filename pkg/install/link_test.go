@@ -174,11 +174,14 @@ func TestWaitHealthy(t *testing.T) {
 		name    string
 		app     string
 		health  install.Health
-		status  int32
-		wantErr string
+		status     int32
+		minHealthy time.Duration
+		wantErr    string
 	}{
 		{name: "stays up", app: "exec sleep 60"},
-		{name: "exits", app: "sleep 0.1; exit 3", wantErr: "exit status 3"},
+		// Exits at once; a long minHealthy means only an app that stays up
+		// 5s could pass, so a slow machine cannot make this flaky.
+		{name: "exits", app: "exit 3", minHealthy: 5 * time.Second, wantErr: "exit status 3"},
 		{name: "health URL ok", app: "exec sleep 60", health: install.Health{URL: srv.URL}, status: 200},
 		{name: "health URL 503", app: "exec sleep 60", health: install.Health{URL: srv.URL}, status: 503, wantErr: "503"},
 		{name: "health command ok", app: "exec sleep 60", health: install.Health{Command: []string{"true"}}},
@@ -190,7 +193,11 @@ func TestWaitHealthy(t *testing.T) {
 			r := healthApp(t, tc.app)
 			h := tc.health
 			h.Interval = interval
-			err := install.WaitHealthy(context.Background(), h, r, timeout, minHealthy, install.Clock{})
+			mh := minHealthy
+			if tc.minHealthy != 0 {
+				mh = tc.minHealthy
+			}
+			err := install.WaitHealthy(context.Background(), h, r, timeout, mh, install.Clock{})
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("WaitHealthy: %v", err)

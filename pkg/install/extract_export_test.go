@@ -1,0 +1,10 @@
+package install
+
+// SetTestHookBeforeMarker lets the external tests look at a version dir
+// between its rename and its marker. The returned func restores the hook;
+// tests that set it must not run in parallel.
+func SetTestHookBeforeMarker(f func(versionDir string)) (restore func()) {
+	old := testHookBeforeMarker
+	testHookBeforeMarker = f
+	return func() { testHookBeforeMarker = old }
+}

@@ -1,0 +1,530 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// DefaultSpaceMargin is kept free on top of what a release needs, so that
+	// an update never fills the disk the app and its database live on.
+	DefaultSpaceMargin = 64 << 20
+
+	// spaceFactor: a release needs its tarball (1×) plus the extracted tree,
+	// counted as 2× the tarball because gzip shrinks Go binaries to about half
+	// their size. Extract's Limits are the hard ceiling; this is the cheap
+	// check that refuses to start a download that cannot finish.
+	spaceFactor = 3
+
+	// The checksum and signature files are tiny; a server that sends more
+	// is not serving them.
+	maxChecksumFileBytes  = 4 << 10
+	maxSignatureFileBytes = 1 << 10
+
+	progressInterval = 500 * time.Millisecond
+)
+
+// Fetcher downloads release tarballs and verifies them against their
+// published sha256 and, when PublicKey is set, its Ed25519 signature.
+type Fetcher struct {
+	// Client makes the requests; nil means http.DefaultClient. Fetch's ctx
+	// bounds every request.
+	Client *http.Client
+	// URLTemplate is a text/template for the tarball URL, with {{.Version}},
+	// {{.OS}} and {{.Arch}}. The checksum is at URL+".sha256", the signature
+	// at URL+".sig".
+	URLTemplate string
+	// PublicKey, when non-nil, makes a valid signature of the .sha256 file
+	// mandatory.
+	PublicKey ed25519.PublicKey
+	// Progress receives a progress line at most every 500ms while the
+	// tarball downloads; nil means none. Pass a terminal only: the lines
+	// overwrite each other with "\r".
+	Progress io.Writer
+	// FreeSpace reports the bytes available to an unprivileged user in dir;
+	// nil means statfs(2). It is a seam for tests.
+	FreeSpace func(dir string) (uint64, error)
+	// SpaceMargin is kept free beyond what the release needs; 0 means
+	// DefaultSpaceMargin.
+	SpaceMargin int64
+}
+
+// Download is a verified release tarball on disk.
+type Download struct {
+	// Path is <dir>/.download-<version>.tar.gz.
+	Path string
+	// SHA256 is the tarball's checksum, lowercase hex, as published and as
+	// computed.
+	SHA256 string
+	// Size is the tarball's length in bytes.
+	Size int64
+}
+
+// URL renders the tarball URL of version for this host's OS and
+// architecture.
+func (f *Fetcher) URL(version string) (string, error) {
+	if err := checkVersion(version); err != nil {
+		return "", err
+	}
+	tmpl, err := template.New("url_template").Option("missingkey=error").Parse(f.URLTemplate)
+	if err != nil {
+		return "", fmt.Errorf("url_template %q: %w", redact(f.URLTemplate), err)
+	}
+	var b strings.Builder
+	data := struct{ Version, OS, Arch string }{version, runtime.GOOS, runtime.GOARCH}
+	if err := tmpl.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("url_template %q: %w (it may use {{.Version}}, {{.OS}} and {{.Arch}})", redact(f.URLTemplate), err)
+	}
+	raw := b.String()
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("url_template %q renders %q: %w", redact(f.URLTemplate), redact(raw), err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("url_template %q renders %q: want an http:// or https:// URL", redact(f.URLTemplate), redact(raw))
+	}
+	return raw, nil
+}
+
+// Fetch downloads version into dir and verifies it. In order, so that a
+// release that cannot be installed costs as little as possible: HEAD for the
+// size, a free-space check, the .sha256 file, its signature (when PublicKey
+// is set), and only then the tarball. The tarball is written to
+// <dir>/.download-<version>.part, resumed from there with a Range request
+// when a previous attempt was cut off, and renamed to
+// <dir>/.download-<version>.tar.gz once its checksum matches.
+//
+// A download cut short (ErrDownload, or ctx) keeps the .part file for the
+// next attempt; a checksum mismatch removes it.
+func (f *Fetcher) Fetch(ctx context.Context, version, dir string) (Download, error) {
+	rawURL, err := f.URL(version)
+	if err != nil {
+		return Download{}, fmt.Errorf("fetch %q: %w", version, err)
+	}
+	dl, err := f.fetch(ctx, version, dir, rawURL)
+	if err != nil {
+		return Download{}, fmt.Errorf("fetch %s: %w", version, err)
+	}
+	return dl, nil
+}
+
+func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Download, error) {
+	if len(f.PublicKey) != ed25519.PublicKeySize && f.PublicKey != nil {
+		// ed25519.Verify panics on a key of the wrong length.
+		return Download{}, fmt.Errorf("public key has %d bytes, want %d", len(f.PublicKey), ed25519.PublicKeySize)
+	}
+	head, err := f.head(ctx, rawURL)
+	if err != nil {
+		return Download{}, err
+	}
+	size := head.ContentLength
+
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Download{}, fmt.Errorf("create %s: %w", dir, err)
+	}
+	part := filepath.Join(dir, ".download-"+version+".part")
+	have := partialSize(part, size)
+	if err := f.checkSpace(dir, size, have); err != nil {
+		return Download{}, err
+	}
+
+	sumFile, err := f.getSmall(ctx, rawURL+".sha256", maxChecksumFileBytes)
+	if err != nil {
+		return Download{}, err
+	}
+	want, err := parseChecksumFile(sumFile)
+	if err != nil {
+		return Download{}, fmt.Errorf("%w: %s: %v", ErrDownload, redact(rawURL+".sha256"), err)
+	}
+	if f.PublicKey != nil {
+		sigFile, err := f.getSmall(ctx, rawURL+".sig", maxSignatureFileBytes)
+		if err != nil {
+			return Download{}, err
+		}
+		if err := verifySignature(f.PublicKey, sumFile, sigFile); err != nil {
+			return Download{}, fmt.Errorf("%s: %w", redact(rawURL+".sig"), err)
+		}
+	}
+
+	got, err := f.download(ctx, rawURL, part, size, head.Header)
+	if err != nil {
+		return Download{}, err
+	}
+	if got != want {
+		// The bytes are wrong, not missing: resuming from them would only
+		// fail again.
+		_ = os.Remove(part)
+		if have > 0 {
+			// The fault may be the old part (a crash can leave garbage at
+			// the end of a file that was never fsynced, or the file was
+			// replaced since): one more try, from zero.
+			if got, err = f.download(ctx, rawURL, part, size, head.Header); err != nil {
+				return Download{}, err
+			}
+		}
+	}
+	if got != want {
+		_ = os.Remove(part)
+		return Download{}, fmt.Errorf("%w: %s has sha256 %s, published %s", ErrBadChecksum, redact(rawURL), got, want)
+	}
+	final := filepath.Join(dir, ".download-"+version+".tar.gz")
+	if err := os.Rename(part, final); err != nil {
+		return Download{}, fmt.Errorf("rename %s: %w", part, err)
+	}
+	return Download{Path: final, SHA256: got, Size: size}, nil
+}
+
+// head asks for the tarball's size. A size is required: it drives the
+// space check and is how a truncated or overlong body is recognised.
+func (f *Fetcher) head(ctx context.Context, rawURL string) (*http.Response, error) {
+	resp, err := f.do(ctx, http.MethodHead, rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%w: HEAD %s: %s", ErrDownload, redact(rawURL), resp.Status)
+	}
+	if resp.ContentLength < 0 {
+		return nil, fmt.Errorf("%w: HEAD %s: no Content-Length (needed for the free-space check)", ErrDownload, redact(rawURL))
+	}
+	return resp, nil
+}
+
+func (f *Fetcher) do(ctx context.Context, method, rawURL string, hdr http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %s: %v", ErrDownload, method, redact(rawURL), err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	// Without this, net/http asks for gzip and transparently decompresses a
+	// response a misconfigured server sends with Content-Encoding: gzip,
+	// which would hash the uncompressed tar instead of the published file.
+	req.Header.Set("Accept-Encoding", "identity")
+	client := f.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %s: %w", ErrDownload, method, redact(rawURL), err)
+	}
+	return resp, nil
+}
+
+// getSmall fetches a small file whole.
+func (f *Fetcher) getSmall(ctx context.Context, rawURL string, limit int64) ([]byte, error) {
+	resp, err := f.do(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%w: GET %s: %s", ErrDownload, redact(rawURL), resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: GET %s: %w", ErrDownload, redact(rawURL), err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: GET %s: longer than %d bytes", ErrDownload, redact(rawURL), limit)
+	}
+	return b, nil
+}
+
+// partialSize is how much of an earlier attempt can be resumed: 0 when
+// there is none, or when it is longer than the tarball (not ours to trust).
+func partialSize(part string, size int64) int64 {
+	fi, err := os.Lstat(part)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > size {
+		return 0
+	}
+	return fi.Size()
+}
+
+func (f *Fetcher) checkSpace(dir string, size, have int64) error {
+	margin := f.SpaceMargin
+	if margin <= 0 {
+		margin = DefaultSpaceMargin
+	}
+	if size > (1<<63-1-margin)/spaceFactor {
+		return fmt.Errorf("%w: the release claims %d bytes", ErrNoSpace, size)
+	}
+	// The bytes of a partial download are on disk already (have <= size).
+	need := uint64(size*spaceFactor + margin - have)
+	freeSpace := f.FreeSpace
+	if freeSpace == nil {
+		freeSpace = statfsFree
+	}
+	free, err := freeSpace(dir)
+	if err != nil {
+		return fmt.Errorf("free space in %s: %w", dir, err)
+	}
+	if free < need {
+		return fmt.Errorf("%w in %s: %d bytes free, need %d (%d×%d-byte tarball + %d margin - %d already downloaded); free %d bytes",
+			ErrNoSpace, dir, free, need, spaceFactor, size, margin, have, need-free)
+	}
+	return nil
+}
+
+func statfsFree(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// parseChecksumFile reads "hex" or sha256sum's "hex  filename" (or
+// "hex *filename", binary mode): exactly one line naming one checksum.
+func parseChecksumFile(b []byte) (string, error) {
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", errors.New("empty checksum file")
+	}
+	if strings.ContainsAny(s, "\n") {
+		return "", errors.New("checksum file has more than one line")
+	}
+	sum, rest, _ := strings.Cut(s, " ")
+	if rest != "" && !strings.HasPrefix(rest, " ") && !strings.HasPrefix(rest, "*") {
+		return "", fmt.Errorf("checksum file %q: want \"<hex>\" or \"<hex>  <file>\"", s)
+	}
+	if len(sum) != 2*sha256.Size {
+		return "", fmt.Errorf("checksum file: %q is not a sha256 (want %d hex digits)", sum, 2*sha256.Size)
+	}
+	if _, err := hex.DecodeString(sum); err != nil {
+		return "", fmt.Errorf("checksum file: %q is not hex", sum)
+	}
+	return strings.ToLower(sum), nil
+}
+
+// verifySignature checks sig, raw or base64, over the exact bytes of the
+// checksum file: the signature binds the checksum, the checksum binds the
+// tarball.
+func verifySignature(pub ed25519.PublicKey, sumFile, sig []byte) error {
+	if len(sig) != ed25519.SignatureSize {
+		dec, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(sig)))
+		if err != nil || len(dec) != ed25519.SignatureSize {
+			return fmt.Errorf("%w: want a %d-byte signature, raw or base64; got %d bytes", ErrBadSignature, ed25519.SignatureSize, len(sig))
+		}
+		sig = dec
+	}
+	if !ed25519.Verify(pub, sumFile, sig) {
+		return fmt.Errorf("%w with the configured public key", ErrBadSignature)
+	}
+	return nil
+}
+
+// download writes the tarball to part, resuming when part holds a prefix,
+// and returns the sha256 of the whole file.
+func (f *Fetcher) download(ctx context.Context, rawURL, part string, size int64, headHdr http.Header) (string, error) {
+	h := sha256.New()
+	have := partialSize(part, size)
+	if have > 0 {
+		if err := hashPrefix(h, part, have); err != nil {
+			return "", err
+		}
+	}
+	if have == size && size > 0 {
+		// A crash after the last byte and before the rename: nothing to ask.
+		return hex.EncodeToString(h.Sum(nil)), nil
+	}
+
+	hdr := http.Header{}
+	if have > 0 {
+		hdr.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
+		// If the file changed since HEAD, ask for all of it rather than the
+		// tail of another file.
+		if v := headHdr.Get("ETag"); v != "" && !strings.HasPrefix(v, "W/") {
+			hdr.Set("If-Range", v)
+		} else if v := headHdr.Get("Last-Modified"); v != "" {
+			hdr.Set("If-Range", v)
+		}
+	}
+	resp, err := f.do(ctx, http.MethodGet, rawURL, hdr)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+
+	flags := os.O_WRONLY | os.O_CREATE
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && have > 0:
+		if err := checkContentRange(resp.Header.Get("Content-Range"), have, size); err != nil {
+			return "", fmt.Errorf("%w: GET %s: %v", ErrDownload, redact(rawURL), err)
+		}
+		flags |= os.O_APPEND
+	case resp.StatusCode == http.StatusOK:
+		// No resume: the server ignored Range, or there was nothing to
+		// resume from.
+		flags |= os.O_TRUNC
+		have = 0
+		h.Reset()
+	default:
+		return "", fmt.Errorf("%w: GET %s: %s", ErrDownload, redact(rawURL), resp.Status)
+	}
+	want := size - have
+	if resp.ContentLength >= 0 && resp.ContentLength != want {
+		return "", fmt.Errorf("%w: GET %s: Content-Length %d, want %d (HEAD said %d bytes)", ErrDownload, redact(rawURL), resp.ContentLength, want, size)
+	}
+
+	out, err := os.OpenFile(part, flags, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("open %s: %w", part, err)
+	}
+	defer out.Close()
+	var w io.Writer = io.MultiWriter(out, h)
+	var prog *progress
+	if f.Progress != nil {
+		prog = newProgress(f.Progress, progressName(rawURL), have, size, time.Now)
+		w = io.MultiWriter(w, prog)
+	}
+	// Read one byte more than expected to tell "exactly right" from "too
+	// long" without writing the excess.
+	n, err := io.Copy(w, io.LimitReader(resp.Body, want+1))
+	if prog != nil {
+		prog.done()
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: GET %s: after %d of %d bytes: %w", ErrDownload, redact(rawURL), have+n, size, err)
+	}
+	switch {
+	case n > want:
+		// The server sends something other than what HEAD described.
+		out.Close()
+		_ = os.Remove(part)
+		return "", fmt.Errorf("%w: GET %s: body longer than the %d bytes announced", ErrDownload, redact(rawURL), size)
+	case n < want:
+		return "", fmt.Errorf("%w: GET %s: truncated at %d of %d bytes", ErrDownload, redact(rawURL), have+n, size)
+	}
+	if err := out.Sync(); err != nil {
+		return "", fmt.Errorf("sync %s: %w", part, err)
+	}
+	if err := out.Close(); err != nil {
+		return "", fmt.Errorf("close %s: %w", part, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashPrefix feeds the first n bytes of path to h, so that a resumed
+// download is hashed as a whole.
+func hashPrefix(h hash.Hash, path string, n int64) error {
+	in, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("resume %s: %w", path, err)
+	}
+	defer in.Close()
+	if _, err := io.CopyN(h, in, n); err != nil {
+		return fmt.Errorf("resume %s: %w", path, err)
+	}
+	return nil
+}
+
+// checkContentRange accepts only "bytes <from>-<size-1>/<size or *>": the
+// tail we asked for, of the file HEAD described.
+func checkContentRange(cr string, from, size int64) error {
+	want := fmt.Sprintf("bytes %d-%d/", from, size-1)
+	total, ok := strings.CutPrefix(cr, want)
+	if !ok || (total != "*" && total != strconv.FormatInt(size, 10)) {
+		return fmt.Errorf("Content-Range %q, want %q%d", cr, want, size)
+	}
+	return nil
+}
+
+// redact hides a password in a URL's userinfo before it reaches an error
+// message, a log or update.yaml. It works on the text, so that a template's
+// "{{" is not escaped into "%7B%7B" on the way.
+func redact(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return s
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	if !hasPassword {
+		return s
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
+}
+
+// progress writes "\r<name>: 12.0/45.6 MiB (26%) 3.2 MiB/s" at most every
+// progressInterval, and a final line with a newline from done.
+type progress struct {
+	w          io.Writer
+	name       string
+	start      int64 // bytes already on disk when this transfer began
+	n          int64 // bytes written so far, start included
+	total      int64
+	now        func() time.Time
+	began      time.Time
+	lastReport time.Time
+}
+
+func newProgress(w io.Writer, name string, start, total int64, now func() time.Time) *progress {
+	t := now()
+	return &progress{w: w, name: name, start: start, n: start, total: total, now: now, began: t, lastReport: t}
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.n += int64(len(b))
+	if t := p.now(); t.Sub(p.lastReport) >= progressInterval {
+		p.lastReport = t
+		p.report(t, "")
+	}
+	// A terminal that cannot be written to must not fail the download.
+	return len(b), nil
+}
+
+func (p *progress) done() { p.report(p.now(), "\n") }
+
+func (p *progress) report(t time.Time, end string) {
+	pct := 100.0
+	if p.total > 0 {
+		pct = 100 * float64(p.n) / float64(p.total)
+	}
+	var rate float64
+	if el := t.Sub(p.began).Seconds(); el > 0 {
+		rate = float64(p.n-p.start) / el
+	}
+	fmt.Fprintf(p.w, "\r%s: %s/%s (%.0f%%) %s/s%s", p.name, mib(float64(p.n)), mib(float64(p.total)), pct, mib(rate), end)
+}
+
+// progressName is the tarball's file name, without a query that may hold
+// a token.
+func progressName(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return path.Base(u.Path)
+	}
+	return "download"
+}
+
+func mib(n float64) string { return strconv.FormatFloat(n/(1<<20), 'f', 1, 64) + " MiB" }
