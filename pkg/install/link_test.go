@@ -171,9 +171,9 @@ func TestWaitHealthy(t *testing.T) {
 	defer srv.Close()
 	const timeout, minHealthy, interval = 2 * time.Second, 300 * time.Millisecond, 20 * time.Millisecond
 	cases := []struct {
-		name    string
-		app     string
-		health  install.Health
+		name       string
+		app        string
+		health     install.Health
 		status     int32
 		minHealthy time.Duration
 		wantErr    string
