@@ -1,0 +1,417 @@
+package install_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/pkg/install"
+)
+
+// TestMain lets the test binary play the app: a release's bin/app is a
+// script that execs this binary with FLEETWAVE_TEST_APP set.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("FLEETWAVE_TEST_APP"); mode != "" {
+		os.Exit(testApp(mode, os.Getenv("APP_VERSION"), os.Getenv("APP_DB"), os.Getenv("APP_ADDR")))
+	}
+	os.Exit(m.Run())
+}
+
+// testApp is one version of the app. It "migrates" the database by recording
+// its version once (a restart of the same version writes nothing), then:
+// good serves 200 on /healthz until killed, unhealthy serves 500, crash exits.
+func testApp(mode, version, dbPath, addr string) int {
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var n int
+	_, err = db.Exec(`CREATE TABLE IF NOT EXISTS migrations (version TEXT PRIMARY KEY)`)
+	if err == nil {
+		err = db.QueryRow(`SELECT count(*) FROM migrations WHERE version = ?`, version).Scan(&n)
+	}
+	if err == nil && n == 0 {
+		_, err = db.Exec(`INSERT INTO migrations (version) VALUES (?)`, version)
+	}
+	db.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if mode == "crash" {
+		return 3
+	}
+	status := http.StatusOK
+	if mode == "unhealthy" {
+		status = http.StatusServiceUnavailable
+	}
+	err = http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }))
+	fmt.Fprintln(os.Stderr, err)
+	return 2
+}
+
+// installRelease is a release the test server offers.
+type installRelease struct {
+	mode string // how its app behaves
+	// tarball overrides the built archive (hostile releases).
+	tarball []byte
+}
+
+// installServer serves releases at /r/<v>/app.tar.gz with .sha256 and .sig.
+type installServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	releases map[string]installRelease
+	key      ed25519.PrivateKey
+	// damage, when set, changes what is served for a path.
+	damage func(path string, body []byte) []byte
+}
+
+func newInstallServer(t *testing.T, key ed25519.PrivateKey, releases map[string]installRelease) *installServer {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &installServer{releases: map[string]installRelease{}, key: key}
+	for v, r := range releases {
+		if r.tarball == nil {
+			script := fmt.Sprintf("#!/bin/sh\nFLEETWAVE_TEST_APP=%s APP_VERSION=%s exec %q -test.run='^$'\n", r.mode, v, self)
+			r.tarball = extractGzip(t, extractTar(t,
+				extractEntry{Name: "bin/", Type: '5'},
+				extractEntry{Name: "bin/app", Mode: 0o755, Body: script},
+				extractEntry{Name: "README", Body: "release " + v},
+			))
+		}
+		s.releases[v] = r
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *installServer) serve(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/r/"), "/")
+	if len(parts) != 2 {
+		http.NotFound(w, r)
+		return
+	}
+	s.mu.Lock()
+	rel, ok := s.releases[parts[0]]
+	damage := s.damage
+	s.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	sum := sha256.Sum256(rel.tarball)
+	sumFile := []byte(hex.EncodeToString(sum[:]) + "  app.tar.gz\n")
+	var body []byte
+	switch parts[1] {
+	case "app.tar.gz":
+		body = rel.tarball
+	case "app.tar.gz.sha256":
+		body = sumFile
+	case "app.tar.gz.sig":
+		body = ed25519.Sign(s.key, sumFile)
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	if damage != nil {
+		body = damage(r.URL.Path, body)
+	}
+	http.ServeContent(w, r, parts[1], time.Unix(1_700_000_000, 0), strings.NewReader(string(body)))
+}
+
+// installHost is one host: its tree, app database, app runner and installer.
+type installHost struct {
+	t      *testing.T
+	tree   install.Tree
+	db     string
+	addr   string
+	runner *install.ProcessRunner
+	in     *install.Installer
+	status install.Status
+	saved  []install.Status
+}
+
+func newInstallHost(t *testing.T, srv *installServer, pub ed25519.PublicKey) *installHost {
+	t.Helper()
+	root := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	h := &installHost{t: t, tree: install.Tree{Root: root, BinDir: filepath.Join(root, "bin")}, db: filepath.Join(root, "app.db"), addr: addr}
+	h.runner = &install.ProcessRunner{
+		Path:        filepath.Join(h.tree.BinDir, "app"),
+		Env:         append(os.Environ(), "APP_DB="+h.db, "APP_ADDR="+addr),
+		StopTimeout: 5 * time.Second,
+	}
+	t.Cleanup(func() { _ = h.runner.Stop(context.Background()) })
+	h.in = &install.Installer{
+		Tree:    h.tree,
+		Fetcher: &install.Fetcher{Client: srv.Client(), URLTemplate: srv.URL + "/r/{{.Version}}/app.tar.gz", PublicKey: pub},
+		Runner:  h.runner,
+		Health:  install.Health{URL: "http://" + addr + "/healthz", Interval: 20 * time.Millisecond},
+		DBPath:  h.db,
+		Log:     natstest.Logger(t),
+		Save: func(st install.Status) error {
+			h.saved = append(h.saved, st)
+			return nil
+		},
+	}
+	return h
+}
+
+func (h *installHost) install(v string) error {
+	h.t.Helper()
+	st, err := h.in.Install(context.Background(), h.status, v, 10*time.Second, 300*time.Millisecond)
+	h.status = st
+	return err
+}
+
+// migrations lists the versions recorded in the app database.
+func (h *installHost) migrations() []string {
+	h.t.Helper()
+	db, err := sql.Open("sqlite", h.db)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT version FROM migrations ORDER BY version`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (h *installHost) versionDirs() []string {
+	h.t.Helper()
+	var out []string
+	entries, _ := os.ReadDir(h.tree.VersionsDir())
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func (h *installHost) fileBytes(path string) []byte {
+	h.t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}
+
+func installKey(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, priv
+}
+
+func TestInstallUpgradesKeepLastGoodAndPruneOlder(t *testing.T) {
+	pub, priv := installKey(t)
+	srv := newInstallServer(t, priv, map[string]installRelease{
+		"1.0.0": {mode: "good"}, "1.1.0": {mode: "good"}, "1.2.0": {mode: "good"},
+	})
+	h := newInstallHost(t, srv, pub)
+	for _, v := range []string{"1.0.0", "1.1.0", "1.2.0"} {
+		if err := h.install(v); err != nil {
+			t.Fatalf("install %s: %v", v, err)
+		}
+	}
+	want := install.Status{ActiveVersion: "1.2.0", StartVersion: "1.1.0", VersionHistory: []string{"1.1.0", "1.0.0"}}
+	if diff := cmp.Diff(want, h.status, cmpIgnoreStart); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	if got := h.versionDirs(); !slices.Equal(got, []string{"1.1.0", "1.2.0"}) {
+		t.Errorf("versions kept: %v, want the current and the last good [1.1.0 1.2.0]", got)
+	}
+	if v, err := h.tree.LinkedVersion(); err != nil || v != "1.2.0" {
+		t.Errorf("links point into %q (%v), want 1.2.0", v, err)
+	}
+	if err := h.runner.Alive(context.Background()); err != nil {
+		t.Errorf("app not running after the upgrade: %v", err)
+	}
+	if got := h.migrations(); !slices.Equal(got, []string{"1.0.0", "1.1.0", "1.2.0"}) {
+		t.Errorf("database migrations %v", got)
+	}
+	// Installing the active version again is a no-op.
+	n := len(h.saved)
+	if err := h.install("1.2.0"); err != nil || len(h.saved) != n {
+		t.Errorf("re-installing the active version: %v, %d new statuses", err, len(h.saved)-n)
+	}
+}
+
+var cmpIgnoreStart = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".StartTime" }, cmp.Ignore())
+
+func TestInstallRollsBackExactly(t *testing.T) {
+	for _, mode := range []string{"crash", "unhealthy"} {
+		t.Run(mode, func(t *testing.T) {
+			pub, priv := installKey(t)
+			srv := newInstallServer(t, priv, map[string]installRelease{"1.0.0": {mode: "good"}, "2.0.0": {mode: mode}})
+			h := newInstallHost(t, srv, pub)
+			if err := h.install("1.0.0"); err != nil {
+				t.Fatal(err)
+			}
+			links := linkSnapshot(t, h.tree.BinDir)
+			db := h.fileBytes(h.db)
+
+			err := h.install("2.0.0")
+			if !errors.Is(err, install.ErrUnhealthy) {
+				t.Fatalf("install of a %s release: %v, want ErrUnhealthy", mode, err)
+			}
+			if diff := cmp.Diff(links, linkSnapshot(t, h.tree.BinDir)); diff != "" {
+				t.Errorf("links after rollback (-before +after):\n%s", diff)
+			}
+			if got := h.fileBytes(h.db); string(got) != string(db) {
+				t.Errorf("database not byte-identical after rollback (%d vs %d bytes); migrations now %v", len(got), len(db), h.migrations())
+			}
+			st := h.status
+			if st.ActiveVersion != "1.0.0" || !st.Rollback || st.RollbackFrom != "2.0.0" || st.Error == "" {
+				t.Errorf("status after rollback: %+v", st)
+			}
+			// The rollback reached Save (update.yaml, heartbeat) at once.
+			if last := h.saved[len(h.saved)-1]; !last.Rollback {
+				t.Errorf("last saved status is not the rollback: %+v", last)
+			}
+			natstest.Eventually(t, 10*time.Second, func() error { return h.runner.Alive(context.Background()) })
+
+			// Not retried automatically.
+			n := len(h.saved)
+			if err := h.install("2.0.0"); !errors.Is(err, install.ErrSkipped) || len(h.saved) != n {
+				t.Errorf("second attempt at 2.0.0: %v (%d new statuses), want ErrSkipped and nothing done", err, len(h.saved)-n)
+			}
+		})
+	}
+}
+
+func TestInstallBadReleaseChangesNothing(t *testing.T) {
+	cases := []struct {
+		name    string
+		damage  func(path string, body []byte) []byte
+		tarball []byte // hostile release
+		space   uint64 // FreeSpace answer, 0 = real
+		noKey   bool   // no signature required
+		wantErr error
+	}{
+		// Without a key: with one, the signature over the changed checksum
+		// file fails first (ErrBadSignature), which the next case covers.
+		{name: "wrong checksum", noKey: true, wantErr: install.ErrBadChecksum, damage: func(p string, b []byte) []byte {
+			if strings.HasSuffix(p, ".sha256") {
+				return []byte(strings.Repeat("0", 64) + "\n")
+			}
+			return b
+		}},
+		{name: "bad signature", wantErr: install.ErrBadSignature, damage: func(p string, b []byte) []byte {
+			if strings.HasSuffix(p, ".sig") {
+				_, other := installKey(t)
+				return ed25519.Sign(other, []byte("something else"))
+			}
+			return b
+		}},
+		{name: "tampered tarball", wantErr: install.ErrBadChecksum, damage: func(p string, b []byte) []byte {
+			if strings.HasSuffix(p, ".tar.gz") {
+				c := slices.Clone(b)
+				c[len(c)/2] ^= 0xff
+				return c
+			}
+			return b
+		}},
+		{name: "full disk", space: 1024, wantErr: install.ErrNoSpace},
+		{name: "path traversal", wantErr: install.ErrHostileArchive},
+		{name: "symlink escape", wantErr: install.ErrHostileArchive},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pub, priv := installKey(t)
+			releases := map[string]installRelease{"1.0.0": {mode: "good"}, "2.0.0": {mode: "good"}}
+			switch tc.name {
+			case "path traversal":
+				releases["2.0.0"] = installRelease{tarball: extractGzip(t, extractTar(t,
+					extractEntry{Name: "bin/app", Mode: 0o755, Body: "#!/bin/sh\n"},
+					extractEntry{Name: "../../evil", Body: "pwned"}))}
+			case "symlink escape":
+				releases["2.0.0"] = installRelease{tarball: extractGzip(t, extractTar(t,
+					extractEntry{Name: "bin/app", Mode: 0o755, Body: "#!/bin/sh\n"},
+					extractEntry{Name: "bin/esc", Type: '2', Link: "../../../../etc"},
+					extractEntry{Name: "bin/esc/passwd", Body: "pwned"}))}
+			}
+			srv := newInstallServer(t, priv, releases)
+			if tc.noKey {
+				pub = nil
+			}
+			h := newInstallHost(t, srv, pub)
+			if err := h.install("1.0.0"); err != nil {
+				t.Fatal(err)
+			}
+			pid := h.runner.Pid()
+			before := extractSnapshot(t, filepath.Dir(h.tree.Root))
+			srv.damage = tc.damage
+			if tc.space != 0 {
+				h.in.Fetcher.FreeSpace = func(string) (uint64, error) { return tc.space, nil }
+			}
+
+			err := h.install("2.0.0")
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("install: %v, want %v", err, tc.wantErr)
+			}
+			after := extractSnapshot(t, filepath.Dir(h.tree.Root))
+			for _, snap := range []map[string]string{before, after} {
+				for p := range snap {
+					// The lock file names its last holder; everything else
+					// must be as it was.
+					if strings.HasSuffix(p, "/lock") {
+						delete(snap, p)
+					}
+				}
+			}
+			if diff := cmp.Diff(before, after); diff != "" {
+				t.Errorf("host changed by a rejected release (-before +after):\n%s", diff)
+			}
+			if h.runner.Pid() != pid || h.runner.Alive(context.Background()) != nil {
+				t.Errorf("app restarted or stopped by a rejected release")
+			}
+			if h.status.ActiveVersion != "1.0.0" || h.status.Error == "" || h.status.Rollback {
+				t.Errorf("status: %+v, want still 1.0.0 with the error recorded", h.status)
+			}
+		})
+	}
+}
