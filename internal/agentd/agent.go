@@ -2,10 +2,14 @@ package agentd
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -31,11 +35,39 @@ type Options struct {
 	Jitter   time.Duration
 	Clock    clock.Clock
 	Log      *slog.Logger
+
+	// App is how the managed app is installed and run. Without a URL
+	// template (flag or update.yaml) the agent only reports.
+	App AppOptions
+}
+
+// AppOptions say where releases come from and how the app runs.
+type AppOptions struct {
+	// URLTemplate overrides (and is saved into) update.yaml's url_template.
+	URLTemplate string
+	// PublicKey, when set, must have signed every release's checksum.
+	PublicKey ed25519.PublicKey
+	// BinDir receives the links to the active version's bin/.
+	BinDir string
+	// Exactly one of Process (a binary name in bin/, supervised by agentd)
+	// and SystemdUnit runs the app.
+	Process     string
+	ProcessArgs []string
+	SystemdUnit string
+	// HealthURL or HealthCommand judge a new version; with neither, it must
+	// stay up.
+	HealthURL     string
+	HealthCommand []string
+	// DBPath is the app's SQLite database, backed up around updates.
+	DBPath string
+	// Progress receives download progress (a terminal), or nil.
+	Progress io.Writer
 }
 
 // Defaults.
 const (
 	DefaultRoot     = "/var/lib/fleetwave"
+	DefaultBinDir   = "/usr/local/bin"
 	DefaultInterval = 30 * time.Second
 	DefaultJitter   = 3 * time.Second
 )
@@ -45,6 +77,12 @@ type Agent struct {
 	o   Options
 	id  rollout.AgentID
 	pub *heartbeat.Publisher
+
+	installer *install.Installer // nil: report only
+	runner    install.Runner
+	// skipLogged is the last rolled-back version whose skip was logged
+	// (update loop only).
+	skipLogged string
 
 	mu     sync.Mutex
 	update *install.UpdateFile
@@ -89,7 +127,60 @@ func New(o Options) (*Agent, error) {
 	if o.NATSURL == "" {
 		o.NATSURL = uf.Spec.NATS
 	}
-	return &Agent{o: o, id: id, update: uf}, nil
+	if o.App.URLTemplate != "" && o.App.URLTemplate != uf.Spec.URLTemplate {
+		uf.Spec.URLTemplate = o.App.URLTemplate
+		if err := uf.Save(o.Root); err != nil {
+			return nil, err
+		}
+	}
+	a := &Agent{o: o, id: id, update: uf}
+	if err := a.setupInstaller(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// setupInstaller builds the installer when releases can be fetched and the
+// app can be run.
+func (a *Agent) setupInstaller() error {
+	app := a.o.App
+	if a.update.Spec.URLTemplate == "" {
+		return nil
+	}
+	if app.BinDir == "" {
+		app.BinDir = DefaultBinDir
+	}
+	tree := install.Tree{Root: a.o.Root, BinDir: app.BinDir}
+	switch {
+	case app.Process != "" && app.SystemdUnit != "":
+		return errors.New("--app and --systemd-unit exclude each other: the app runs one way")
+	case app.SystemdUnit != "":
+		a.runner = &install.SystemdRunner{Unit: app.SystemdUnit}
+	case app.Process != "":
+		a.runner = &install.ProcessRunner{
+			Path: filepath.Join(app.BinDir, app.Process), Args: app.ProcessArgs,
+			Stdout: os.Stdout, Stderr: os.Stderr,
+		}
+	default:
+		return errors.New("a url_template is set but nothing runs the app: pass --app NAME (agentd supervises bin/NAME) or --systemd-unit UNIT")
+	}
+	clk := a.o.Clock
+	a.installer = &install.Installer{
+		Tree: tree,
+		Fetcher: &install.Fetcher{
+			Client: &http.Client{Timeout: 30 * time.Minute}, URLTemplate: a.update.Spec.URLTemplate,
+			PublicKey: app.PublicKey, Progress: app.Progress,
+		},
+		Runner: a.runner,
+		Health: install.Health{URL: app.HealthURL, Command: app.HealthCommand},
+		DBPath: app.DBPath,
+		Clock: install.Clock{Now: clk.Now, After: func(d time.Duration) <-chan time.Time {
+			return clk.NewTimer(d).C()
+		}},
+		Log:  a.o.Log,
+		Save: a.SetStatus,
+	}
+	return nil
 }
 
 // ID is the agent's update id.
@@ -137,11 +228,34 @@ func (a *Agent) SetStatus(st install.Status) error {
 	return nil
 }
 
-// Run connects to the bus and heartbeats until ctx is done. The bus being
-// down at start or going away later is logged and waited out, never fatal.
+// Status is the host's current status (update.yaml).
+func (a *Agent) Status() install.Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.update.Status
+}
+
+// Run connects to the bus, heartbeats, follows the plan and installs what it
+// says, until ctx is done. The bus being down at start or going away later
+// is logged and waited out, never fatal.
 func (a *Agent) Run(ctx context.Context) error {
 	if a.o.NATSURL == "" {
 		return errors.New("no NATS server: pass --nats, set NATS_URL, or set spec.nats in update.yaml")
+	}
+	if a.installer != nil {
+		// Finish what a crash interrupted, then bring the app up.
+		if _, err := a.installer.Repair(ctx, a.Status()); err != nil {
+			a.o.Log.Error("repairing an interrupted install failed", slog.Any("err", err))
+		}
+		if pr, ok := a.runner.(*install.ProcessRunner); ok {
+			// agentd supervises the app: it lives as long as agentd.
+			defer pr.Stop(context.Background())
+			if a.Status().ActiveVersion != "" {
+				if err := pr.Restart(ctx); err != nil {
+					a.o.Log.Error("starting the app failed", slog.Any("err", err))
+				}
+			}
+		}
 	}
 	a.pub = &heartbeat.Publisher{
 		Interval: a.o.Interval,
@@ -150,14 +264,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		Log:      a.o.Log,
 		Status:   a.Heartbeat,
 	}
+	follower := &PlanFollower{Group: a.Group(), Clock: a.o.Clock, Log: a.o.Log}
 	nc, err := natsutil.Connect(natsutil.ConnectOptions{
-		URL:         a.o.NATSURL,
-		Name:        "fleetwave-agentd " + string(a.id),
-		Creds:       a.o.Creds,
-		Log:         a.o.Log,
-		NoBuffer:    true,
-		RetryFirst:  true,
-		OnReconnect: a.pub.Kick,
+		URL:        a.o.NATSURL,
+		Name:       "fleetwave-agentd " + string(a.id),
+		Creds:      a.o.Creds,
+		Log:        a.o.Log,
+		NoBuffer:   true,
+		RetryFirst: true,
+		OnReconnect: func() {
+			a.pub.Kick()
+			follower.Refresh()
+		},
 	})
 	if err != nil {
 		return err
@@ -168,7 +286,25 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.pub.JS = js
+	follower.NC, follower.JS = nc, js
 	a.o.Log.Info("agent started", slog.String("agent_id", string(a.id)), slog.String("group", a.Group()),
-		slog.String("active_version", a.Heartbeat().ActiveVersion))
-	return a.pub.Run(ctx)
+		slog.String("active_version", a.Heartbeat().ActiveVersion), slog.Bool("installs", a.installer != nil))
+
+	// Three loops; the first to fail ends the others.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	loops := []func(context.Context) error{a.pub.Run, follower.Run}
+	if a.installer != nil {
+		loops = append(loops, func(ctx context.Context) error { return a.updateLoop(ctx, follower) })
+	}
+	errs := make(chan error, len(loops))
+	for _, loop := range loops {
+		go func() { errs <- loop(ctx) }()
+	}
+	err = <-errs
+	cancel()
+	for range len(loops) - 1 {
+		<-errs
+	}
+	return err
 }

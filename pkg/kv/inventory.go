@@ -38,6 +38,16 @@ func (f *Fleet) LastHeartbeats(ctx context.Context, group string) ([]StoredHeart
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", StreamHB, err)
 	}
+	// Delete the consumer when done rather than leave it to expire: a
+	// script polling `fleetctl agents ls` must not pile up consumers
+	// against the stream's limit.
+	defer func() {
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = f.HB.DeleteConsumer(dctx, info.Name)
+		}
+	}()
 	out := make([]StoredHeartbeat, 0, want)
 	for len(out) < want {
 		batch, err := cons.Fetch(min(want-len(out), 1000), jetstream.FetchMaxWait(5*time.Second))

@@ -1,0 +1,199 @@
+package agentd_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetwave/fleetwave/internal/agentd"
+	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/install"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// releaseTarball builds a release whose bin/app runs script.
+func releaseTarball(t *testing.T, script string) []byte {
+	t.Helper()
+	var raw bytes.Buffer
+	tw := tar.NewWriter(&raw)
+	for _, h := range []*tar.Header{
+		{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "bin/app", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write([]byte(script))
+		}
+	}
+	tw.Close()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw.Bytes())
+	zw.Close()
+	return gz.Bytes()
+}
+
+// releaseServer serves /r/<v>/app.tar.gz and its .sha256.
+func releaseServer(t *testing.T, scripts map[string]string) *httptest.Server {
+	t.Helper()
+	tarballs := map[string][]byte{}
+	for v, s := range scripts {
+		tarballs[v] = releaseTarball(t, s)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, file, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/r/"), "/")
+		tb, ok := tarballs[v]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		body := tb
+		switch file {
+		case "app.tar.gz":
+		case "app.tar.gz.sha256":
+			sum := sha256.Sum256(tb)
+			body = []byte(hex.EncodeToString(sum[:]) + "\n")
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, file, time.Unix(1_700_000_000, 0), bytes.NewReader(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fleet, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := releaseServer(t, map[string]string{
+		"2.0.0": "#!/bin/sh\nexec sleep 300\n",
+		"3.0.0": "#!/bin/sh\necho broken >&2; exit 3\n",
+	})
+	// The group is done on 2.0.0: every agent is told to update.
+	setPlan := func(start, target string) {
+		t.Helper()
+		spec := rollout.DefaultSpec(start, target)
+		e, err := kv.Get[rollout.Spec](ctx, fleet.Plan, kv.KeySpec)
+		var rev uint64
+		if err == nil {
+			rev = e.Revision
+		}
+		if _, err := kv.Save(ctx, fleet.Plan, kv.KeySpec, spec, rev); err != nil {
+			t.Fatal(err)
+		}
+		st := rollout.GroupStatus{V: 1, Group: "blue", State: rollout.StateDone, TargetVersion: target, StartVersion: start,
+			Progress: 1, Mode: rollout.ModeEnabled, HealthTimeout: rollout.Duration(10 * time.Second), MinHealthyTime: rollout.Duration(300 * time.Millisecond)}
+		se, err := kv.Get[rollout.GroupStatus](ctx, fleet.Plan, kv.GroupKey("blue"))
+		rev = 0
+		if err == nil {
+			rev = se.Revision
+		}
+		if _, err := kv.Save(ctx, fleet.Plan, kv.GroupKey("blue"), st, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPlan("1.0.0", "2.0.0")
+
+	root := t.TempDir()
+	uf := install.NewUpdateFile("blue")
+	uf.Spec.Enabled = true
+	if err := uf.Save(root); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	a, err := agentd.New(agentd.Options{
+		Root: root, NATSURL: srv.URL(), Interval: time.Hour, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+		App: agentd.AppOptions{URLTemplate: rel.URL + "/r/{{.Version}}/app.tar.gz", BinDir: filepath.Join(root, "bin"), Process: "app"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+
+	lastBeat := func() (*heartbeat.Heartbeat, error) {
+		msgs, err := fleet.LastHeartbeats(ctx, "blue")
+		if err != nil || len(msgs) != 1 {
+			return nil, fmt.Errorf("%d heartbeats, %v", len(msgs), err)
+		}
+		return heartbeat.DecodeFrom(msgs[0].Subject, msgs[0].Data)
+	}
+	natstest.Eventually(t, 30*time.Second, func() error {
+		hb, err := lastBeat()
+		if err != nil {
+			return err
+		}
+		if hb.ActiveVersion != "2.0.0" || hb.Rollback || hb.Error != "" {
+			return fmt.Errorf("heartbeat %+v, want 2.0.0 installed", hb)
+		}
+		return nil
+	})
+	target, err := os.Readlink(filepath.Join(root, "bin", "app"))
+	if err != nil || !strings.Contains(target, "2.0.0") {
+		t.Fatalf("bin/app -> %q (%v), want the 2.0.0 release", target, err)
+	}
+
+	// A broken release: installed, fails, rolled back, reported, not retried.
+	setPlan("2.0.0", "3.0.0")
+	var rolledBack *heartbeat.Heartbeat
+	natstest.Eventually(t, 30*time.Second, func() error {
+		hb, err := lastBeat()
+		if err != nil {
+			return err
+		}
+		if !hb.Rollback || hb.RollbackFrom != "3.0.0" || hb.ActiveVersion != "2.0.0" || hb.Error == "" {
+			return fmt.Errorf("heartbeat %+v, want rollback from 3.0.0 to 2.0.0", hb)
+		}
+		rolledBack = hb
+		return nil
+	})
+	saved, err := install.LoadUpdateFile(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !saved.Status.Rollback || saved.Status.RollbackFrom != "3.0.0" {
+		t.Errorf("update.yaml status %+v, want the rollback recorded", saved.Status)
+	}
+	if target, _ := os.Readlink(filepath.Join(root, "bin", "app")); !strings.Contains(target, "2.0.0") {
+		t.Errorf("bin/app -> %q after rollback, want 2.0.0", target)
+	}
+	// The plan changes again (same target): the agent decides not to retry.
+	before := a.Status().StartTime
+	setPlan("2.0.0", "3.0.0")
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), "not retrying a version this host rolled back from") {
+			return fmt.Errorf("agent has not decided on the new plan revision yet")
+		}
+		return nil
+	})
+	if got := a.Status().StartTime; !got.Equal(before) {
+		t.Errorf("a new install attempt started at %v after the rollback", got)
+	}
+	if hb, _ := lastBeat(); hb == nil || hb.Seq != rolledBack.Seq && hb.StartTime != rolledBack.StartTime {
+		t.Errorf("heartbeat after the skipped retry: %+v", hb)
+	}
+	cancel()
+	<-done
+}

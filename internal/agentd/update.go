@@ -1,0 +1,93 @@
+package agentd
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fleetwave/fleetwave/pkg/install"
+)
+
+// recheckInterval bounds how long the agent goes without re-deciding, even
+// when no plan change arrives (a jitter wait that was cut short, a failed
+// install of a version that is still the target).
+const recheckInterval = time.Minute
+
+// updateLoop acts on the plan: whenever it changes (or every
+// recheckInterval), it asks rollout.Decide what to run and installs it when
+// told to, after a random wait of up to the group's jitter so that a group
+// does not download at once.
+func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower) error {
+	recheck := a.o.Clock.NewTimer(recheckInterval)
+	defer recheck.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-f.Changed():
+		case <-recheck.C():
+		}
+		recheck.Reset(recheckInterval)
+		target, ok := a.wants(f.Plan())
+		if !ok {
+			continue
+		}
+		if j := f.Plan().Status.JitterSeconds; j > 0 {
+			wait := time.Duration(rand.Int64N(int64(j) * int64(time.Second)))
+			a.o.Log.Info("update due; waiting out the group's jitter", slog.String("version", target), slog.Duration("wait", wait))
+			t := a.o.Clock.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C():
+			}
+			// The plan may have moved on (paused, halted) while waiting.
+			if target, ok = a.wants(f.Plan()); !ok {
+				continue
+			}
+		}
+		a.install(ctx, f.Plan(), target)
+	}
+}
+
+// wants reports the version the plan tells this agent to move to now, if
+// any and if the agent may act on it.
+func (a *Agent) wants(p Plan) (string, bool) {
+	v, update := p.Decide(a.id)
+	a.mu.Lock()
+	st, enabled := a.update.Status, a.update.Spec.Enabled
+	a.mu.Unlock()
+	switch {
+	case !update || v == "" || v == st.ActiveVersion:
+		return "", false
+	case !enabled:
+		return "", false
+	case a.installer == nil:
+		return "", false
+	case st.Rollback && st.RollbackFrom == v:
+		if a.skipLogged != v {
+			a.skipLogged = v
+			a.o.Log.Info("not retrying a version this host rolled back from; an operator can run 'agentd update --force'",
+				slog.String("version", v))
+		}
+		return "", false // never retried automatically
+	}
+	return v, true
+}
+
+func (a *Agent) install(ctx context.Context, p Plan, target string) {
+	a.mu.Lock()
+	cur := a.update.Status
+	a.mu.Unlock()
+	a.o.Log.Info("installing", slog.String("version", target), slog.String("from", cur.ActiveVersion))
+	_, err := a.installer.Install(ctx, cur, target, p.Status.HealthTimeout.D(), p.Status.MinHealthyTime.D())
+	switch {
+	case err == nil:
+	case errors.Is(err, install.ErrSkipped), errors.Is(err, context.Canceled):
+	default:
+		a.o.Log.Warn("install failed", slog.String("version", target), slog.Any("err", err))
+	}
+}
