@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/internal/version"
@@ -153,7 +154,7 @@ func (a *Agent) setupInstaller() error {
 	tree := install.Tree{Root: a.o.Root, BinDir: app.BinDir}
 	switch {
 	case app.Process != "" && app.SystemdUnit != "":
-		return errors.New("--app and --systemd-unit exclude each other: the app runs one way")
+		return cliutil.Usagef("--app and --systemd-unit exclude each other: the app runs one way")
 	case app.SystemdUnit != "":
 		a.runner = &install.SystemdRunner{Unit: app.SystemdUnit}
 	case app.Process != "":
@@ -162,7 +163,7 @@ func (a *Agent) setupInstaller() error {
 			Stdout: os.Stdout, Stderr: os.Stderr,
 		}
 	default:
-		return errors.New("a url_template is set but nothing runs the app: pass --app NAME (agentd supervises bin/NAME) or --systemd-unit UNIT")
+		return cliutil.Usagef("a url_template is set but nothing runs the app: pass --app NAME (agentd supervises bin/NAME) or --systemd-unit UNIT")
 	}
 	clk := a.o.Clock
 	a.installer = &install.Installer{

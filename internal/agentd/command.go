@@ -2,70 +2,383 @@ package agentd
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/internal/version"
+	"github.com/fleetwave/fleetwave/pkg/install"
 )
 
 // NewCommand is agentd's root command.
 func NewCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:     "agentd",
-		Short:   "fleetwave agent: keeps this host on the version its rollout group should run",
-		Long:    "agentd runs on every host. It owns the host's install tree and update.yaml under --root\nand reports the host's status to the controllers as heartbeats over NATS JetStream.\n" + cliutil.ExitCodesHelp,
+		Use:   "agentd",
+		Short: "fleetwave agent: keeps this host on the version its rollout group should run",
+		Long: `agentd runs on every host. It owns the host's install tree and update.yaml under --root,
+reports the host's status to the controllers as heartbeats over NATS JetStream, follows
+its group's plan, and installs (and, when unhealthy, rolls back) the app's releases.
+
+A host is set up once with 'agentd enable', then 'agentd run' keeps it current
+(or 'agentd update' from cron or a systemd timer, without a daemon).
+` + cliutil.ExitCodesHelp,
 		Version: version.Version,
 	}
-	root.AddCommand(newRunCmd())
+	root.AddCommand(newRunCmd(), newEnableCmd(), newDisableCmd(), newUpdateCmd(), newStatusCmd())
 	return root
 }
 
+// flags are what every agentd command that touches the bus or the app shares.
+type flags struct {
+	o         Options
+	logFlags  cliutil.LogFlags
+	publicKey string
+	healthCmd string
+}
+
+func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.o.Root, "root", DefaultRoot, "state directory (agent_id, update.yaml, versions/)")
+	fl.StringVar(&f.o.NATSURL, "nats", cliutil.Env("", "NATS_URL"), "NATS server URL(s); saved default is update.yaml spec.nats (env NATS_URL)")
+	fl.StringVar(&f.o.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
+	fl.StringVar(&f.o.Group, "group", "", "rollout group of this host (saved in update.yaml)")
+	fl.StringVar(&f.o.Hostname, "hostname", "", "host name to report (default: the system's)")
+	fl.StringVar(&f.o.App.URLTemplate, "url-template", "", "release URL, e.g. https://dl.example/app/{{.Version}}/app-{{.OS}}-{{.Arch}}.tar.gz (saved in update.yaml)")
+	fl.StringVar(&f.o.App.BinDir, "bin-dir", DefaultBinDir, "where links to the active version's binaries go")
+	fl.StringVar(&f.o.App.Process, "app", "", "run bin/NAME of the active version as a child of agentd (hosts and containers without systemd)")
+	fl.StringArrayVar(&f.o.App.ProcessArgs, "app-arg", nil, "argument for --app (repeat for several)")
+	fl.StringVar(&f.o.App.SystemdUnit, "systemd-unit", "", "restart this systemd unit to run a new version")
+	fl.StringVar(&f.o.App.HealthURL, "health-url", "", "a new version is healthy when this answers 2xx")
+	fl.StringVar(&f.healthCmd, "health-command", "", "a new version is healthy when this shell command exits 0")
+	fl.StringVar(&f.o.App.DBPath, "db", "", "the app's SQLite database, backed up before every update and restored on rollback")
+	fl.StringVar(&f.publicKey, "public-key", "", "file with the Ed25519 public key (hex or base64) that must have signed every release checksum")
+	if withHeartbeat {
+		fl.DurationVar(&f.o.Interval, "heartbeat-interval", DefaultInterval, "time between heartbeats; must match the controller's --heartbeat-interval")
+		fl.DurationVar(&f.o.Jitter, "heartbeat-jitter", DefaultJitter, "random spread (±) around the heartbeat interval")
+	}
+	f.logFlags.Register(cmd)
+}
+
+// agent builds the Agent the flags describe.
+func (f *flags) agent(cmd *cobra.Command) (*Agent, error) {
+	log, err := f.logFlags.Logger(cmd.ErrOrStderr())
+	if err != nil {
+		return nil, err
+	}
+	f.o.Log = log
+	if f.healthCmd != "" {
+		f.o.App.HealthCommand = []string{"/bin/sh", "-c", f.healthCmd}
+	}
+	if f.publicKey != "" {
+		if f.o.App.PublicKey, err = readPublicKey(f.publicKey); err != nil {
+			return nil, cliutil.UsageError{Err: err}
+		}
+	}
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		f.o.App.Progress = os.Stderr
+	}
+	return New(f.o)
+}
+
+func readPublicKey(path string) (ed25519.PublicKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--public-key: %w", err)
+	}
+	s := strings.TrimSpace(string(data))
+	for _, decode := range []func(string) ([]byte, error){hex.DecodeString, base64.StdEncoding.DecodeString} {
+		if b, err := decode(s); err == nil && len(b) == ed25519.PublicKeySize {
+			return ed25519.PublicKey(b), nil
+		}
+	}
+	return nil, fmt.Errorf("--public-key %s: want a %d-byte Ed25519 public key in hex or base64", path, ed25519.PublicKeySize)
+}
+
 func newRunCmd() *cobra.Command {
-	o := Options{}
-	var logFlags cliutil.LogFlags
+	f := &flags{}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the agent daemon",
 		Long: `Run the agent until SIGINT or SIGTERM.
 
 On first start it draws the host's agent id (kept in <root>/agent_id) and
-writes <root>/update.yaml; --group and --nats are saved there, so later starts
-need only --root. It heartbeats every --heartbeat-interval (± jitter) and at
-once after any change, and reconnects forever when the bus goes away.`,
+writes <root>/update.yaml; --group, --nats and --url-template are saved there,
+so later starts need only --root. It heartbeats every --heartbeat-interval
+(± jitter) and at once after any change, reconnects forever when the bus goes
+away, follows its group's plan, and installs what the plan tells it to when
+update.yaml says enabled (see 'agentd enable').`,
 		Example: `  agentd run --nats nats://controller.example:4222 --group staging
-  agentd run --root /tmp/agent1 --nats nats://127.0.0.1:4222 --group canary --heartbeat-interval 5s`,
+  agentd run --root /tmp/agent1 --app app --bin-dir /tmp/agent1/bin --health-url http://127.0.0.1:8080/healthz`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := logFlags.Logger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if o.Interval <= 0 || o.Jitter < 0 || o.Jitter >= o.Interval {
+			if f.o.Interval <= 0 || f.o.Jitter < 0 || f.o.Jitter >= f.o.Interval {
 				return cliutil.Usagef("--heartbeat-interval must be positive and --heartbeat-jitter in [0, interval)")
 			}
-			o.Log = log
-			a, err := New(o)
+			a, err := f.agent(cmd)
 			if err != nil {
 				return err
 			}
 			err = a.Run(cmd.Context())
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
-				log.Info("agent stopping")
+				f.o.Log.Info("agent stopping")
 				return nil
 			}
 			return err
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Root, "root", DefaultRoot, "state directory (agent_id, update.yaml, versions/)")
-	f.StringVar(&o.NATSURL, "nats", cliutil.Env("", "NATS_URL"), "NATS server URL(s); saved default is update.yaml spec.nats (env NATS_URL)")
-	f.StringVar(&o.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
-	f.StringVar(&o.Group, "group", "", "rollout group of this host (saved in update.yaml)")
-	f.StringVar(&o.Hostname, "hostname", "", "host name to report (default: the system's)")
-	f.DurationVar(&o.Interval, "heartbeat-interval", DefaultInterval, "time between heartbeats; must match the controller's --heartbeat-interval")
-	f.DurationVar(&o.Jitter, "heartbeat-jitter", DefaultJitter, "random spread (±) around the heartbeat interval")
-	logFlags.Register(cmd)
+	f.register(cmd, true)
 	return cmd
+}
+
+func newEnableCmd() *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "enable",
+		Short: "Set this host up for automatic updates and install the current version now",
+		Long: `Write update.yaml (bus URL, group, release URL template) with updates enabled,
+then install the version the plan gives this host's group at once: a new host
+gets the version its group runs, whether or not a rollout is in progress.`,
+		Example: `  agentd enable --nats nats://fleet.example:4222 --group canary \
+    --url-template 'https://dl.example/app/{{.Version}}/app.tar.gz' --systemd-unit app.service`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := f.agent(cmd)
+			if err != nil {
+				return err
+			}
+			if err := a.setEnabled(true, f.o.NATSURL); err != nil {
+				return err
+			}
+			switch {
+			case a.installer == nil:
+				fmt.Fprintln(cmd.OutOrStdout(), "enabled; no --url-template yet, so nothing is installed")
+				return nil
+			case a.supervised():
+				fmt.Fprintln(cmd.OutOrStdout(), "enabled; 'agentd run' (which supervises the app) installs and starts it")
+				return nil
+			}
+			return a.updateOnce(cmd.Context(), cmd.OutOrStdout(), true, false)
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+func newDisableCmd() *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:     "disable",
+		Short:   "Stop automatic updates on this host (the agent keeps reporting)",
+		Example: `  agentd disable --root /var/lib/fleetwave`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := f.agent(cmd)
+			if err != nil {
+				return err
+			}
+			if err := a.setEnabled(false, ""); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "automatic updates disabled")
+			return nil
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+func newUpdateCmd() *cobra.Command {
+	f := &flags{}
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "update",
+		Short: "Update once, if the plan says so (for cron, systemd timers, and by hand)",
+		Long: `Read the plan, decide as the daemon would, and install if this host should
+update now. Exits 0 when there was nothing to do or the update succeeded, 1 when
+it failed (and was rolled back). --force also retries a version this host rolled
+back from.`,
+		Example: `  agentd update --root /var/lib/fleetwave
+  agentd update --force`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := f.agent(cmd)
+			if err != nil {
+				return err
+			}
+			if a.supervised() {
+				return cliutil.Usagef("update with --app: the app is a child of agentd and would stop with this command; use 'agentd run', or --systemd-unit")
+			}
+			return a.updateOnce(cmd.Context(), cmd.OutOrStdout(), false, force)
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "retry even a version this host rolled back from, and ignore 'enabled: false'")
+	f.register(cmd, false)
+	return cmd
+}
+
+// StatusReport is the JSON of "agentd status".
+type StatusReport struct {
+	AgentID   string `json:"agent_id"`
+	Group     string `json:"group"`
+	Enabled   bool   `json:"enabled"`
+	Installed string `json:"installed"`
+	// Desired is what the plan gives this host now ("" when the bus could
+	// not be read; DesiredError says why).
+	Desired      string    `json:"desired"`
+	ShouldUpdate bool      `json:"should_update"`
+	DesiredError string    `json:"desired_error,omitempty"`
+	Previous     string    `json:"previous"`
+	LastUpdate   time.Time `json:"last_update,omitzero"`
+	Jitter       int       `json:"jitter_seconds"`
+	Rollback     bool      `json:"rollback"`
+	RollbackFrom string    `json:"rollback_from,omitempty"`
+	Error        string    `json:"error,omitempty"`
+}
+
+func newStatusCmd() *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:     "status",
+		Short:   "Show this host's installed and desired version as JSON",
+		Example: `  agentd status | jq .installed`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := f.agent(cmd)
+			if err != nil {
+				return err
+			}
+			st := a.Status()
+			rep := StatusReport{AgentID: string(a.id), Group: a.Group(), Enabled: a.enabled(), Installed: st.ActiveVersion,
+				LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error}
+			if len(st.VersionHistory) > 0 {
+				rep.Previous = st.VersionHistory[0]
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+			defer cancel()
+			if p, err := a.readPlan(ctx); err != nil {
+				rep.DesiredError = err.Error()
+			} else {
+				rep.Desired, rep.ShouldUpdate = p.Decide(a.id)
+				rep.Jitter = p.Status.JitterSeconds
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(rep)
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+// setEnabled records enabled (and the bus URL, when given) in update.yaml.
+func (a *Agent) setEnabled(on bool, natsURL string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.update.Spec.Enabled = on
+	if natsURL != "" {
+		a.update.Spec.NATS = natsURL
+	}
+	return a.update.Save(a.o.Root)
+}
+
+// supervised reports whether agentd itself runs the app as a child.
+func (a *Agent) supervised() bool {
+	_, ok := a.runner.(*install.ProcessRunner)
+	return ok
+}
+
+func (a *Agent) enabled() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.update.Spec.Enabled
+}
+
+// readPlan reads the plan once from the bus.
+func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
+	if a.o.NATSURL == "" {
+		return Plan{}, errors.New("no NATS server: pass --nats, set NATS_URL, or set spec.nats in update.yaml")
+	}
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: a.o.NATSURL, Name: "agentd " + string(a.id), Creds: a.o.Creds,
+		Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return Plan{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return Plan{}, err
+	}
+	f := &PlanFollower{NC: nc, JS: js, Group: a.Group(), Log: a.o.Log}
+	f.init()
+	var bucket jetstream.KeyValue
+	if err := f.read(ctx, &bucket); err != nil {
+		return Plan{}, fmt.Errorf("read the plan: %w", err)
+	}
+	p := f.Plan()
+	if p.SpecRev == 0 {
+		return p, errors.New("no plan yet (fleetctl plan set)")
+	}
+	return p, nil
+}
+
+// updateOnce is one decision and, when due, one install. fresh installs the
+// plan's version even when the rollout does not tell this host to update
+// yet: a new host gets what its group runs.
+func (a *Agent) updateOnce(ctx context.Context, out io.Writer, fresh, force bool) error {
+	if a.installer == nil {
+		return errors.New("no url_template configured: pass --url-template (and --app or --systemd-unit)")
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	p, err := a.readPlan(rctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	st := a.Status()
+	v, update := p.Decide(a.id)
+	if fresh && st.ActiveVersion == "" && v != "" {
+		update = true
+	}
+	switch {
+	case v == "" || !update:
+		fmt.Fprintf(out, "nothing to do: installed %s, the plan says %s without updating now\n", orNone(st.ActiveVersion), orNone(v))
+		return nil
+	case v == st.ActiveVersion:
+		fmt.Fprintf(out, "up to date: %s\n", v)
+		return nil
+	case !a.enabled() && !force:
+		fmt.Fprintf(out, "update to %s due, but updates are disabled (agentd enable, or --force)\n", v)
+		return nil
+	}
+	if force && st.Rollback && st.RollbackFrom == v {
+		st.Rollback, st.RollbackFrom = false, ""
+	}
+	fmt.Fprintf(out, "installing %s (from %s)\n", v, orNone(st.ActiveVersion))
+	timeout, minHealthy := p.HealthTimes()
+	next, err := a.installer.Install(ctx, st, v, timeout, minHealthy)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "installed %s\n", next.ActiveVersion)
+	return nil
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "nothing"
+	}
+	return v
 }

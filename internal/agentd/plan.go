@@ -35,6 +35,19 @@ func (p Plan) Decide(id rollout.AgentID) (version string, update bool) {
 	return rollout.Decide(id, p.Spec, p.Status, p.Status.Mode)
 }
 
+// HealthTimes are the group's health_timeout and min_healthy_time, or the
+// defaults when the group has no status yet.
+func (p Plan) HealthTimes() (timeout, minHealthy time.Duration) {
+	timeout, minHealthy = p.Status.HealthTimeout.D(), p.Status.MinHealthyTime.D()
+	if timeout == 0 {
+		timeout = rollout.DefaultHealthTimeout.D()
+	}
+	if minHealthy == 0 && p.StatusRev == 0 {
+		minHealthy = rollout.DefaultMinHealthyTime.D()
+	}
+	return timeout, minHealthy
+}
+
 // PlanFollower keeps an agent's view of the plan current without a JetStream
 // consumer: the plan bucket republishes every change on fleet.plan.<key>, the
 // follower holds plain subscriptions on its two keys, and re-reads both with

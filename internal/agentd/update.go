@@ -83,7 +83,8 @@ func (a *Agent) install(ctx context.Context, p Plan, target string) {
 	cur := a.update.Status
 	a.mu.Unlock()
 	a.o.Log.Info("installing", slog.String("version", target), slog.String("from", cur.ActiveVersion))
-	_, err := a.installer.Install(ctx, cur, target, p.Status.HealthTimeout.D(), p.Status.MinHealthyTime.D())
+	timeout, minHealthy := p.HealthTimes()
+	_, err := a.installer.Install(ctx, cur, target, timeout, minHealthy)
 	switch {
 	case err == nil:
 	case errors.Is(err, install.ErrSkipped), errors.Is(err, context.Canceled):

@@ -1,0 +1,113 @@
+package agentd_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetwave/fleetwave/internal/agentd"
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+func runAgentd(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := agentd.NewCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	cliutil.Prepare(cmd)
+	err := cmd.ExecuteContext(context.Background())
+	if err != nil {
+		out.WriteString("error: " + err.Error())
+	}
+	return out.String() + errOut.String(), cliutil.ExitCode(err)
+}
+
+// TestEnableUpdateStatusWithSystemd drives the one-shot commands with the
+// app run by systemd. systemd is the outside world here: a stand-in
+// systemctl on PATH records what it is asked to do.
+func TestEnableUpdateStatusWithSystemd(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	fleet, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := rollout.DefaultSpec("1.0.0", "1.1.0")
+	if _, err := kv.Save(ctx, fleet.Plan, kv.KeySpec, spec, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The group has not started: a new host still gets the group's version.
+	st := rollout.GroupStatus{V: 1, Group: "blue", State: rollout.StateUnstarted, TargetVersion: "1.1.0", StartVersion: "1.0.0",
+		Mode: rollout.ModeEnabled, HealthTimeout: rollout.Duration(10 * time.Second), MinHealthyTime: rollout.Duration(100 * time.Millisecond), JitterSeconds: 7}
+	stRev, err := kv.Save(ctx, fleet.Plan, kv.GroupKey("blue"), st, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := releaseServer(t, map[string]string{"1.0.0": "#!/bin/sh\n", "1.1.0": "#!/bin/sh\n"})
+
+	fake := t.TempDir()
+	calls := filepath.Join(fake, "calls")
+	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\n"
+	if err := os.WriteFile(filepath.Join(fake, "systemctl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	root := t.TempDir()
+	common := []string{"--root", root, "--bin-dir", filepath.Join(root, "bin"), "--systemd-unit", "app.service", "--log-level", "error"}
+	out, code := runAgentd(t, append([]string{"enable", "--nats", srv.URL(), "--group", "blue",
+		"--url-template", rel.URL + "/r/{{.Version}}/app.tar.gz"}, common...)...)
+	if code != 0 || !strings.Contains(out, "installed 1.0.0") {
+		t.Fatalf("agentd enable: exit %d:\n%s", code, out)
+	}
+	// Saved: later commands need only --root.
+	out, code = runAgentd(t, append([]string{"update"}, common...)...)
+	if code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("agentd update before the group started: exit %d:\n%s", code, out)
+	}
+	st.State, st.Progress = rollout.StateDone, 1
+	if _, err := kv.Update(ctx, fleet.Plan, kv.GroupKey("blue"), st, stRev); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runAgentd(t, append([]string{"update"}, common...)...)
+	if code != 0 || !strings.Contains(out, "installed 1.1.0") {
+		t.Fatalf("agentd update: exit %d:\n%s", code, out)
+	}
+	got, _ := os.ReadFile(calls)
+	if !strings.Contains(string(got), "restart app.service") {
+		t.Errorf("systemctl was not asked to restart the unit; calls:\n%s", got)
+	}
+
+	out, code = runAgentd(t, append([]string{"status"}, common...)...)
+	if code != 0 {
+		t.Fatalf("agentd status: exit %d:\n%s", code, out)
+	}
+	var rep agentd.StatusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("agentd status is not JSON: %v\n%s", err, out)
+	}
+	if rep.Installed != "1.1.0" || rep.Desired != "1.1.0" || rep.Previous != "1.0.0" || !rep.Enabled || rep.Group != "blue" || rep.Jitter != 7 {
+		t.Errorf("agentd status: %+v", rep)
+	}
+
+	if out, code = runAgentd(t, append([]string{"disable"}, common...)...); code != 0 {
+		t.Fatalf("agentd disable: exit %d:\n%s", code, out)
+	}
+	out, _ = runAgentd(t, append([]string{"status"}, common...)...)
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Enabled {
+		t.Errorf("after disable: %+v (%v)", rep, err)
+	}
+	if _, code := runAgentd(t, append([]string{"update", "--app", "app"}, common...)...); code != cliutil.ExitUsage {
+		t.Errorf("update with both --app and --systemd-unit: exit %d, want %d", code, cliutil.ExitUsage)
+	}
+}
