@@ -37,7 +37,7 @@ A host is set up once with 'agentd enable', then 'agentd run' keeps it current
 ` + cliutil.ExitCodesHelp,
 		Version: version.Version,
 	}
-	root.AddCommand(newRunCmd(), newEnableCmd(), newDisableCmd(), newUpdateCmd(), newStatusCmd())
+	root.AddCommand(newRunCmd(), newEnableCmd(), newDisableCmd(), newUpdateCmd(), newStatusCmd(), newLinkCmd(), newUnlinkCmd())
 	return root
 }
 
@@ -381,4 +381,80 @@ func orNone(v string) string {
 		return "nothing"
 	}
 	return v
+}
+
+func newLinkCmd() *cobra.Command {
+	f := &flags{}
+	var v string
+	cmd := &cobra.Command{
+		Use:   "link",
+		Short: "Point the bin dir's links at an installed version (default: the active one)",
+		Long: `Re-create the links in --bin-dir to the binaries of an installed version:
+after an operator removed them, or to hand a host back to agentd after
+'agentd unlink'. Only complete versions (with their sha256 marker) can be
+linked. The app is not restarted.`,
+		Example: `  agentd link
+  agentd link --version 1.4.2 --bin-dir /usr/local/bin`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := f.agent(cmd)
+			if err != nil {
+				return err
+			}
+			if v == "" {
+				v = a.Status().ActiveVersion
+			}
+			if v == "" {
+				return cliutil.Usagef("nothing is installed: pass --version")
+			}
+			tree := a.tree()
+			if _, err := os.Stat(tree.MarkerPath(v)); err != nil {
+				return fmt.Errorf("version %s is not completely installed under %s", v, tree.VersionsDir())
+			}
+			if _, err := tree.Link(v); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "linked %s into %s\n", v, tree.BinDir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&v, "version", "", "installed version to link")
+	f.register(cmd, false)
+	return cmd
+}
+
+func newUnlinkCmd() *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "unlink",
+		Short: "Remove agentd's links from the bin dir (e.g. to let a system package own them)",
+		Long: `Remove every link in --bin-dir that points into agentd's versions/ directory.
+Links and files agentd did not create are left alone. Disable updates first
+('agentd disable') or the next update links again.`,
+		Example: `  agentd disable && agentd unlink --bin-dir /usr/local/bin`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := f.agent(cmd)
+			if err != nil {
+				return err
+			}
+			n, err := a.tree().Unlink()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %d link(s) from %s\n", n, a.tree().BinDir)
+			return nil
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+// tree is the host's install tree.
+func (a *Agent) tree() install.Tree {
+	bin := a.o.App.BinDir
+	if bin == "" {
+		bin = DefaultBinDir
+	}
+	return install.Tree{Root: a.o.Root, BinDir: bin}
 }

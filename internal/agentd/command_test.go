@@ -100,6 +100,22 @@ func TestEnableUpdateStatusWithSystemd(t *testing.T) {
 		t.Errorf("agentd status: %+v", rep)
 	}
 
+	// unlink removes only our links; link puts the active version back.
+	out, code = runAgentd(t, append([]string{"unlink"}, common...)...)
+	if code != 0 || !strings.Contains(out, "removed 1 link") {
+		t.Fatalf("agentd unlink: exit %d:\n%s", code, out)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "bin", "app")); !os.IsNotExist(err) {
+		t.Errorf("bin/app still there after unlink: %v", err)
+	}
+	out, code = runAgentd(t, append([]string{"link"}, common...)...)
+	if target, _ := os.Readlink(filepath.Join(root, "bin", "app")); code != 0 || !strings.Contains(target, "1.1.0") {
+		t.Fatalf("agentd link: exit %d, bin/app -> %q:\n%s", code, target, out)
+	}
+	if _, code := runAgentd(t, append([]string{"link", "--version", "9.9.9"}, common...)...); code != cliutil.ExitFailure {
+		t.Errorf("link of a version not installed: exit %d, want 1", code)
+	}
+
 	if out, code = runAgentd(t, append([]string{"disable"}, common...)...); code != 0 {
 		t.Fatalf("agentd disable: exit %d:\n%s", code, out)
 	}

@@ -86,6 +86,22 @@ func (t Tree) RestoreLinks(prev Links) error {
 	return errors.Join(errs...)
 }
 
+// Unlink removes the bin dir's links into versions/ and reports how many.
+func (t Tree) Unlink() (int, error) {
+	owned, err := t.ownedLinks()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for name := range owned {
+		if err := os.Remove(filepath.Join(t.BinDir, name)); err != nil {
+			return n, fmt.Errorf("unlink %s: %w", name, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
 // LinkedVersion reports which version the bin dir's links point into: ""
 // when there are none, an error when they point into several.
 func (t Tree) LinkedVersion() (string, error) {
