@@ -36,6 +36,9 @@ type Options struct {
 	Jitter   time.Duration
 	Clock    clock.Clock
 	Log      *slog.Logger
+	// SelfUpdate lets the daemon re-exec into a newer agentd that the
+	// active version ships in its bin/.
+	SelfUpdate bool
 
 	// App is how the managed app is installed and run. Without a URL
 	// template (flag or update.yaml) the agent only reports.

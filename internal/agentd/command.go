@@ -139,6 +139,7 @@ update.yaml says enabled (see 'agentd enable').`,
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&f.o.SelfUpdate, "self-update", true, "re-exec into a newer agentd shipped in the active version's bin/")
 	f.register(cmd, true)
 	return cmd
 }

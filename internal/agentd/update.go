@@ -87,6 +87,9 @@ func (a *Agent) install(ctx context.Context, p Plan, target string) {
 	_, err := a.installer.Install(ctx, cur, target, timeout, minHealthy)
 	switch {
 	case err == nil:
+		if a.o.SelfUpdate {
+			a.selfUpdate(ctx)
+		}
 	case errors.Is(err, install.ErrSkipped), errors.Is(err, context.Canceled):
 	default:
 		a.o.Log.Warn("install failed", slog.String("version", target), slog.Any("err", err))
