@@ -1,12 +1,28 @@
 #!/usr/bin/env bash
-# fleetwave demo: a controller on its embedded NATS JetStream server, eight
-# agents in three groups on two versions, and what fleetctl shows of them.
-# Then two agents stop and drop out of the counts once they expire.
+# fleetwave demo: a real rollout on one machine.
 #
-#   scripts/demo.sh            # runs ~30s, then cleans up
-#   DEMO_KEEP=1 scripts/demo.sh  # leaves everything running for the nats CLI
+# A controller on its embedded NATS JetStream server, a release site serving
+# app versions built on the fly, and six agentd processes in two groups
+# (canary: 2, prod: 4), each supervising its own copy of the app. The fleet
+# is brought to 1.0.0, then 1.1.0 is rolled out: canaries first, a bounded
+# number of hosts at a time, group by group, followed live with fleetctl watch.
+#
+#   scripts/demo.sh            # good release; ~1 minute, then cleans up
+#   scripts/demo.sh --broken   # then ships 1.2.0, which does not start:
+#                              # the canary rolls back, the group halts,
+#                              # prod never moves
+#   DEMO_KEEP=1 scripts/demo.sh  # leave everything running for the nats CLI
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+broken=false
+for arg in "$@"; do
+	case "$arg" in
+	--broken) broken=true ;;
+	-h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+	*) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
+	esac
+done
 
 port=${DEMO_PORT:-14222}
 url="nats://127.0.0.1:$port"
@@ -15,7 +31,7 @@ pids=()
 
 cleanup() {
 	if [ "${DEMO_KEEP:-}" = 1 ]; then
-		echo "Left running (pids ${pids[*]}); state and logs in $work"
+		echo "Left running (pids ${pids[*]}); state and logs in $work; NATS at $url"
 		return
 	fi
 	kill "${pids[@]}" 2>/dev/null || true
@@ -30,17 +46,24 @@ else
 	step() { printf '\n== %s\n' "$*"; }
 fi
 
-step "Building controller, agentd and fleetctl into $work/bin"
-go build -o "$work/bin/" ./cmd/...
+step "Building controller, agentd, fleetctl and the demo release site into $work/bin"
+go build -o "$work/bin/" ./cmd/... ./test/cmd/releases
 export PATH="$work/bin:$PATH"
 unset NATS_URL # set, it would make the controller connect out instead of embedding
 
-step "Starting the controller with an embedded NATS server on $url"
-# Short intervals so the demo moves in seconds; production defaults are
-# 30s heartbeats, 10s stats and a 1h expiry.
+step "Release site: 1.0.0 and 1.1.0 (good), 1.2.0 (does not start)"
+releases --release 1.0.0=good --release 1.1.0=good --release 1.2.0=crash >"$work/releases.out" 2>"$work/releases.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/releases.out" ] && break; sleep 0.1; done
+template=$(head -1 "$work/releases.out")
+echo "agents download from $template"
+
+step "Controller with an embedded NATS server on $url"
+# Short intervals so the demo moves in seconds; production defaults are 30s
+# heartbeats, 10s stats and reconcile, 30s lease.
 controller run --listen "127.0.0.1:$port" --store-dir "$work/nats" \
-	--heartbeat-interval 2s --stats-interval 1s --agent-expiry 8s \
-	>"$work/controller.log" 2>&1 &
+	--heartbeat-interval 1s --stats-interval 1s --reconcile-interval 1s --lease-ttl 5s \
+	--agent-expiry 1m >"$work/controller.log" 2>&1 &
 pids+=($!)
 export NATS_URL="$url" # for agentd and fleetctl from here on
 for _ in $(seq 100); do
@@ -48,58 +71,68 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 fleetctl status --timeout 2s >/dev/null || { cat "$work/controller.log"; exit 1; }
-sed -n '1,3p' "$work/controller.log"
 
-step "Starting 8 agents: canary (2), staging (3), prod (3); versions 1.0.0 and 1.1.0, one rolled back"
-i=0
-agent_pids=()
-for spec in canary:1.1.0 canary:1.0.0:rolledback staging:1.1.0 staging:1.0.0 staging:1.0.0 prod:1.0.0 prod:1.0.0 prod:1.0.0; do
-	i=$((i + 1))
-	IFS=: read -r group version state <<<"$spec"
-	rollback=false rollback_from=""
-	if [ "${state:-}" = rolledback ]; then
-		rollback=true rollback_from="rollback_from: 1.1.0"
-	fi
-	root="$work/agents/$i"
-	mkdir -p "$root"
-	# Pretend the app is installed: agentd reports update.yaml's status.
-	cat >"$root/update.yaml" <<YAML
-version: v1
-kind: update_config
-spec:
-  group: $group
-  enabled: true
-status:
-  active_version: $version
-  rollback: $rollback
-  $rollback_from
+step "Rollout config: canary (1 canary, 50% in flight), then prod (1 canary, 25% in flight)"
+cat >"$work/groups.yaml" <<YAML
+groups:
+  - name: canary
+    canary_count: 1
+    max_in_flight: 50%
+    jitter_seconds: 1
+    health_timeout: 10s
+    min_healthy_time: 2s
+  - name: prod
+    canary_count: 1
+    max_in_flight: 25%
+    jitter_seconds: 1
+    health_timeout: 10s
+    min_healthy_time: 2s
 YAML
-	agentd run --root "$root" --hostname "host-$i" --heartbeat-interval 2s --heartbeat-jitter 200ms \
-		>"$work/agent-$i.log" 2>&1 &
-	pids+=($!)
-	agent_pids+=($!)
-done
+fleetctl config apply -f "$work/groups.yaml"
+fleetctl plan set --start 1.0.0 --target 1.0.0 --critical # critical: start now, ignore windows
 
-step "Agents count once they have heartbeated for one interval (2s here)"
-sleep 4
+step "Six agents; each installs 1.0.0 (what its group runs) and supervises its app"
+i=0
+for group in canary canary prod prod prod prod; do
+	i=$((i + 1))
+	root="$work/agents/$i"
+	agentd enable --root "$root" --group "$group" --nats "$url" --url-template "$template" \
+		--app app --bin-dir "$root/bin" --log-level error >/dev/null
+	agentd run --root "$root" --app app --bin-dir "$root/bin" --hostname "host-$i" \
+		--heartbeat-interval 1s --heartbeat-jitter 100ms >"$work/agent-$i.log" 2>&1 &
+	pids+=($!)
+done
+fleetctl status --wait --timeout 2m >/dev/null
 fleetctl status
 
-step "fleetctl agents ls (read straight from the FLEET_HB stream)"
+step "Rolling out 1.1.0 (events from fleetctl watch as they happen)"
+fleetctl watch &
+watch_pid=$!
+pids+=("$watch_pid")
+fleetctl plan set --target 1.1.0 >/dev/null
+fleetctl status --wait --timeout 3m >/dev/null
+sleep 1
+kill "$watch_pid" 2>/dev/null || true
+step "Done: every host on 1.1.0"
+fleetctl status
 fleetctl agents ls
 
-step "fleetctl status -o json (for scripts)"
-fleetctl status -o json | head -20
-echo "  ..."
-
-step "Stopping two prod agents; they drop out after the 8s expiry, not before"
-kill "${agent_pids[6]}" "${agent_pids[7]}"
-sleep 3
-echo "-- 3s later (still counted):"
-fleetctl status
-sleep 7
-echo "-- 10s later (expired):"
-fleetctl status
+if $broken; then
+	step "Shipping 1.2.0, which does not start: watch the canary roll back and the group halt"
+	fleetctl watch &
+	watch_pid=$!
+	pids+=("$watch_pid")
+	fleetctl plan set --target 1.2.0 >/dev/null
+	code=0
+	fleetctl status --wait --timeout 3m >/dev/null || code=$?
+	sleep 1
+	kill "$watch_pid" 2>/dev/null || true
+	step "Halted (fleetctl status --wait exited $code): the canary is back on 1.1.0, prod never moved"
+	fleetctl status
+	fleetctl agents ls
+	[ "$code" = 3 ] || { echo "expected exit code 3 (halted)"; exit 1; }
+fi
 
 step "Look at the bus yourself with the nats CLI (see README), e.g."
-echo "  nats --server $url kv get fleet_stats --raw \$(nats --server $url kv ls fleet_stats | head -1)"
-echo "  nats --server $url stream view FLEET_HB"
+echo "  nats --server $url kv get fleet_plan group.canary --raw"
+echo "  nats --server $url sub 'fleet.events.>'"

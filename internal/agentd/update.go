@@ -60,6 +60,11 @@ func (a *Agent) wants(p Plan) (string, bool) {
 	a.mu.Lock()
 	st, enabled := a.update.Status, a.update.Spec.Enabled
 	a.mu.Unlock()
+	if st.ActiveVersion == "" && v != "" {
+		// A new host installs the version its group runs now, whether or
+		// not the rollout tells it to update (RFD 169 "REST Endpoints").
+		update = true
+	}
 	switch {
 	case !update || v == "" || v == st.ActiveVersion:
 		return "", false

@@ -1,0 +1,16 @@
+package httpfind
+
+import "errors"
+
+// Sentinel errors; wrapped errors say which URL or field and why.
+var (
+	// ErrNoPlan reports that no plan spec has been loaded yet: there is no
+	// version to tell anyone, and guessing one would hand out a release that
+	// may not exist.
+	ErrNoPlan = errors.New("no plan yet")
+	// ErrBadAnswer reports a 200 response that is not a find answer (a
+	// captive portal, a proxy's error page, a garbled or oversized body).
+	ErrBadAnswer = errors.New("invalid find answer")
+	// ErrNoURL reports a Client with no URL to ask.
+	ErrNoURL = errors.New("no find URL configured")
+)
