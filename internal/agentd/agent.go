@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,6 +23,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
+	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -31,11 +34,19 @@ type Options struct {
 	NATSURL  string // overrides update.yaml's spec.nats
 	Creds    string
 	Hostname string
+	// TLS are the client TLS files for the bus.
+	TLS natsutil.TLS
 	// Interval and Jitter of heartbeats.
 	Interval time.Duration
 	Jitter   time.Duration
 	Clock    clock.Clock
 	Log      *slog.Logger
+	// FindURLs override (and are saved into) update.yaml's find_urls.
+	FindURLs []string
+	// FallbackAfter is how long the bus must be unreachable before the
+	// agent asks the find endpoint; FindInterval how often it then asks.
+	FallbackAfter time.Duration
+	FindInterval  time.Duration
 	// SelfUpdate lets the daemon re-exec into a newer agentd that the
 	// active version ships in its bin/.
 	SelfUpdate bool
@@ -84,6 +95,8 @@ type Agent struct {
 
 	installer *install.Installer // nil: report only
 	runner    install.Runner
+	// fallback is set while the bus is down and the find endpoint rules.
+	fallback atomic.Bool
 	// skipLogged is the last rolled-back version whose skip was logged
 	// (update loop only).
 	skipLogged string
@@ -131,8 +144,14 @@ func New(o Options) (*Agent, error) {
 	if o.NATSURL == "" {
 		o.NATSURL = uf.Spec.NATS
 	}
-	if o.App.URLTemplate != "" && o.App.URLTemplate != uf.Spec.URLTemplate {
-		uf.Spec.URLTemplate = o.App.URLTemplate
+	if o.App.URLTemplate != "" && o.App.URLTemplate != uf.Spec.URLTemplate ||
+		len(o.FindURLs) > 0 && !slices.Equal(o.FindURLs, uf.Spec.FindURLs) {
+		if o.App.URLTemplate != "" {
+			uf.Spec.URLTemplate = o.App.URLTemplate
+		}
+		if len(o.FindURLs) > 0 {
+			uf.Spec.FindURLs = o.FindURLs
+		}
 		if err := uf.Save(o.Root); err != nil {
 			return nil, err
 		}
@@ -276,6 +295,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		Log:        a.o.Log,
 		NoBuffer:   true,
 		RetryFirst: true,
+		// The agent's credentials allow replies on this prefix only.
+		TLS: a.o.TLS, InboxPrefix: kv.AgentInboxPrefix(string(a.id)),
 		OnReconnect: func() {
 			a.pub.Kick()
 			follower.Refresh()
@@ -299,7 +320,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	loops := []func(context.Context) error{a.pub.Run, follower.Run}
 	if a.installer != nil {
-		loops = append(loops, func(ctx context.Context) error { return a.updateLoop(ctx, follower) })
+		answers := make(chan decision, 1)
+		loops = append(loops,
+			func(ctx context.Context) error { return a.updateLoop(ctx, follower, answers) },
+			func(ctx context.Context) error { return a.fallbackLoop(ctx, nc, answers) })
 	}
 	errs := make(chan error, len(loops))
 	for _, loop := range loops {

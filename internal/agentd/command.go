@@ -21,6 +21,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/install"
+	"github.com/fleetwave/fleetwave/pkg/kv"
 )
 
 // NewCommand is agentd's root command.
@@ -54,9 +55,11 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.StringVar(&f.o.Root, "root", DefaultRoot, "state directory (agent_id, update.yaml, versions/)")
 	fl.StringVar(&f.o.NATSURL, "nats", cliutil.Env("", "NATS_URL"), "NATS server URL(s); saved default is update.yaml spec.nats (env NATS_URL)")
 	fl.StringVar(&f.o.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
+	f.o.TLS.Register(fl)
 	fl.StringVar(&f.o.Group, "group", "", "rollout group of this host (saved in update.yaml)")
 	fl.StringVar(&f.o.Hostname, "hostname", "", "host name to report (default: the system's)")
 	fl.StringVar(&f.o.App.URLTemplate, "url-template", "", "release URL, e.g. https://dl.example/app/{{.Version}}/app-{{.OS}}-{{.Arch}}.tar.gz (saved in update.yaml)")
+	fl.StringArrayVar(&f.o.FindURLs, "find-url", nil, "controller find endpoint, e.g. https://ctl-1:8080/v1/find, for when the bus is unreachable (repeat; saved in update.yaml)")
 	fl.StringVar(&f.o.App.BinDir, "bin-dir", DefaultBinDir, "where links to the active version's binaries go")
 	fl.StringVar(&f.o.App.Process, "app", "", "run bin/NAME of the active version as a child of agentd (hosts and containers without systemd)")
 	fl.StringArrayVar(&f.o.App.ProcessArgs, "app-arg", nil, "argument for --app (repeat for several)")
@@ -140,6 +143,8 @@ update.yaml says enabled (see 'agentd enable').`,
 		},
 	}
 	cmd.Flags().BoolVar(&f.o.SelfUpdate, "self-update", true, "re-exec into a newer agentd shipped in the active version's bin/")
+	cmd.Flags().DurationVar(&f.o.FallbackAfter, "fallback-after", DefaultFallbackAfter, "ask the find endpoint once the bus has been unreachable this long")
+	cmd.Flags().DurationVar(&f.o.FindInterval, "find-interval", DefaultFindInterval, "how often (± 20%) to ask the find endpoint during an outage")
 	f.register(cmd, true)
 	return cmd
 }
@@ -313,6 +318,7 @@ func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
 		return Plan{}, errors.New("no NATS server: pass --nats, set NATS_URL, or set spec.nats in update.yaml")
 	}
 	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: a.o.NATSURL, Name: "agentd " + string(a.id), Creds: a.o.Creds,
+		TLS: a.o.TLS, InboxPrefix: kv.AgentInboxPrefix(string(a.id)),
 		Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return Plan{}, err

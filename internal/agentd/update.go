@@ -15,28 +15,52 @@ import (
 // install of a version that is still the target).
 const recheckInterval = time.Minute
 
+// decision is what to run and whether to move to it now, from the plan on
+// the bus or, during an outage, from a controller's find endpoint.
+type decision struct {
+	version string
+	update  bool
+	jitter  int
+	source  string
+}
+
+func (a *Agent) busDecision(f *PlanFollower) decision {
+	p := f.Plan()
+	v, update := p.Decide(a.id)
+	return decision{version: v, update: update, jitter: p.Status.JitterSeconds, source: "bus"}
+}
+
 // updateLoop acts on the plan: whenever it changes (or every
 // recheckInterval), it asks rollout.Decide what to run and installs it when
 // told to, after a random wait of up to the group's jitter so that a group
-// does not download at once.
-func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower) error {
+// does not download at once. While the bus is unreachable (fallback), the
+// find endpoint's answers take the plan's place.
+func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan decision) error {
 	recheck := a.o.Clock.NewTimer(recheckInterval)
 	defer recheck.Stop()
 	for {
+		var d decision
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-f.Changed():
+			d = a.busDecision(f)
 		case <-recheck.C():
+			recheck.Reset(recheckInterval)
+			if a.fallback.Load() {
+				continue // the stale bus plan does not overrule the find endpoint
+			}
+			d = a.busDecision(f)
+		case d = <-answers:
 		}
-		recheck.Reset(recheckInterval)
-		target, ok := a.wants(f.Plan())
+		target, ok := a.wants(d)
 		if !ok {
 			continue
 		}
-		if j := f.Plan().Status.JitterSeconds; j > 0 {
-			wait := time.Duration(rand.Int64N(int64(j) * int64(time.Second)))
-			a.o.Log.Info("update due; waiting out the group's jitter", slog.String("version", target), slog.Duration("wait", wait))
+		if d.jitter > 0 {
+			wait := time.Duration(rand.Int64N(int64(d.jitter) * int64(time.Second)))
+			a.o.Log.Info("update due; waiting out the group's jitter", slog.String("version", target),
+				slog.Duration("wait", wait), slog.String("source", d.source))
 			t := a.o.Clock.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -45,18 +69,20 @@ func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower) error {
 			case <-t.C():
 			}
 			// The plan may have moved on (paused, halted) while waiting.
-			if target, ok = a.wants(f.Plan()); !ok {
-				continue
+			if d.source == "bus" {
+				if target, ok = a.wants(a.busDecision(f)); !ok {
+					continue
+				}
 			}
 		}
 		a.install(ctx, f.Plan(), target)
 	}
 }
 
-// wants reports the version the plan tells this agent to move to now, if
+// wants reports the version a decision tells this agent to move to now, if
 // any and if the agent may act on it.
-func (a *Agent) wants(p Plan) (string, bool) {
-	v, update := p.Decide(a.id)
+func (a *Agent) wants(d decision) (string, bool) {
+	v, update := d.version, d.update
 	a.mu.Lock()
 	st, enabled := a.update.Status, a.update.Spec.Enabled
 	a.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/natsembed"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/internal/version"
+	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 )
 
@@ -33,6 +34,9 @@ type RunOptions struct {
 	ReconcileInterval time.Duration
 	LeaseTTL          time.Duration
 	Replicas          int
+	HTTPAddr          string
+	HTTPCert          string
+	HTTPKey           string
 	Log               cliutil.LogFlags
 }
 
@@ -97,6 +101,9 @@ fleet.events.<group>. When the leader stops, another takes over within
 	f.DurationVar(&o.ReconcileInterval, "reconcile-interval", DefaultReconcileInterval, "how often the leader recomputes every group's rollout status")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "how long leadership outlives a silent leader (must exceed --reconcile-interval)")
 	f.IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and buckets (3 on a 3-node cluster)")
+	f.StringVar(&o.HTTPAddr, "http-addr", "", "serve GET /v1/find, /healthz and /readyz on this address (e.g. :8080); empty: off")
+	f.StringVar(&o.HTTPCert, "http-tls-cert", "", "TLS certificate for --http-addr (with --http-tls-key)")
+	f.StringVar(&o.HTTPKey, "http-tls-key", "", "TLS key for --http-addr")
 	o.Log.Register(cmd)
 	return cmd
 }
@@ -142,10 +149,36 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 		return err
 	}
 	log.Info("controller started", slog.String("id", o.ID), slog.String("version", version.Version))
-	err = c.Run(ctx)
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+	loops := []func(context.Context) error{c.Run}
+	if o.HTTPAddr != "" {
+		mirror := &PlanMirror{Plan: fleet.Plan, NC: nc, Store: &httpfind.Store{}, Log: log}
+		srv := &httpfind.Server{
+			Handler:  &httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log},
+			CertFile: o.HTTPCert, KeyFile: o.HTTPKey, Log: log,
+		}
+		loops = append(loops, mirror.Run, func(ctx context.Context) error { return srv.ListenAndServe(ctx, o.HTTPAddr) })
+	}
+	err = runAll(ctx, loops...)
+	if (err == nil || errors.Is(err, context.Canceled)) && ctx.Err() != nil {
 		log.Info("controller stopping")
 		return nil
+	}
+	return err
+}
+
+// runAll runs loops until the first one returns, then stops the others and
+// waits for them, returning the first result.
+func runAll(ctx context.Context, loops ...func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(loops))
+	for _, loop := range loops {
+		go func() { errs <- loop(ctx) }()
+	}
+	err := <-errs
+	cancel()
+	for range len(loops) - 1 {
+		<-errs
 	}
 	return err
 }
@@ -169,6 +202,9 @@ func (o *RunOptions) validate() error {
 	}
 	if o.LeaseTTL <= o.ReconcileInterval {
 		return cliutil.Usagef("--lease-ttl (%v) must be longer than --reconcile-interval (%v), which renews it", o.LeaseTTL, o.ReconcileInterval)
+	}
+	if (o.HTTPCert == "") != (o.HTTPKey == "") {
+		return cliutil.Usagef("--http-tls-cert and --http-tls-key go together")
 	}
 	if o.Replicas < 1 || o.Replicas > 5 {
 		return cliutil.Usagef("--replicas %d: must be 1-5", o.Replicas)

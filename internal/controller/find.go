@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/pkg/httpfind"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// PlanMirror keeps an httpfind.Store equal to the fleet_plan bucket with one
+// KV watch, so the find endpoint answers from memory and never reads the
+// bucket per request.
+type PlanMirror struct {
+	Plan   jetstream.KeyValue
+	NC     *nats.Conn
+	Store  *httpfind.Store
+	Log    *slog.Logger
+	loaded atomic.Bool
+}
+
+// Ready is nil once the whole bucket has been read and while the bus is
+// connected: a controller cut off from the bus must not answer from a plan
+// that may have moved on.
+func (m *PlanMirror) Ready() error {
+	switch {
+	case !m.loaded.Load():
+		return errors.New("plan not loaded yet")
+	case m.NC != nil && !m.NC.IsConnected():
+		return errors.New("not connected to NATS")
+	}
+	return nil
+}
+
+// Run follows the bucket until ctx ends. The watcher is an ordered consumer:
+// after a reconnect it resumes where it was.
+func (m *PlanMirror) Run(ctx context.Context) error {
+	w, err := m.Plan.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", kv.BucketPlan, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("watch %s: closed", kv.BucketPlan)
+			}
+			if e == nil {
+				m.loaded.Store(true)
+				m.Log.Info("find endpoint has the plan")
+				continue
+			}
+			m.apply(e)
+		}
+	}
+}
+
+func (m *PlanMirror) apply(e jetstream.KeyValueEntry) {
+	deleted := e.Operation() != jetstream.KeyValuePut
+	switch key := e.Key(); {
+	case key == kv.KeySpec && deleted:
+		m.Store.DeleteSpec()
+	case key == kv.KeySpec:
+		var s rollout.Spec
+		if err := json.Unmarshal(e.Value(), &s); err != nil {
+			m.Log.Warn("plan spec unreadable; find keeps the last good one", slog.Any("err", err))
+			return
+		}
+		m.Store.SetSpec(s)
+	case strings.HasPrefix(key, "group."):
+		name := strings.TrimPrefix(key, "group.")
+		if deleted {
+			m.Store.DeleteGroup(name)
+			return
+		}
+		var st rollout.GroupStatus
+		if err := json.Unmarshal(e.Value(), &st); err != nil {
+			m.Log.Warn("group status unreadable; find keeps the last good one", slog.String("group", name), slog.Any("err", err))
+			return
+		}
+		m.Store.SetGroup(name, st)
+	}
+}
