@@ -148,6 +148,14 @@ func (f *PlanFollower) read(ctx context.Context, bucket *jetstream.KeyValue) err
 		}
 		*bucket = b
 	}
+	changed := false
+	// Both keys first, then one signal: a decision must not see the new
+	// spec with the old (or no) group status.
+	defer func() {
+		if changed {
+			f.signal()
+		}
+	}()
 	for _, key := range []string{kv.KeySpec, kv.GroupKey(f.Group)} {
 		e, err := (*bucket).Get(ctx, key)
 		switch {
@@ -156,9 +164,16 @@ func (f *PlanFollower) read(ctx context.Context, bucket *jetstream.KeyValue) err
 		case err != nil:
 			return err
 		}
-		f.apply(key, e.Value(), e.Revision())
+		changed = f.apply(key, e.Value(), e.Revision()) || changed
 	}
 	return nil
+}
+
+func (f *PlanFollower) signal() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
 }
 
 func (f *PlanFollower) onMessage(m *nats.Msg) {
@@ -171,37 +186,37 @@ func (f *PlanFollower) onMessage(m *nats.Msg) {
 		return // a delete or purge: keep the last known plan
 	}
 	key := m.Subject[len(kv.PlanRepublish):]
-	f.apply(key, m.Data, rev)
+	if f.apply(key, m.Data, rev) {
+		f.signal()
+	}
 }
 
-// apply takes value at rev for key if it is newer than what is known.
-func (f *PlanFollower) apply(key string, value []byte, rev uint64) {
+// apply takes value at rev for key if it is newer than what is known, and
+// reports whether it did.
+func (f *PlanFollower) apply(key string, value []byte, rev uint64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch key {
 	case kv.KeySpec:
 		if rev <= f.plan.SpecRev {
-			return
+			return false
 		}
 		var s rollout.Spec
 		if err := json.Unmarshal(value, &s); err != nil {
 			f.Log.Warn("plan spec unreadable; keeping the last good one", slog.Uint64("revision", rev), slog.Any("err", err))
-			return
+			return false
 		}
 		f.plan.Spec, f.plan.SpecRev = s, rev
 	default:
 		if rev <= f.plan.StatusRev {
-			return
+			return false
 		}
 		var st rollout.GroupStatus
 		if err := json.Unmarshal(value, &st); err != nil {
 			f.Log.Warn("group status unreadable; keeping the last good one", slog.Uint64("revision", rev), slog.Any("err", err))
-			return
+			return false
 		}
 		f.plan.Status, f.plan.StatusRev = st, rev
 	}
-	select {
-	case f.changed <- struct{}{}:
-	default:
-	}
+	return true
 }

@@ -76,6 +76,9 @@ func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan 
 			}
 		}
 		a.install(ctx, f.Plan(), target)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
 }
 

@@ -133,6 +133,10 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 // the previous version, restarts it, and records the rollback.
 func (in *Installer) rollback(ctx context.Context, st Status, prev Links, target string, cause error) (Status, error) {
 	from := st.StartVersion
+	// Restoring must finish even when the install was cancelled (agentd
+	// stopping): a half-restored host is worse than a slow stop.
+	ctx = context.WithoutCancel(ctx)
+	interrupted := errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded)
 	in.Log.Warn("rolling back", slog.String("from", target), slog.String("to", from), slog.Any("cause", cause))
 	var errs []error
 	if err := in.Runner.Stop(ctx); err != nil {
@@ -158,6 +162,12 @@ func (in *Installer) rollback(ctx context.Context, st Status, prev Links, target
 		msg += "; rollback problems: " + errors.Join(errs...).Error()
 	}
 	st.ActiveVersion, st.Rollback, st.RollbackFrom, st.Error = from, true, target, msg
+	if interrupted {
+		// Not the version's fault: restore, but do not mark it bad (a
+		// rolled-back version is never retried automatically).
+		st.Rollback, st.RollbackFrom = false, ""
+		st.Error = fmt.Sprintf("install of %s interrupted (%v); restored %s", target, cause, orNothing(from))
+	}
 	if err := in.Save(st); err != nil {
 		errs = append(errs, err)
 	}
@@ -250,4 +260,11 @@ func (in *Installer) Repair(ctx context.Context, cur Status) (Status, error) {
 	st.Rollback, st.RollbackFrom = true, linked
 	st.Error = fmt.Sprintf("install of %s was interrupted (crash or power loss); rolled back to %s", linked, cur.ActiveVersion)
 	return st, in.Save(st)
+}
+
+func orNothing(v string) string {
+	if v == "" {
+		return "nothing (no version was installed)"
+	}
+	return v
 }

@@ -1,0 +1,385 @@
+// Package e2e runs the whole system as an operator would: a controller
+// process with its embedded NATS server and find endpoint, a release site,
+// and a dozen agentd processes supervising their app, and checks a rollout
+// from the heartbeats the agents publish.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/install"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+	"github.com/fleetwave/fleetwave/test/releases"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fleetwave-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/fleetwave/fleetwave/cmd/controller", "github.com/fleetwave/fleetwave/cmd/agentd")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the binaries:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// start runs a binary until the test ends (SIGTERM, then wait).
+func start(t *testing.T, logPath, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("--- %s:\n%s", logPath, tail(string(b), 3000))
+		}
+	})
+	return cmd
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// proxy is a TCP forwarder the test can cut and restore, standing for the
+// network path between some agents and the bus.
+type proxy struct {
+	t      *testing.T
+	port   int
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	p := &proxy{t: t, port: freePort(t), target: target, conns: map[net.Conn]struct{}{}}
+	p.Restore()
+	t.Cleanup(p.Cut)
+	return p
+}
+
+func (p *proxy) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", p.port) }
+
+// Restore listens again (on the same port) and forwards new connections.
+func (p *proxy) Restore() {
+	p.t.Helper()
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p.port))
+	if err != nil {
+		p.t.Fatalf("proxy listen: %v", err)
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+// Cut closes the listener and every connection through it.
+func (p *proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+// fleet is the running system.
+type fleet struct {
+	t       *testing.T
+	ctx     context.Context
+	natsURL string
+	findURL string
+	js      jetstream.JetStream
+	kv      *kv.Fleet
+	rel     *releases.Server
+	agents  []*agent
+	proxy   *proxy
+
+	mu     sync.Mutex
+	beats  []heartbeat.Heartbeat
+	events []rollout.Event
+}
+
+type agent struct {
+	root  string
+	group string
+	cut   bool // connects through the proxy
+	id    rollout.AgentID
+}
+
+func (f *fleet) record(nc *nats.Conn) {
+	f.t.Helper()
+	if _, err := nc.Subscribe(heartbeat.SubjectPrefix+">", func(m *nats.Msg) {
+		if hb, err := heartbeat.DecodeFrom(m.Subject, m.Data); err == nil {
+			f.mu.Lock()
+			f.beats = append(f.beats, *hb)
+			f.mu.Unlock()
+		}
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := nc.Subscribe(kv.EventsPrefix+">", func(m *nats.Msg) {
+		var ev rollout.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			f.mu.Lock()
+			f.events = append(f.events, ev)
+			f.mu.Unlock()
+		}
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// lastBeats returns the latest heartbeat of every agent seen.
+func (f *fleet) lastBeats() map[rollout.AgentID]heartbeat.Heartbeat {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[rollout.AgentID]heartbeat.Heartbeat{}
+	for _, b := range f.beats {
+		out[b.AgentID] = b
+	}
+	return out
+}
+
+func (f *fleet) statuses() map[string]rollout.GroupStatus {
+	f.t.Helper()
+	st, err := f.kv.ReadState(f.ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]rollout.GroupStatus{}
+	for g, e := range st.Groups {
+		out[g] = e.Value
+	}
+	return out
+}
+
+func (f *fleet) setSpec(edit func(*rollout.Spec)) time.Time {
+	f.t.Helper()
+	e, err := kv.Get[rollout.Spec](f.ctx, f.kv.Plan, kv.KeySpec)
+	spec, rev := rollout.DefaultSpec("1.0.0", "1.0.0"), uint64(0)
+	if err == nil {
+		spec, rev = e.Value, e.Revision
+	}
+	spec.Critical = true // the test runs at any hour
+	edit(&spec)
+	at := time.Now()
+	if _, err := kv.Save(f.ctx, f.kv.Plan, kv.KeySpec, spec, rev); err != nil {
+		f.t.Fatal(err)
+	}
+	return at
+}
+
+func (f *fleet) setConfig(cfg rollout.Config) {
+	f.t.Helper()
+	e, _, err := f.kv.ReadConfig(f.ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := kv.Save(f.ctx, f.kv.Config, kv.KeyConfig, cfg, e.Revision); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// waitDone waits until both groups are done on target.
+func (f *fleet) waitDone(target string, timeout time.Duration) {
+	f.t.Helper()
+	natstest.Eventually(f.t, timeout, func() error {
+		statuses := f.statuses()
+		if len(statuses) != 2 {
+			return fmt.Errorf("%d group statuses, want 2", len(statuses))
+		}
+		for g, st := range statuses {
+			if st.TargetVersion != target || st.State != rollout.StateDone {
+				return fmt.Errorf("group %s: %s on %s (halted %v %s; waiting %s)", g, st.State, st.TargetVersion, st.Halted, st.HaltReason, st.Waiting)
+			}
+		}
+		return nil
+	})
+}
+
+func (f *fleet) status(a *agent) install.Status {
+	f.t.Helper()
+	uf, err := install.LoadUpdateFile(a.root)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return uf.Status
+}
+
+func groupConfig(name string, canaries int, inFlight rollout.Percent) rollout.GroupConfig {
+	g := rollout.DefaultGroup(name)
+	g.CanaryCount, g.MaxInFlight = canaries, inFlight
+	g.JitterSeconds = 0
+	g.HealthTimeout = rollout.Duration(10 * time.Second)
+	g.MinHealthyTime = rollout.Duration(time.Second)
+	return g
+}
+
+// startFleet starts the controller, runs setup (config, plan), waits until
+// the controller has written a status for every group, then starts the
+// agents.
+func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fleet)) *fleet {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	natsPort, httpPort := freePort(t), freePort(t)
+	f := &fleet{t: t, ctx: ctx, natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort), findURL: fmt.Sprintf("http://127.0.0.1:%d/v1/find", httpPort)}
+
+	f.rel = releases.NewServer(nil)
+	for v, b := range map[string]releases.Behaviour{"1.0.0": releases.Good, "1.1.0": releases.Good, "1.2.0": releases.Crash, "1.3.0": releases.Good} {
+		if err := f.rel.Add(v, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relSrv := httptest.NewServer(f.rel)
+	t.Cleanup(relSrv.Close)
+
+	start(t, filepath.Join(dir, "controller.log"), "controller", "run",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", natsPort), "--store-dir", filepath.Join(dir, "nats"),
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
+		"--heartbeat-interval", "1s", "--stats-interval", "1s", "--reconcile-interval", "500ms", "--lease-ttl", "5s")
+	var nc *nats.Conn
+	natstest.Eventually(t, 30*time.Second, func() error {
+		c, err := natsutil.Connect(natsutil.ConnectOptions{URL: f.natsURL, Log: natstest.Logger(t)})
+		if err != nil {
+			return err
+		}
+		js, _ := jetstream.New(c)
+		fl, err := kv.Open(ctx, js)
+		if err != nil {
+			c.Close()
+			return err
+		}
+		nc, f.js, f.kv = c, js, fl
+		return nil
+	})
+	t.Cleanup(nc.Close)
+	f.record(nc)
+	setup(f)
+	natstest.Eventually(t, 30*time.Second, func() error {
+		if n := len(f.statuses()); n != len(groups) {
+			return fmt.Errorf("%d group statuses, want %d", n, len(groups))
+		}
+		return nil
+	})
+
+	var names []string
+	for g := range groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	px := newProxy(t, fmt.Sprintf("127.0.0.1:%d", natsPort))
+	i := 0
+	for _, g := range names {
+		for n := range groups[g] {
+			i++
+			a := &agent{root: filepath.Join(dir, fmt.Sprintf("agent-%d", i)), group: g, cut: g == names[len(names)-1] && n < cutOff}
+			url := f.natsURL
+			if a.cut {
+				url = px.URL()
+			}
+			uf := install.NewUpdateFile(g)
+			uf.Spec.Enabled, uf.Spec.NATS = true, url
+			uf.Spec.URLTemplate = releases.URLTemplate(relSrv.URL)
+			uf.Spec.FindURLs = []string{f.findURL}
+			if err := uf.Save(a.root); err != nil {
+				t.Fatal(err)
+			}
+			id, err := install.LoadOrCreateAgentID(a.root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.id = id
+			start(t, filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)), "agentd", "run", "--root", a.root,
+				"--app", "app", "--bin-dir", filepath.Join(a.root, "bin"), "--hostname", fmt.Sprintf("host-%d", i),
+				"--heartbeat-interval", "1s", "--heartbeat-jitter", "100ms",
+				"--fallback-after", "2s", "--find-interval", "1s", "--log-level", "debug")
+			f.agents = append(f.agents, a)
+		}
+	}
+	f.proxy = px
+	return f
+}
