@@ -248,4 +248,3 @@ func maxConcurrent(spans map[rollout.AgentID]span, group string) int {
 	}
 	return peak
 }
-

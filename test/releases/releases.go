@@ -110,7 +110,9 @@ func (s *Server) Downloads(version string) int {
 }
 
 // URLTemplate is the agentd --url-template for a server at base.
-func URLTemplate(base string) string { return strings.TrimSuffix(base, "/") + "/{{.Version}}/app.tar.gz" }
+func URLTemplate(base string) string {
+	return strings.TrimSuffix(base, "/") + "/{{.Version}}/app.tar.gz"
+}
 
 // ServeHTTP serves /<version>/app.tar.gz[.sha256|.sig].
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
