@@ -14,7 +14,13 @@ type ConnectOptions struct {
 	URL   string
 	Name  string // client name shown by the server (nats server report connections)
 	Creds string // user credentials file (JWT + seed)
-	Log   *slog.Logger
+	// TLS are the client's TLS files (all optional).
+	TLS TLS
+	// InboxPrefix replaces "_INBOX" for this connection's reply subjects
+	// (nats.CustomInboxPrefix). Agents use kv.AgentInboxPrefix(id): their
+	// credentials allow subscribing to that prefix only.
+	InboxPrefix string
+	Log         *slog.Logger
 	// NoBuffer makes publishes fail at once while disconnected instead of
 	// queueing them for the reconnect. Agents set it: a heartbeat queued
 	// during an outage is stale by the time it is sent.
@@ -33,6 +39,9 @@ type ConnectOptions struct {
 func Connect(o ConnectOptions) (*nats.Conn, error) {
 	if o.URL == "" {
 		return nil, errors.New("no NATS server given: pass --nats URL or set NATS_URL")
+	}
+	if err := o.TLS.Validate(); err != nil {
+		return nil, err
 	}
 	log := o.Log
 	opts := []nats.Option{
@@ -73,6 +82,10 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 	if o.Creds != "" {
 		opts = append(opts, nats.UserCredentials(o.Creds))
 	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
+	}
+	opts = append(opts, o.TLS.options()...)
 	if o.RetryFirst {
 		opts = append(opts, nats.RetryOnFailedConnect(true))
 	}

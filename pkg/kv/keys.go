@@ -23,6 +23,10 @@ const (
 	// agents follow the plan with a core subscription, not a consumer.
 	PlanRepublish = "fleet.plan."
 
+	// PlanStream is the stream behind the plan bucket: agents' credentials
+	// name it in the JetStream API subjects they may use.
+	PlanStream = "KV_" + BucketPlan
+
 	// BucketStats holds per-group, per-controller version counts.
 	BucketStats = "fleet_stats"
 
@@ -47,3 +51,9 @@ func HBFilter(group string) string {
 
 // EventSubject is the subject events of group are published on.
 func EventSubject(group string) string { return EventsPrefix + group }
+
+// AgentInboxPrefix is the inbox prefix an agent's connection uses for replies
+// (nats.CustomInboxPrefix). It is derived from the agent id so that an
+// agent's credentials can allow subscribing to its own inbox and no other:
+// agentd connects with it and fleetctl auth grants exactly it.
+func AgentInboxPrefix(agentID string) string { return "_INBOX_" + agentID }
