@@ -30,6 +30,12 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/fleetwave-demo.XXXXXX")
 pids=()
 
 cleanup() {
+	local rc=$?
+	if [ "$rc" != 0 ]; then
+		for log in "$work"/controller.log "$work"/agent-*.log; do
+			[ -f "$log" ] && { echo "--- $log (tail)"; tail -15 "$log"; }
+		done
+	fi
 	if [ "${DEMO_KEEP:-}" = 1 ]; then
 		echo "Left running (pids ${pids[*]}); state and logs in $work; NATS at $url"
 		return
@@ -102,7 +108,7 @@ for group in canary canary prod prod prod prod; do
 		--heartbeat-interval 1s --heartbeat-jitter 100ms >"$work/agent-$i.log" 2>&1 &
 	pids+=($!)
 done
-fleetctl status --wait --timeout 2m >/dev/null
+timeout 180 fleetctl status --wait >/dev/null || { echo "the fleet did not reach 1.0.0 in 3 minutes"; exit 1; }
 fleetctl status
 
 step "Rolling out 1.1.0 (events from fleetctl watch as they happen)"
@@ -110,7 +116,7 @@ fleetctl watch &
 watch_pid=$!
 pids+=("$watch_pid")
 fleetctl plan set --target 1.1.0 >/dev/null
-fleetctl status --wait --timeout 3m >/dev/null
+timeout 180 fleetctl status --wait >/dev/null || { echo "the rollout did not finish in 3 minutes"; exit 1; }
 sleep 1
 kill "$watch_pid" 2>/dev/null || true
 step "Done: every host on 1.1.0"
@@ -124,7 +130,7 @@ if $broken; then
 	pids+=("$watch_pid")
 	fleetctl plan set --target 1.2.0 >/dev/null
 	code=0
-	fleetctl status --wait --timeout 3m >/dev/null || code=$?
+	timeout 180 fleetctl status --wait >/dev/null || code=$?
 	sleep 1
 	kill "$watch_pid" 2>/dev/null || true
 	step "Halted (fleetctl status --wait exited $code): the canary is back on 1.1.0, prod never moved"

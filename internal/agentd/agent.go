@@ -20,6 +20,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/internal/run"
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
@@ -315,9 +316,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.o.Log.Info("agent started", slog.String("agent_id", string(a.id)), slog.String("group", a.Group()),
 		slog.String("active_version", a.Heartbeat().ActiveVersion), slog.Bool("installs", a.installer != nil))
 
-	// Three loops; the first to fail ends the others.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The loops; the first to end stops the others.
 	loops := []func(context.Context) error{a.pub.Run, follower.Run}
 	if a.installer != nil {
 		answers := make(chan decision, 1)
@@ -325,14 +324,5 @@ func (a *Agent) Run(ctx context.Context) error {
 			func(ctx context.Context) error { return a.updateLoop(ctx, follower, answers) },
 			func(ctx context.Context) error { return a.fallbackLoop(ctx, nc, answers) })
 	}
-	errs := make(chan error, len(loops))
-	for _, loop := range loops {
-		go func() { errs <- loop(ctx) }()
-	}
-	err = <-errs
-	cancel()
-	for range len(loops) - 1 {
-		<-errs
-	}
-	return err
+	return run.All(ctx, loops...)
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,24 +68,6 @@ func TestIdentityAndUpdateFileKeptUnderRoot(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the agent's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestAgentRidesOutServerRestart(t *testing.T) {
 	srv := natstest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -96,7 +77,7 @@ func TestAgentRidesOutServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs natstest.Buffer
 	root := t.TempDir()
 	a, err := agentd.New(agentd.Options{
 		Root: root, Group: "blue", NATSURL: srv.URL(), Interval: 50 * time.Millisecond,

@@ -122,7 +122,7 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 	if err := uf.Save(root); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs natstest.Buffer
 	a, err := agentd.New(agentd.Options{
 		Root: root, NATSURL: srv.URL(), Interval: time.Hour, Log: slog.New(slog.NewTextHandler(&logs, nil)),
 		App: agentd.AppOptions{URLTemplate: rel.URL + "/r/{{.Version}}/app.tar.gz", BinDir: filepath.Join(root, "bin"), Process: "app"},

@@ -26,6 +26,12 @@ type decision struct {
 
 func (a *Agent) busDecision(f *PlanFollower) decision {
 	p := f.Plan()
+	if p.StatusRev == 0 {
+		// No status for the group yet (the controller writes one within a
+		// pass once the plan exists): without it the agent would not know
+		// the group's health_timeout, min_healthy_time or jitter.
+		return decision{source: "bus"}
+	}
 	v, update := p.Decide(a.id)
 	return decision{version: v, update: update, jitter: p.Status.JitterSeconds, source: "bus"}
 }

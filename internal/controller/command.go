@@ -13,9 +13,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/fleetwave/fleetwave/internal/auth"
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/natsembed"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/internal/run"
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -25,7 +27,10 @@ import (
 type RunOptions struct {
 	NATSURL           string
 	Creds             string
+	TLS               natsutil.TLS
 	Listen            string
+	ServerConfig      string
+	AuthDir           string
 	StoreDir          string
 	ID                string
 	StatsInterval     time.Duration
@@ -64,6 +69,13 @@ JetStream-enabled NATS server on --listen with its data in --store-dir, so one
 command gives a working system; agents and fleetctl connect to that address.
 With --nats it connects to an existing server or cluster instead.
 
+Secured: with --auth-dir (the directory 'fleetctl auth init' wrote) the
+embedded server runs in operator mode from its resolver.conf, so only holders
+of minted credentials get in, and the controller connects with
+creds/controller.creds. --server-config starts the embedded server from any
+nats-server config instead (TLS, limits, a JetStream domain). See
+docs/security.md.
+
 On start it creates (or brings up to date) the FLEET_HB stream and the
 fleet_config, fleet_plan and fleet_stats buckets, rebuilds the inventory from
 the last heartbeat of every agent in the stream, and then writes counts every
@@ -78,8 +90,12 @@ fleet.events.<group>. When the leader stops, another takes over within
 		Example: `  # one-command system on this host
   controller run --store-dir /var/lib/fleetwave/nats
 
-  # against an existing cluster, with credentials
-  controller run --nats nats://nats-1:4222,nats://nats-2:4222 --creds controller.creds --replicas 3`,
+  # the same, secured: operator mode from 'fleetctl auth init --dir /etc/fleetwave/auth'
+  controller run --auth-dir /etc/fleetwave/auth --listen 0.0.0.0:4222
+
+  # against an existing cluster, with credentials and a private CA
+  controller run --nats nats://nats-1:4222,nats://nats-2:4222 --creds controller.creds \
+    --tls-ca /etc/fleetwave/ca.pem --replicas 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := o.Log.Logger(cmd.ErrOrStderr())
@@ -92,6 +108,9 @@ fleet.events.<group>. When the leader stops, another takes over within
 	f := cmd.Flags()
 	f.StringVar(&o.NATSURL, "nats", cliutil.Env("", "NATS_URL"), "NATS server URL(s), comma separated; empty starts an embedded server (env NATS_URL)")
 	f.StringVar(&o.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
+	o.TLS.Register(f)
+	f.StringVar(&o.AuthDir, "auth-dir", cliutil.Env("", "FLEETWAVE_AUTH_DIR"), "directory of 'fleetctl auth init': the embedded server runs in operator mode from its resolver.conf and the controller connects with its creds/controller.creds (env FLEETWAVE_AUTH_DIR)")
+	f.StringVar(&o.ServerConfig, "server-config", "", "embedded server: start from this nats-server config file (operator mode, TLS, limits); --listen and --store-dir still apply")
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "embedded server: client listen address host:port")
 	f.StringVar(&o.StoreDir, "store-dir", defaultStoreDir(), "embedded server: JetStream data directory")
 	f.StringVar(&o.ID, "id", defaultID(), "controller id in fleet_stats keys; unique per controller")
@@ -113,9 +132,17 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	url := o.NATSURL
+	url, creds, serverConfig := o.NATSURL, o.Creds, o.ServerConfig
+	if o.AuthDir != "" {
+		if serverConfig == "" && url == "" {
+			serverConfig = filepath.Join(o.AuthDir, auth.FileResolverConf)
+		}
+		if creds == "" {
+			creds = filepath.Join(o.AuthDir, auth.CredsFile(auth.UserController))
+		}
+	}
 	if url == "" {
-		ns, err := natsembed.Start(natsembed.Options{Listen: o.Listen, StoreDir: o.StoreDir, ServerName: o.ID})
+		ns, err := natsembed.Start(natsembed.Options{Listen: o.Listen, StoreDir: o.StoreDir, ServerName: o.ID, ConfigFile: serverConfig})
 		if err != nil {
 			return err
 		}
@@ -126,7 +153,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 		url = ns.ClientURL()
 		log.Info("embedded NATS JetStream server listening", slog.String("url", url), slog.String("store_dir", o.StoreDir))
 	}
-	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: url, Name: "fleetwave-controller " + o.ID, Creds: o.Creds, Log: log})
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: url, Name: "fleetwave-controller " + o.ID, Creds: creds, TLS: o.TLS, Log: log})
 	if err != nil {
 		return err
 	}
@@ -158,27 +185,10 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 		}
 		loops = append(loops, mirror.Run, func(ctx context.Context) error { return srv.ListenAndServe(ctx, o.HTTPAddr) })
 	}
-	err = runAll(ctx, loops...)
+	err = run.All(ctx, loops...)
 	if (err == nil || errors.Is(err, context.Canceled)) && ctx.Err() != nil {
 		log.Info("controller stopping")
 		return nil
-	}
-	return err
-}
-
-// runAll runs loops until the first one returns, then stops the others and
-// waits for them, returning the first result.
-func runAll(ctx context.Context, loops ...func(context.Context) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(loops))
-	for _, loop := range loops {
-		go func() { errs <- loop(ctx) }()
-	}
-	err := <-errs
-	cancel()
-	for range len(loops) - 1 {
-		<-errs
 	}
 	return err
 }
@@ -205,6 +215,12 @@ func (o *RunOptions) validate() error {
 	}
 	if (o.HTTPCert == "") != (o.HTTPKey == "") {
 		return cliutil.Usagef("--http-tls-cert and --http-tls-key go together")
+	}
+	if o.ServerConfig != "" && o.NATSURL != "" {
+		return cliutil.Usagef("--server-config configures the embedded server, and --nats (or NATS_URL) means there is none: give one of them")
+	}
+	if err := o.TLS.Validate(); err != nil {
+		return err
 	}
 	if o.Replicas < 1 || o.Replicas > 5 {
 		return cliutil.Usagef("--replicas %d: must be 1-5", o.Replicas)

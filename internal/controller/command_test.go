@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +28,7 @@ func TestRunEmbeddedStartsAndStopsCleanly(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	var logs syncBuffer
+	var logs natstest.Buffer
 	o := &controller.RunOptions{
 		Listen: addr, StoreDir: t.TempDir(), ID: "c1",
 		StatsInterval: time.Second, HeartbeatInterval: time.Second, AgentExpiry: time.Minute,
@@ -92,22 +91,4 @@ func TestRunRejectsBadFlags(t *testing.T) {
 			t.Errorf("%s: exit code %d, want %d (usage)", flag, code, cliutil.ExitUsage)
 		}
 	}
-}
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

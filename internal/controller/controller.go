@@ -163,17 +163,29 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-stats.C():
-			if err := c.WriteStats(ctx); err != nil && ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, c.passTimeout())
+			if err := c.WriteStats(pctx); err != nil && ctx.Err() == nil {
 				c.o.Log.Warn("writing stats failed; retrying next interval", slog.Any("err", err))
 			}
+			cancel()
 			stats.Reset(c.o.StatsInterval)
 		case <-reconcile.C():
-			if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, c.passTimeout())
+			if err := c.Reconcile(pctx); err != nil && ctx.Err() == nil {
 				c.o.Log.Warn("rollout pass failed; retrying next interval", slog.Any("err", err))
 			}
+			cancel()
 			reconcile.Reset(c.o.ReconcileInterval)
 		}
 	}
+}
+
+// passTimeout bounds one stats write or rollout pass. A JetStream request
+// can go unanswered (a cluster electing a new leader drops it), and a pass
+// waiting forever would stop the rollout for good; a bounded one fails, is
+// logged, and the next pass starts afresh.
+func (c *Controller) passTimeout() time.Duration {
+	return max(2*c.o.ReconcileInterval, 10*time.Second)
 }
 
 func (c *Controller) markReady() { c.readyOnce.Do(func() { close(c.ready) }) }

@@ -1,14 +1,12 @@
 package fleetctl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,28 +41,9 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, ctx: ctx, srv: srv, fleet: f}
 }
 
-// syncBuffer is a bytes.Buffer safe for a command writing in one goroutine
-// while the test reads in another.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // global returns options for one command, with fresh output buffers.
-func (e *env) global() (*Global, *syncBuffer, *syncBuffer) {
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+func (e *env) global() (*Global, *natstest.Buffer, *natstest.Buffer) {
+	out, errOut := &natstest.Buffer{}, &natstest.Buffer{}
 	return &Global{
 		NATSURL: e.srv.URL(), Timeout: 10 * time.Second,
 		Out: out, ErrOut: errOut, Now: func() time.Time { return testNow },

@@ -21,6 +21,7 @@ import (
 type Global struct {
 	NATSURL string
 	Creds   string
+	TLS     natsutil.TLS
 	Timeout time.Duration
 
 	Out    io.Writer
@@ -51,11 +52,13 @@ controller uses. Read commands print a table for people and -o json for scripts.
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.NATSURL, "nats", cliutil.Env("nats://127.0.0.1:4222", "NATS_URL"), "NATS server URL(s) (env NATS_URL)")
 	pf.StringVar(&g.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
+	g.TLS.Register(pf)
 	pf.DurationVar(&g.Timeout, "timeout", 10*time.Second, "give up on the bus after this long")
 	root.AddCommand(
 		newStatusCmd(g), newWatchCmd(g), newAgentsCmd(g),
 		newConfigCmd(g), newPlanCmd(g), newPauseCmd(g), newResumeCmd(g),
 		newRunCmd(g), newRollbackCmd(g), newMarkDoneCmd(g), newResetCmd(g),
+		newAuthCmd(g), newEdgeCmd(g),
 	)
 	return root
 }
@@ -63,7 +66,7 @@ controller uses. Read commands print a table for people and -o json for scripts.
 // fleet connects and binds the stream and buckets. close must be called.
 func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err error) {
 	nc, err := natsutil.Connect(natsutil.ConnectOptions{
-		URL: g.NATSURL, Name: "fleetctl", Creds: g.Creds,
+		URL: g.NATSURL, Name: "fleetctl", Creds: g.Creds, TLS: g.TLS,
 		Log: slog.New(slog.NewTextHandler(g.ErrOut, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {

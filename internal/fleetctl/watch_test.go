@@ -15,7 +15,7 @@ import (
 
 // startWatch runs RunWatch until the test ends and waits until it is
 // subscribed. stop cancels it and returns its error.
-func startWatch(t *testing.T, e *env, redraw bool) (out *syncBuffer, stop func() error) {
+func startWatch(t *testing.T, e *env, redraw bool) (out *natstest.Buffer, stop func() error) {
 	t.Helper()
 	g, out, errOut := e.global()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ package natsembed
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -18,8 +19,17 @@ type Options struct {
 	Listen string
 	// StoreDir is where JetStream keeps its data.
 	StoreDir string
-	// ServerName names the server in logs and cluster views.
+	// ServerName names the server in logs and cluster views. With a
+	// ConfigFile that names the server, empty keeps the file's name.
 	ServerName string
+	// ConfigFile, when set, is a nats-server configuration file the server
+	// starts from: operator mode (what "fleetctl auth init" writes as
+	// resolver.conf), TLS, a JetStream domain, limits. Listen and StoreDir
+	// still apply and replace the file's listen and store_dir, and
+	// JetStream is always on: the controller needs it. An operator-mode
+	// file without a resolver gets a full directory resolver in
+	// StoreDir/jwt, so pushed account updates (revocations) persist.
+	ConfigFile string
 	// Debug routes the server's own log to stderr.
 	Debug bool
 }
@@ -38,15 +48,26 @@ func Start(o Options) (*server.Server, error) {
 	if o.StoreDir == "" {
 		return nil, fmt.Errorf("embedded server: a store directory is required (--store-dir)")
 	}
-	opts := &server.Options{
-		ServerName: o.ServerName,
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   o.StoreDir,
-		NoSigs:     true, // the controller owns signal handling
-		NoLog:      !o.Debug,
+	opts := &server.Options{}
+	if o.ConfigFile != "" {
+		if opts, err = server.ProcessConfigFile(o.ConfigFile); err != nil {
+			return nil, fmt.Errorf("embedded server: config %s: %w", o.ConfigFile, err)
+		}
 	}
+	if noResolver(opts) {
+		res, err := server.NewDirAccResolver(filepath.Join(o.StoreDir, "jwt"), 0, 2*time.Minute, server.NoDelete)
+		if err != nil {
+			return nil, fmt.Errorf("embedded server: account resolver: %w", err)
+		}
+		opts.AccountResolver = res
+	}
+	if o.ServerName != "" || opts.ServerName == "" {
+		opts.ServerName = o.ServerName
+	}
+	opts.Host, opts.Port = host, port
+	opts.JetStream, opts.StoreDir = true, o.StoreDir
+	opts.NoSigs = true // the controller owns signal handling
+	opts.NoLog = !o.Debug
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded server: %w", err)
@@ -60,4 +81,15 @@ func Start(o Options) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded server: not accepting clients on %s after 10s (port in use?)", o.Listen)
 	}
 	return ns, nil
+}
+
+// noResolver reports an operator-mode config without a resolver of its own.
+// (nats-server then derives a URL resolver from the operator JWT's account
+// server URL, a bogus one when the JWT has none.)
+func noResolver(opts *server.Options) bool {
+	if len(opts.TrustedOperators) == 0 {
+		return false
+	}
+	_, isURL := opts.AccountResolver.(*server.URLAccResolver)
+	return opts.AccountResolver == nil || isURL && opts.TrustedOperators[0].AccountServerURL == ""
 }

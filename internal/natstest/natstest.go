@@ -3,11 +3,13 @@
 package natstest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,10 +25,11 @@ import (
 // Server is a running test server. Restart brings it back on the same port and
 // store, so clients can prove they ride out an outage.
 type Server struct {
-	t        testing.TB
-	ns       *server.Server
-	port     int
-	storeDir string
+	t          testing.TB
+	ns         *server.Server
+	port       int
+	storeDir   string
+	configFile string
 }
 
 // Start runs a JetStream server for the duration of the test.
@@ -38,9 +41,20 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// StartConfig runs a JetStream server from a nats-server config file (for
+// example the resolver.conf "fleetctl auth init" writes, for operator mode)
+// on a random port with a temporary store.
+func StartConfig(t testing.TB, configFile string) *Server {
+	t.Helper()
+	s := &Server{t: t, storeDir: t.TempDir(), configFile: configFile}
+	s.start("127.0.0.1:-1")
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
 func (s *Server) start(listen string) {
 	s.t.Helper()
-	ns, err := natsembed.Start(natsembed.Options{Listen: listen, StoreDir: s.storeDir, ServerName: "test"})
+	ns, err := natsembed.Start(natsembed.Options{Listen: listen, StoreDir: s.storeDir, ServerName: "test", ConfigFile: s.configFile})
 	if err != nil {
 		s.t.Fatalf("start nats-server: %v", err)
 	}
@@ -135,4 +149,24 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// Buffer is a bytes.Buffer safe for a process writing (logs, command
+// output) in one goroutine while the test reads in another.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -46,6 +46,14 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// planHistory is how many revisions of each plan key are kept.
+const planHistory = 5
+
+// planRePublish republishes every plan change on fleet.plan.<key>.
+func planRePublish() *jetstream.RePublish {
+	return &jetstream.RePublish{Source: "$KV." + BucketPlan + ".>", Destination: PlanRepublish + ">"}
+}
+
 // Fleet is a handle on the stream and the three buckets.
 type Fleet struct {
 	JS     jetstream.JetStream
@@ -92,11 +100,8 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 		{&f.Plan, jetstream.KeyValueConfig{
 			Bucket:      BucketPlan,
 			Description: "fleetwave plan spec and per-group status",
-			History:     5,
-			RePublish: &jetstream.RePublish{
-				Source:      "$KV." + BucketPlan + ".>",
-				Destination: PlanRepublish + ">",
-			},
+			History:     planHistory,
+			RePublish:   planRePublish(),
 		}},
 		{&f.Stats, jetstream.KeyValueConfig{
 			Bucket:      BucketStats,

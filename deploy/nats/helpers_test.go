@@ -1,0 +1,184 @@
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/auth"
+	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/internal/natsutil"
+)
+
+// confs are the server configs this directory ships.
+var confs = []string{"single.conf", "cluster-a.conf", "cluster-b.conf", "cluster-c.conf", "leaf-edge.conf"}
+
+// stage puts the shipped configs in a temporary directory next to what
+// "fleetctl auth init" writes (resolver.conf, fleet-account.conf), as an
+// operator would, and makes it the working directory: the configs' resolver
+// directory "./jwt" is relative to it and created when a config is read.
+func stage(t *testing.T) (dir string, ad auth.Dir) {
+	t.Helper()
+	src, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	ad = auth.Dir{Path: filepath.Join(dir, "auth")}
+	if _, err := ad.Init("test", auth.DefaultJetStreamLimits); err != nil {
+		t.Fatal(err)
+	}
+	copyFile := func(from, to string) {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range confs {
+		copyFile(filepath.Join(src, c), filepath.Join(dir, c))
+	}
+	for _, f := range []string{auth.FileResolverConf, auth.FileAccountConf} {
+		copyFile(filepath.Join(ad.Path, f), filepath.Join(dir, f))
+	}
+	t.Chdir(dir)
+	return dir, ad
+}
+
+// load reads a staged config and points it at loopback: free ports, a
+// private store (and, in startNode, resolver directory), no monitoring port,
+// no signal handlers. Everything else (operator, accounts, JetStream domain,
+// cluster name, leaf remotes and their account and deny rules) is the file's.
+func load(t *testing.T, dir, name string) *server.Options {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if r, ok := opts.AccountResolver.(*server.DirAccResolver); ok {
+		r.Close() // "./jwt" is shared by every server of the test: each node gets its own
+	}
+	opts.Host, opts.Port = "127.0.0.1", freePort(t)
+	opts.HTTPHost, opts.HTTPPort = "", 0
+	opts.StoreDir = t.TempDir()
+	opts.NoSigs, opts.NoLog = true, !testing.Verbose()
+	if opts.LeafNode.Port != 0 {
+		opts.LeafNode.Host, opts.LeafNode.Port = "127.0.0.1", freePort(t)
+	}
+	if opts.Cluster.Port != 0 {
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", freePort(t)
+	}
+	return opts
+}
+
+// freePort is a loopback port nobody listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// node is a running server that can be stopped and started again with the
+// same options (ports, store).
+type node struct {
+	t           *testing.T
+	opts        *server.Options
+	resolverDir string
+	ns          *server.Server
+}
+
+func startNode(t *testing.T, opts *server.Options) *node {
+	t.Helper()
+	n := &node{t: t, opts: opts, resolverDir: t.TempDir()}
+	n.start()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *node) start() {
+	n.t.Helper()
+	opts := n.opts.Clone()
+	res, err := server.NewDirAccResolver(n.resolverDir, 0, 2*time.Minute, server.NoDelete)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	opts.AccountResolver = res
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		n.t.Fatalf("%s: %v", n.opts.ServerName, err)
+	}
+	if testing.Verbose() {
+		ns.ConfigureLogger()
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(20 * time.Second) {
+		n.t.Fatalf("%s: not ready", n.opts.ServerName)
+	}
+	n.ns = ns
+}
+
+func (n *node) stop() {
+	if n.ns != nil {
+		n.ns.Shutdown()
+		n.ns.WaitForShutdown()
+		n.ns = nil
+	}
+}
+
+func (n *node) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
+
+func urls(nodes ...*node) string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.url())
+	}
+	return strings.Join(out, ",")
+}
+
+func routeURL(opts *server.Options) *url.URL {
+	return &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", opts.Cluster.Port)}
+}
+
+// connect opens a client connection with creds (relative to the auth dir).
+func connect(t *testing.T, ad auth.Dir, serverURLs, creds string, extra ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: serverURLs, Name: "deploy-test",
+		Creds: filepath.Join(ad.Path, creds), Log: natstest.Logger(t), Extra: extra})
+	if err != nil {
+		t.Fatalf("connect %s: %v", serverURLs, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func jsFor(t *testing.T, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// within runs f with a context bounded by d.
+func within[T any](ctx context.Context, d time.Duration, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return f(ctx)
+}

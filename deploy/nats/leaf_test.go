@@ -1,0 +1,302 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/agentd"
+	"github.com/fleetwave/fleetwave/internal/auth"
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/controller"
+	"github.com/fleetwave/fleetwave/internal/fleetctl"
+	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/install"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// TestLeafAgentReachesHub runs a hub (single.conf, JetStream domain "hub")
+// and an edge site's leaf node (leaf-edge.conf, its own domain) connected by
+// a leaf connection with a minted leaf user. A real agentd with its usual
+// credentials, attached to the leaf node, heartbeats into the hub's stream
+// and reads (and follows) the plan from the site's mirror, made by
+// "fleetctl edge init". With the hub gone the site's agents still read the
+// plan; when it is back, heartbeats land again and plan changes arrive.
+func TestLeafAgentReachesHub(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a hub and a leaf node")
+	}
+	dir, ad := stage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	start := time.Now()
+
+	hub := startNode(t, load(t, dir, "single.conf"))
+	_, leafCreds, err := ad.IssueUser("edge-test", auth.RoleLeaf, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edgeOpts := load(t, dir, "leaf-edge.conf")
+	remote := edgeOpts.LeafNode.Remotes[0]
+	remote.URLs = []*url.URL{{Scheme: "nats-leaf", Host: fmt.Sprintf("127.0.0.1:%d", hub.opts.LeafNode.Port)}}
+	remote.Credentials = filepath.Join(ad.Path, leafCreds)
+	edge := startNode(t, edgeOpts)
+	waitLeaf := func() {
+		t.Helper()
+		natstest.Eventually(t, 20*time.Second, func() error {
+			if hub.ns.NumLeafNodes() != 1 || edge.ns.NumLeafNodes() != 1 {
+				return fmt.Errorf("leaf connections: hub %d, edge %d", hub.ns.NumLeafNodes(), edge.ns.NumLeafNodes())
+			}
+			return nil
+		})
+	}
+	waitLeaf()
+
+	// The controller runs at the hub.
+	var ctlLog natstest.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller log:\n%s", ctlLog.String())
+		}
+	})
+	ctlCtx, stopCtl := context.WithCancel(ctx)
+	defer stopCtl()
+	ctlDone := make(chan error, 1)
+	go func() {
+		ctlDone <- controller.Run(ctlCtx, &controller.RunOptions{
+			NATSURL: hub.url(), Creds: filepath.Join(ad.Path, auth.CredsFile(auth.UserController)), ID: "c1",
+			StatsInterval: 200 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond, AgentExpiry: time.Minute,
+			ReconcileInterval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second, Replicas: 1,
+		}, slog.New(slog.NewTextHandler(&ctlLog, nil)))
+	}()
+	adminJS := jsFor(t, connect(t, ad, hub.url(), auth.CredsFile(auth.UserAdmin)))
+	var fleet *kv.Fleet
+	natstest.Eventually(t, 20*time.Second, func() (err error) {
+		fleet, err = within(ctx, 2*time.Second, func(ctx context.Context) (*kv.Fleet, error) { return kv.Open(ctx, adminJS) })
+		return err
+	})
+	cfg := rollout.DefaultConfig()
+	g := rollout.DefaultGroup("blue")
+	g.CanaryCount = 1
+	cfg.Groups = []rollout.GroupConfig{g}
+	if _, err := kv.Save(ctx, fleet.Config, kv.KeyConfig, cfg, 0); err != nil {
+		t.Fatal(err)
+	}
+	spec := rollout.DefaultSpec("1.0.0", "1.1.0")
+	spec.Critical = true
+	specRev, err := kv.Save(ctx, fleet.Plan, kv.KeySpec, spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The site's plan mirror, made as an operator would.
+	var out, errOut bytes.Buffer
+	cmd := fleetctl.NewCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"--nats", edge.url(), "--creds", filepath.Join(ad.Path, auth.CredsFile(auth.UserAdmin)),
+		"edge", "init", "--hub-domain", "hub"})
+	cliutil.Prepare(cmd)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatalf("fleetctl edge init: %v\n%s", err, errOut.String())
+	}
+	t.Logf("fleetctl edge init: %s", out.String())
+
+	// An agent of the site, attached to the leaf node.
+	root := t.TempDir()
+	id, err := install.LoadOrCreateAgentID(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, agentCreds, err := ad.IssueAgent(id, "blue", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentCreds = filepath.Join(ad.Path, agentCreds)
+	var agentLog natstest.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", agentLog.String())
+		}
+	})
+	a, err := agentd.New(agentd.Options{Root: root, Group: "blue", NATSURL: edge.url(), Creds: agentCreds,
+		Interval: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&agentLog, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetStatus(install.Status{ActiveVersion: "1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- a.Run(agentCtx) }()
+
+	// Heartbeats cross the leaf connection into the hub's stream.
+	lastBeat := func() (*heartbeat.Heartbeat, error) {
+		m, err := within(ctx, 2*time.Second, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			return fleet.HB.GetLastMsgForSubject(ctx, heartbeat.SubjectFor("blue", id))
+		})
+		if err != nil {
+			return nil, err
+		}
+		return heartbeat.DecodeFrom(m.Subject, m.Data)
+	}
+	natstest.Eventually(t, 20*time.Second, func() error {
+		_, err := lastBeat()
+		return err
+	})
+	// The hub's controller counts the site's agent: it becomes the canary.
+	var status kv.Entry[rollout.GroupStatus]
+	natstest.Eventually(t, 20*time.Second, func() (err error) {
+		status, err = kv.Get[rollout.GroupStatus](ctx, fleet.Plan, kv.GroupKey("blue"))
+		if err == nil && status.Value.State != rollout.StateCanary {
+			err = fmt.Errorf("group blue %s, want canary", status.Value.State)
+		}
+		return err
+	})
+
+	// The agent's view at the site: the mirror, at the hub's revisions.
+	siteAgent := connect(t, ad, edge.url(), filepath.Base(filepath.Dir(agentCreds))+"/"+filepath.Base(agentCreds),
+		nats.CustomInboxPrefix(kv.AgentInboxPrefix(string(id))))
+	siteJS := jsFor(t, siteAgent)
+	sitePlan := func() (spec, group kv.Entry[rollout.Spec], st kv.Entry[rollout.GroupStatus], err error) {
+		b, err := within(ctx, 2*time.Second, func(ctx context.Context) (jetstream.KeyValue, error) {
+			return siteJS.KeyValue(ctx, kv.BucketPlan)
+		})
+		if err != nil {
+			return spec, group, st, err
+		}
+		if spec, err = kv.Get[rollout.Spec](ctx, b, kv.KeySpec); err != nil {
+			return spec, group, st, err
+		}
+		st, err = kv.Get[rollout.GroupStatus](ctx, b, kv.GroupKey("blue"))
+		return spec, group, st, err
+	}
+	natstest.Eventually(t, 20*time.Second, func() error {
+		s, _, st, err := sitePlan()
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff([]uint64{specRev, status.Revision}, []uint64{s.Revision, st.Revision}); diff != "" {
+			return fmt.Errorf("site revisions of spec and group.blue (-hub +site):\n%s", diff)
+		}
+		return nil
+	})
+	desired := func() agentd.StatusReport {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		cmd := agentd.NewCommand()
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		cmd.SetArgs([]string{"status", "--root", root, "--nats", edge.url(), "--creds", agentCreds})
+		cliutil.Prepare(cmd)
+		if err := cmd.ExecuteContext(ctx); err != nil {
+			t.Fatalf("agentd status: %v\n%s", err, errOut.String())
+		}
+		var rep agentd.StatusReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return agentd.StatusReport{Desired: rep.Desired, ShouldUpdate: rep.ShouldUpdate, DesiredError: rep.DesiredError}
+	}
+	wantV, wantUpdate := rollout.Decide(id, spec, status.Value, status.Value.Mode)
+	want := agentd.StatusReport{Desired: wantV, ShouldUpdate: wantUpdate}
+	if diff := cmp.Diff(want, desired()); diff != "" {
+		t.Errorf("plan read at the site (-want +got):\n%s", diff)
+	}
+
+	// Changes at the hub are republished at the site (by the mirror; the
+	// leaf remote keeps the hub's own republish out) with the hub's revision.
+	changes := make(chan *nats.Msg, 16)
+	if _, err := siteAgent.ChanSubscribe(kv.PlanRepublish+kv.KeySpec, changes); err != nil {
+		t.Fatal(err)
+	}
+	if err := siteAgent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	spec.Critical = true
+	if specRev, err = kv.Save(ctx, fleet.Plan, kv.KeySpec, spec, specRev); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-changes:
+		if got := m.Header.Get(jetstream.SequenceHeader); got != strconv.FormatUint(specRev, 10) {
+			t.Errorf("republished at the site with revision %s, the hub wrote %d", got, specRev)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a plan change at the hub was not republished at the site")
+	}
+
+	t.Logf("%v: plan followed at the site", time.Since(start))
+	// Cut off: the hub goes away. The site still answers the plan.
+	hub.stop()
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if n := edge.ns.NumLeafNodes(); n != 0 {
+			return fmt.Errorf("%d leaf connections", n)
+		}
+		return nil
+	})
+	if diff := cmp.Diff(want, desired()); diff != "" {
+		t.Errorf("plan read at the site while cut off (-want +got):\n%s", diff)
+	}
+	if s, _, _, err := sitePlan(); err != nil || s.Revision != specRev {
+		t.Errorf("site plan while cut off: revision %d, err %v; want %d", s.Revision, err, specRev)
+	}
+
+	// Back: the leaf reconnects, heartbeats land again, and a new target
+	// set at the hub reaches the site.
+	t.Logf("%v: cut off, plan still read", time.Since(start))
+	hub.start()
+	waitLeaf()
+	t.Logf("%v: leaf reconnected", time.Since(start))
+	back := time.Now()
+	natstest.Eventually(t, 30*time.Second, func() error {
+		hb, err := lastBeat()
+		if err != nil {
+			return err
+		}
+		if hb.At.Before(back) {
+			return fmt.Errorf("last heartbeat at %v, from before the hub came back", hb.At)
+		}
+		return nil
+	})
+	t.Logf("%v: heartbeats land again", time.Since(start))
+	spec.TargetVersion = "1.2.0"
+	natstest.Eventually(t, 20*time.Second, func() (err error) {
+		_, err = within(ctx, 2*time.Second, func(ctx context.Context) (uint64, error) {
+			return kv.Save(ctx, fleet.Plan, kv.KeySpec, spec, specRev)
+		})
+		return err
+	})
+	t.Logf("%v: new target saved at the hub", time.Since(start))
+	natstest.Eventually(t, 30*time.Second, func() error {
+		s, _, _, err := sitePlan()
+		if err != nil {
+			return err
+		}
+		if s.Value.TargetVersion != "1.2.0" {
+			return fmt.Errorf("site plan targets %s", s.Value.TargetVersion)
+		}
+		return nil
+	})
+
+	t.Logf("%v: the site has the new target", time.Since(start))
+	stopAgent()
+	stopCtl()
+	<-agentDone
+	<-ctlDone
+}

@@ -1,0 +1,475 @@
+package auth
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// The layout of an auth directory. Public files are 0644, everything under
+// keys/, creds/ and the agents' .creds files 0600.
+const (
+	FileResolverConf = "resolver.conf"      // include for every nats-server config
+	FileAccountConf  = "fleet-account.conf" // FLEET_ACCOUNT, for leaf node remotes
+	FileOperatorJWT  = "operator.jwt"
+	FileSystemJWT    = "accounts/SYS.jwt"
+	FileFleetJWT     = "accounts/FLEET.jwt"
+
+	// Identity seeds: needed by nothing after init. Keep them offline.
+	FileOperatorSeed = "keys/operator.nk"
+	FileSystemSeed   = "keys/SYS.nk"
+	FileFleetSeed    = "keys/FLEET.nk"
+	// Signing seeds: "auth revoke" needs the operator's, "auth agent" and
+	// "auth user" the FLEET account's.
+	FileOperatorSigningSeed = "keys/operator-signing.nk"
+	FileFleetSigningSeed    = "keys/FLEET-signing.nk"
+)
+
+// CredsFile is where a named user's creds are written (creds/<name>.creds).
+func CredsFile(name string) string { return filepath.Join("creds", name+".creds") }
+
+// AgentCredsFile is where an agent's creds are written (agents/<id>.creds).
+func AgentCredsFile(id rollout.AgentID) string {
+	return filepath.Join("agents", string(id)+".creds")
+}
+
+func agentRecordFile(id rollout.AgentID) string { return filepath.Join("agents", string(id)+".json") }
+func userRecordFile(name string) string         { return filepath.Join("users", name+".json") }
+
+// Users auth init mints.
+const (
+	UserController = "controller"
+	UserAdmin      = "admin"
+	UserSystem     = "sys"
+)
+
+// Record is what the directory remembers of a user or an agent: every key
+// ever issued to it, so "auth revoke" can name them all.
+type Record struct {
+	V       int    `json:"v"`
+	Name    string `json:"name"`
+	Role    Role   `json:"role"`
+	Account string `json:"account"`
+	AgentID string `json:"agent_id,omitempty"`
+	Group   string `json:"group,omitempty"`
+	// Keys in the order issued: the last is the current one.
+	Keys []KeyRecord `json:"keys"`
+}
+
+// KeyRecord is one issued user key.
+type KeyRecord struct {
+	UserKey   string    `json:"user_key"`
+	IssuedAt  time.Time `json:"issued_at"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+// Dir is an auth directory.
+type Dir struct{ Path string }
+
+func (d Dir) path(name string) string { return filepath.Join(d.Path, name) }
+
+func (d Dir) read(name string) ([]byte, error) {
+	b, err := os.ReadFile(d.path(name))
+	if err != nil {
+		return nil, fmt.Errorf("auth dir %s: %w", d.Path, err)
+	}
+	return b, nil
+}
+
+// InitResult says what Init minted (public keys only).
+type InitResult struct {
+	Operator, SystemAccount, FleetAccount string
+	Files                                 []string
+}
+
+// Init mints an operator, the system and FLEET accounts and the
+// controller, admin and sys users into an empty directory. It refuses to
+// overwrite an existing operator (ErrExists).
+func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
+	if _, err := os.Stat(d.path(FileOperatorJWT)); err == nil {
+		return InitResult{}, fmt.Errorf("%s: %w: %s exists; a new operator would lock out every credential issued so far",
+			d.Path, ErrExists, FileOperatorJWT)
+	}
+	op, err := NewOperator(name, js)
+	if err != nil {
+		return InitResult{}, err
+	}
+	var files []File
+	for _, k := range []struct {
+		name string
+		kp   nkeys.KeyPair
+	}{
+		{FileOperatorSeed, op.OperatorKey}, {FileOperatorSigningSeed, op.OperatorSigner},
+		{FileSystemSeed, op.SystemKey}, {FileFleetSeed, op.FleetKey}, {FileFleetSigningSeed, op.FleetSigner},
+	} {
+		seed, err := k.kp.Seed()
+		if err != nil {
+			return InitResult{}, err
+		}
+		files = append(files, File{Name: k.name, Data: append(seed, '\n'), Secret: true})
+	}
+	files = append(files,
+		File{Name: FileOperatorJWT, Data: []byte(op.OperatorJWT + "\n")},
+		File{Name: FileSystemJWT, Data: []byte(op.SystemJWT + "\n")},
+		File{Name: FileFleetJWT, Data: []byte(op.FleetJWT + "\n")},
+	)
+	conf, err := ResolverConf(op.OperatorJWT, op.SystemJWT, op.FleetJWT)
+	if err != nil {
+		return InitResult{}, err
+	}
+	acc, err := AccountConf(op.FleetJWT)
+	if err != nil {
+		return InitResult{}, err
+	}
+	files = append(files, File{Name: FileResolverConf, Data: conf}, File{Name: FileAccountConf, Data: acc})
+
+	fleet := Issuer{Account: pub(op.FleetKey), Signer: op.FleetSigner}
+	system := Issuer{Account: pub(op.SystemKey), Signer: op.SystemKey}
+	for _, u := range []struct {
+		name string
+		role Role
+		is   Issuer
+		acc  string
+	}{
+		{UserController, RoleController, fleet, AccountFleet},
+		{UserAdmin, RoleAdmin, fleet, AccountFleet},
+		{UserSystem, RoleAdmin, system, AccountSystem},
+	} {
+		user, err := u.is.User(u.name, u.role)
+		if err != nil {
+			return InitResult{}, err
+		}
+		rec := Record{V: 1, Name: u.name, Role: u.role, Account: u.acc}
+		rec.Keys = append(rec.Keys, KeyRecord{UserKey: user.PubKey, IssuedAt: user.IssuedAt})
+		data, err := encodeRecord(rec)
+		if err != nil {
+			return InitResult{}, err
+		}
+		files = append(files, File{Name: CredsFile(u.name), Data: user.Creds, Secret: true},
+			File{Name: userRecordFile(u.name), Data: data})
+	}
+	// The operator JWT goes last: its presence marks a complete init.
+	slices.SortStableFunc(files, func(a, b File) int {
+		switch {
+		case a.Name == FileOperatorJWT:
+			return 1
+		case b.Name == FileOperatorJWT:
+			return -1
+		}
+		return 0
+	})
+	if err := WriteFiles(d.Path, files...); err != nil {
+		return InitResult{}, err
+	}
+	res := InitResult{Operator: pub(op.OperatorKey), SystemAccount: pub(op.SystemKey), FleetAccount: pub(op.FleetKey)}
+	for _, f := range files {
+		res.Files = append(res.Files, f.Name)
+	}
+	return res, nil
+}
+
+// fleetIssuer loads the FLEET account's public key and signing key.
+func (d Dir) fleetIssuer() (Issuer, error) {
+	token, err := d.read(FileFleetJWT)
+	if err != nil {
+		return Issuer{}, err
+	}
+	ac, err := jwt.DecodeAccountClaims(string(bytes.TrimSpace(token)))
+	if err != nil {
+		return Issuer{}, fmt.Errorf("%s: %w", FileFleetJWT, err)
+	}
+	kp, err := d.seed(FileFleetSigningSeed)
+	if err != nil {
+		return Issuer{}, err
+	}
+	if !ac.SigningKeys.Contains(pub(kp)) {
+		return Issuer{}, fmt.Errorf("%s is not a signing key of the FLEET account in %s", FileFleetSigningSeed, FileFleetJWT)
+	}
+	return Issuer{Account: ac.Subject, Signer: kp}, nil
+}
+
+func (d Dir) seed(name string) (nkeys.KeyPair, error) {
+	b, err := os.ReadFile(d.path(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s is not in %s (bring it back from where it is kept offline)", ErrNoKey, name, d.Path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	kp, err := nkeys.FromSeed(bytes.TrimSpace(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: not an nkey seed", name) // never echo the content
+	}
+	return kp, nil
+}
+
+// IssueAgent mints credentials for agent id in group and writes them to out
+// (default agents/<id>.creds). Issuing again for the same id (a new group,
+// or a rotation) adds a key to the agent's record; the old key stays valid
+// until revoked ("auth revoke --id ID --keep-current").
+func (d Dir) IssueAgent(id rollout.AgentID, group, out string) (User, string, error) {
+	is, err := d.fleetIssuer()
+	if err != nil {
+		return User{}, "", err
+	}
+	u, err := is.Agent(id, group)
+	if err != nil {
+		return User{}, "", err
+	}
+	rec, err := d.loadRecord(agentRecordFile(id))
+	if errors.Is(err, ErrUnknown) {
+		rec, err = Record{V: 1, Name: u.Name, Role: RoleAgent, Account: AccountFleet, AgentID: string(id)}, nil
+	}
+	if err != nil {
+		return User{}, "", err
+	}
+	rec.Group = group
+	if out == "" {
+		out = AgentCredsFile(id)
+	}
+	return u, out, d.saveIssued(rec, agentRecordFile(id), u, out)
+}
+
+// IssueUser mints another FLEET user with role (a second controller, an
+// admin per person, a leaf node per site), written to out (default
+// creds/<name>.creds).
+func (d Dir) IssueUser(name string, role Role, out string) (User, string, error) {
+	if !namePattern(name) {
+		return User{}, "", fmt.Errorf("user name %q: use 1-64 of a-z 0-9 - _", name)
+	}
+	is, err := d.fleetIssuer()
+	if err != nil {
+		return User{}, "", err
+	}
+	u, err := is.User(name, role)
+	if err != nil {
+		return User{}, "", err
+	}
+	rec, err := d.loadRecord(userRecordFile(name))
+	switch {
+	case errors.Is(err, ErrUnknown):
+		rec = Record{V: 1, Name: name, Role: role, Account: AccountFleet}
+	case err != nil:
+		return User{}, "", err
+	case rec.Account != AccountFleet:
+		return User{}, "", fmt.Errorf("user %q belongs to the %s account; pick another name", name, rec.Account)
+	}
+	rec.Role = role
+	if out == "" {
+		out = CredsFile(name)
+	}
+	return u, out, d.saveIssued(rec, userRecordFile(name), u, out)
+}
+
+func namePattern(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func (d Dir) saveIssued(rec Record, recFile string, u User, out string) error {
+	rec.Keys = append(rec.Keys, KeyRecord{UserKey: u.PubKey, IssuedAt: u.IssuedAt})
+	data, err := encodeRecord(rec)
+	if err != nil {
+		return err
+	}
+	// Creds first: a record never names a key whose creds were lost.
+	return WriteFiles(d.Path, File{Name: out, Data: u.Creds, Secret: true}, File{Name: recFile, Data: data})
+}
+
+func encodeRecord(r Record) ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	return append(b, '\n'), err
+}
+
+func (d Dir) loadRecord(name string) (Record, error) {
+	b, err := os.ReadFile(d.path(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Record{}, fmt.Errorf("%w of %s in %s", ErrUnknown, name, d.Path)
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Record{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return r, nil
+}
+
+// Agent returns an agent's record.
+func (d Dir) Agent(id rollout.AgentID) (Record, error) { return d.loadRecord(agentRecordFile(id)) }
+
+// User returns a named user's record.
+func (d Dir) User(name string) (Record, error) { return d.loadRecord(userRecordFile(name)) }
+
+// Records lists every agent and user record, users first.
+func (d Dir) Records() ([]Record, error) {
+	var out []Record
+	for _, sub := range []string{"users", "agents"} {
+		names, err := filepath.Glob(filepath.Join(d.Path, sub, "*.json"))
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			rel, _ := filepath.Rel(d.Path, n)
+			r, err := d.loadRecord(rel)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Revocation is the result of a revoke: the re-signed account JWT to push
+// to running servers, and the keys it revokes.
+type Revocation struct {
+	Account    string // FLEET or SYS
+	AccountJWT string
+	Keys       []string
+}
+
+// RevokeAgent revokes every key ever issued to agent id, or every key but
+// the newest with keepCurrent (the end of a rotation).
+func (d Dir) RevokeAgent(id rollout.AgentID, keepCurrent bool, now time.Time) (Revocation, error) {
+	return d.revokeRecord(agentRecordFile(id), keepCurrent, now)
+}
+
+// RevokeUser revokes a named user's keys, like RevokeAgent.
+func (d Dir) RevokeUser(name string, keepCurrent bool, now time.Time) (Revocation, error) {
+	return d.revokeRecord(userRecordFile(name), keepCurrent, now)
+}
+
+func (d Dir) revokeRecord(recFile string, keepCurrent bool, now time.Time) (Revocation, error) {
+	rec, err := d.loadRecord(recFile)
+	if err != nil {
+		return Revocation{}, err
+	}
+	var keys []string
+	for i := range rec.Keys {
+		if keepCurrent && i == len(rec.Keys)-1 {
+			break
+		}
+		keys = append(keys, rec.Keys[i].UserKey)
+		if rec.Keys[i].RevokedAt.IsZero() {
+			rec.Keys[i].RevokedAt = now.UTC().Truncate(time.Second)
+		}
+	}
+	if len(keys) == 0 {
+		return Revocation{}, fmt.Errorf("%s has only its current key; nothing to revoke with --keep-current", rec.Name)
+	}
+	rev, err := d.RevokeKeys(rec.Account, keys, now)
+	if err != nil {
+		return Revocation{}, err
+	}
+	data, err := encodeRecord(rec)
+	if err != nil {
+		return Revocation{}, err
+	}
+	return rev, WriteFiles(d.Path, File{Name: recFile, Data: data})
+}
+
+// RevokeKeys revokes user keys of account (FLEET or SYS) issued up to now:
+// it re-signs the account JWT with the operator's signing key and rewrites
+// it and resolver.conf. Running servers learn of it when the JWT is pushed.
+func (d Dir) RevokeKeys(account string, keys []string, now time.Time) (Revocation, error) {
+	accFile := FileFleetJWT
+	switch account {
+	case AccountFleet:
+	case AccountSystem:
+		accFile = FileSystemJWT
+	default:
+		return Revocation{}, fmt.Errorf("account %q: want %s or %s", account, AccountFleet, AccountSystem)
+	}
+	signer, err := d.seed(FileOperatorSigningSeed)
+	if err != nil {
+		return Revocation{}, err
+	}
+	tokens := map[string]string{}
+	for _, f := range []string{FileOperatorJWT, FileSystemJWT, FileFleetJWT} {
+		b, err := d.read(f)
+		if err != nil {
+			return Revocation{}, err
+		}
+		tokens[f] = string(bytes.TrimSpace(b))
+	}
+	updated, err := Revoke(tokens[accFile], signer, keys, now)
+	if err != nil {
+		return Revocation{}, err
+	}
+	tokens[accFile] = updated
+	conf, err := ResolverConf(tokens[FileOperatorJWT], tokens[FileSystemJWT], tokens[FileFleetJWT])
+	if err != nil {
+		return Revocation{}, err
+	}
+	if err := WriteFiles(d.Path, File{Name: accFile, Data: []byte(updated + "\n")}, File{Name: FileResolverConf, Data: conf}); err != nil {
+		return Revocation{}, err
+	}
+	return Revocation{Account: account, AccountJWT: updated, Keys: keys}, nil
+}
+
+// RevokeKey revokes one user key: of the agent or user whose record lists
+// it (marking it there), or, unknown to this directory, of the FLEET account.
+func (d Dir) RevokeKey(key string, now time.Time) (Revocation, error) {
+	recs, err := d.Records()
+	if err != nil {
+		return Revocation{}, err
+	}
+	for _, rec := range recs {
+		for i := range rec.Keys {
+			if rec.Keys[i].UserKey != key {
+				continue
+			}
+			rev, err := d.RevokeKeys(rec.Account, []string{key}, now)
+			if err != nil {
+				return Revocation{}, err
+			}
+			if rec.Keys[i].RevokedAt.IsZero() {
+				rec.Keys[i].RevokedAt = now.UTC().Truncate(time.Second)
+			}
+			data, err := encodeRecord(rec)
+			if err != nil {
+				return Revocation{}, err
+			}
+			file := userRecordFile(rec.Name)
+			if rec.AgentID != "" {
+				file = agentRecordFile(rollout.AgentID(rec.AgentID))
+			}
+			return rev, WriteFiles(d.Path, File{Name: file, Data: data})
+		}
+	}
+	return d.RevokeKeys(AccountFleet, []string{key}, now)
+}
+
+// AccountJWTs are the directory's FLEET and SYS account JWTs, for pushing.
+func (d Dir) AccountJWTs() ([]string, error) {
+	var out []string
+	for _, f := range []string{FileFleetJWT, FileSystemJWT} {
+		b, err := d.read(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, string(bytes.TrimSpace(b)))
+	}
+	return out, nil
+}

@@ -1,0 +1,15 @@
+package auth
+
+import "errors"
+
+var (
+	// ErrExists is returned when auth init would overwrite an existing
+	// operator: that would lock every issued credential out.
+	ErrExists = errors.New("already initialised")
+	// ErrNoKey is returned when an operation needs a seed that is not in
+	// the directory (kept offline, or never written).
+	ErrNoKey = errors.New("signing key not available")
+	// ErrUnknown is returned for an agent or user the directory has no
+	// record of.
+	ErrUnknown = errors.New("no record")
+)

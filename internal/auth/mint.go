@@ -1,0 +1,194 @@
+package auth
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// Account names inside the operator.
+const (
+	AccountFleet  = "FLEET"
+	AccountSystem = "SYS"
+)
+
+// JetStreamLimits are the FLEET account's JetStream limits; -1 is unlimited.
+type JetStreamLimits struct {
+	MemoryBytes int64
+	DiskBytes   int64
+	Streams     int64
+	Consumers   int64
+}
+
+// DefaultJetStreamLimits fit a fleet of tens of thousands of agents: the
+// heartbeat stream holds one small message per agent, the buckets a few
+// keys per group, and only controllers and fleetctl create consumers.
+var DefaultJetStreamLimits = JetStreamLimits{MemoryBytes: 256 << 20, DiskBytes: 10 << 30, Streams: 32, Consumers: -1}
+
+// Operator is a freshly minted trust root: the operator, the system account
+// and the FLEET account, each with an identity key and a signing key where
+// day-to-day signing happens, so identity keys can be kept offline.
+type Operator struct {
+	Name string
+
+	OperatorKey, OperatorSigner nkeys.KeyPair
+	SystemKey                   nkeys.KeyPair
+	FleetKey, FleetSigner       nkeys.KeyPair
+
+	OperatorJWT, SystemJWT, FleetJWT string
+}
+
+// NewOperator mints an operator named name, its system account and the
+// FLEET account with JetStream limits js.
+func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
+	o := &Operator{Name: name}
+	var err error
+	for _, k := range []struct {
+		dst    *nkeys.KeyPair
+		create func() (nkeys.KeyPair, error)
+	}{
+		{&o.OperatorKey, nkeys.CreateOperator}, {&o.OperatorSigner, nkeys.CreateOperator},
+		{&o.SystemKey, nkeys.CreateAccount},
+		{&o.FleetKey, nkeys.CreateAccount}, {&o.FleetSigner, nkeys.CreateAccount},
+	} {
+		if *k.dst, err = k.create(); err != nil {
+			return nil, fmt.Errorf("new key: %w", err)
+		}
+	}
+	opPub, sysPub, fleetPub := pub(o.OperatorKey), pub(o.SystemKey), pub(o.FleetKey)
+
+	oc := jwt.NewOperatorClaims(opPub)
+	oc.Name = name
+	oc.SystemAccount = sysPub
+	oc.SigningKeys.Add(pub(o.OperatorSigner))
+	if o.OperatorJWT, err = oc.Encode(o.OperatorKey); err != nil {
+		return nil, fmt.Errorf("operator jwt: %w", err)
+	}
+
+	sc := jwt.NewAccountClaims(sysPub)
+	sc.Name = AccountSystem
+	if o.SystemJWT, err = sc.Encode(o.OperatorSigner); err != nil {
+		return nil, fmt.Errorf("system account jwt: %w", err)
+	}
+
+	fc := jwt.NewAccountClaims(fleetPub)
+	fc.Name = AccountFleet
+	fc.Limits.JetStreamLimits = jwt.JetStreamLimits{
+		MemoryStorage: js.MemoryBytes, DiskStorage: js.DiskBytes, Streams: js.Streams, Consumer: js.Consumers,
+	}
+	fc.SigningKeys.Add(pub(o.FleetSigner))
+	if o.FleetJWT, err = fc.Encode(o.OperatorSigner); err != nil {
+		return nil, fmt.Errorf("FLEET account jwt: %w", err)
+	}
+	return o, nil
+}
+
+// User is a minted user: the creds file's contents (JWT and seed) and the
+// user's public key, which revocations name.
+type User struct {
+	Name     string
+	Role     Role
+	PubKey   string
+	JWT      string
+	Creds    []byte // secret: holds the seed
+	IssuedAt time.Time
+}
+
+// Issuer signs users of one account.
+type Issuer struct {
+	// Account is the account's public (identity) key.
+	Account string
+	// Signer is the account's signing key, or its identity key (the system
+	// account has no separate signing key).
+	Signer nkeys.KeyPair
+}
+
+// Agent mints the credentials of agent id in group: AgentPermissions, client
+// connections only, a few subscriptions, heartbeat-sized payloads.
+func (is Issuer) Agent(id rollout.AgentID, group string) (User, error) {
+	if _, err := rollout.ParseAgentID(string(id)); err != nil {
+		return User{}, err
+	}
+	if err := rollout.ValidateGroupName(group); err != nil {
+		return User{}, err
+	}
+	return is.user("agent-"+string(id), RoleAgent, func(u *jwt.UserClaims) {
+		u.Permissions = AgentPermissions(id, group)
+		u.Limits.Subs = agentMaxSubs
+		u.Limits.Payload = agentMaxPayload
+		u.Tags.Add("group:"+group, "agent:"+string(id))
+	})
+}
+
+// User mints a user named name with role's grants.
+func (is Issuer) User(name string, role Role) (User, error) {
+	return is.user(name, role, func(u *jwt.UserClaims) { u.Permissions = RolePermissions(role) })
+}
+
+func (is Issuer) user(name string, role Role, set func(*jwt.UserClaims)) (User, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return User{}, fmt.Errorf("new user key: %w", err)
+	}
+	uc := jwt.NewUserClaims(pub(kp))
+	uc.Name = name
+	if signer := pub(is.Signer); signer != is.Account {
+		uc.IssuerAccount = is.Account
+	}
+	uc.AllowedConnectionTypes.Add(connectionTypes(role)...)
+	uc.Tags.Add("role:" + string(role))
+	set(uc)
+	vr := jwt.CreateValidationResults()
+	uc.Validate(vr)
+	if errs := vr.Errors(); len(errs) > 0 {
+		return User{}, fmt.Errorf("user %s: %v", name, errs[0])
+	}
+	token, err := uc.Encode(is.Signer)
+	if err != nil {
+		return User{}, fmt.Errorf("user %s jwt: %w", name, err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return User{}, err
+	}
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		return User{}, err
+	}
+	// Decode what was signed, for the issue time the server compares
+	// revocations against.
+	back, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return User{}, err
+	}
+	return User{Name: name, Role: role, PubKey: uc.Subject, JWT: token, Creds: creds, IssuedAt: time.Unix(back.IssuedAt, 0).UTC()}, nil
+}
+
+// Revoke returns accountJWT re-signed by signer (an operator key the
+// operator JWT trusts) with every JWT of keys issued up to at revoked.
+func Revoke(accountJWT string, signer nkeys.KeyPair, keys []string, at time.Time) (string, error) {
+	ac, err := jwt.DecodeAccountClaims(accountJWT)
+	if err != nil {
+		return "", fmt.Errorf("account jwt: %w", err)
+	}
+	for _, k := range keys {
+		if !nkeys.IsValidPublicUserKey(k) {
+			return "", fmt.Errorf("revoke %q: not a user public key (U…)", k)
+		}
+		ac.RevokeAt(k, at)
+	}
+	return ac.Encode(signer)
+}
+
+func pub(kp nkeys.KeyPair) string {
+	p, err := kp.PublicKey()
+	if err != nil {
+		// Only a wiped key pair fails; ours are fresh or parsed from seeds.
+		panic(fmt.Sprintf("nkeys: public key: %v", err))
+	}
+	return p
+}

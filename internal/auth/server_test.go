@@ -1,0 +1,447 @@
+package auth_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/auth"
+	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// fleetEnv is an operator-mode server started from what "auth init" wrote,
+// with the stream and buckets created by the controller user.
+type fleetEnv struct {
+	t     *testing.T
+	ctx   context.Context
+	dir   auth.Dir
+	srv   *natstest.Server
+	fleet *kv.Fleet // as the admin
+}
+
+func newFleetEnv(t *testing.T) *fleetEnv {
+	t.Helper()
+	e := newFleetEnvBare(t)
+	if _, err := kv.Ensure(e.ctx, e.js(auth.CredsFile(auth.UserController)), kv.Options{Memory: true}); err != nil {
+		t.Fatalf("controller creates the bus: %v", err)
+	}
+	f, err := kv.Open(e.ctx, e.js(auth.CredsFile(auth.UserAdmin)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fleet = f
+	return e
+}
+
+// newFleetEnvBare is the server alone: no stream, no buckets.
+func newFleetEnvBare(t *testing.T) *fleetEnv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	dir := auth.Dir{Path: t.TempDir()}
+	if _, err := dir.Init("test", auth.DefaultJetStreamLimits); err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.StartConfig(t, filepath.Join(dir.Path, auth.FileResolverConf))
+	return &fleetEnv{t: t, ctx: ctx, dir: dir, srv: srv}
+}
+
+// conn connects with creds (relative to the auth dir, or absolute).
+func (e *fleetEnv) conn(creds string, extra ...nats.Option) *nats.Conn {
+	e.t.Helper()
+	if !filepath.IsAbs(creds) {
+		creds = filepath.Join(e.dir.Path, creds)
+	}
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: e.srv.URL(), Name: "test", Creds: creds,
+		Log: natstest.Logger(e.t), Extra: extra})
+	if err != nil {
+		e.t.Fatalf("connect with %s: %v", creds, err)
+	}
+	e.t.Cleanup(nc.Close)
+	return nc
+}
+
+func (e *fleetEnv) js(creds string) jetstream.JetStream {
+	e.t.Helper()
+	js, err := jetstream.New(e.conn(creds))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return js
+}
+
+func (e *fleetEnv) put(b jetstream.KeyValue, key string, v any) uint64 {
+	e.t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rev, err := b.Put(e.ctx, key, data)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rev
+}
+
+// agentConn is a connection with an agent's creds that records every
+// asynchronous error the server sends it (permission violations).
+type agentConn struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	mu     sync.Mutex
+	errs   []string
+	signal chan struct{}
+}
+
+func (e *fleetEnv) agent(id rollout.AgentID, creds string) *agentConn {
+	e.t.Helper()
+	return e.watched(creds, nats.CustomInboxPrefix(kv.AgentInboxPrefix(string(id))))
+}
+
+// watched connects with creds, recording asynchronous errors.
+func (e *fleetEnv) watched(creds string, extra ...nats.Option) *agentConn {
+	e.t.Helper()
+	a := &agentConn{signal: make(chan struct{}, 1)}
+	a.nc = e.conn(creds, append(extra,
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			a.mu.Lock()
+			a.errs = append(a.errs, err.Error())
+			a.mu.Unlock()
+			select {
+			case a.signal <- struct{}{}:
+			default:
+			}
+		}))...)
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a.js = js
+	return a
+}
+
+// violation waits until the server reported a permissions violation
+// naming subject (or, when subject ends in "…", a subject starting so).
+func (a *agentConn) violation(ctx context.Context, subject string) error {
+	quoted := `"` + subject + `"`
+	if s, ok := strings.CutSuffix(subject, "…"); ok {
+		quoted = `"` + s
+	}
+	for {
+		a.mu.Lock()
+		for _, e := range a.errs {
+			if strings.Contains(strings.ToLower(e), "permissions violation") && strings.Contains(e, quoted) {
+				a.mu.Unlock()
+				return nil
+			}
+		}
+		errs := append([]string(nil), a.errs...)
+		a.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return errors.New("no permissions violation for " + subject + "; errors seen: " + strings.Join(errs, "; "))
+		case <-a.signal:
+		}
+	}
+}
+
+func (a *agentConn) violations() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.errs...)
+}
+
+const (
+	agentA = rollout.AgentID("0a000000-0000-4000-8000-00000000000a")
+	agentB = rollout.AgentID("0b000000-0000-4000-8000-00000000000b")
+)
+
+func hbData(t *testing.T, id rollout.AgentID, group string) []byte {
+	t.Helper()
+	data, err := heartbeat.Encode(&heartbeat.Heartbeat{V: heartbeat.SchemaVersion, AgentID: id, Group: group,
+		ActiveVersion: "1.0.0", UpdaterVersion: "0.1.0", At: time.Now().UTC(), Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestAgentGrantsAndDenials runs every grant of DESIGN §6 with an agent's
+// minted credentials against an operator-mode server, and every denial:
+// each denied call must be refused by the server with a permissions
+// violation naming the subject (the caller itself only sees a timeout).
+func TestAgentGrantsAndDenials(t *testing.T) {
+	e := newFleetEnv(t)
+	for _, a := range []struct {
+		id    rollout.AgentID
+		group string
+	}{{agentA, "blue"}, {agentB, "blue"}} {
+		if _, _, err := e.dir.IssueAgent(a.id, a.group, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	credsA := auth.AgentCredsFile(agentA)
+	spec := rollout.Spec{V: 1, StartVersion: "1.0.0", TargetVersion: "1.1.0"}
+	specRev := e.put(e.fleet.Plan, kv.KeySpec, spec)
+	blue := rollout.GroupStatus{V: 1, Group: "blue", State: rollout.StateUnstarted}
+	blueRev := e.put(e.fleet.Plan, kv.GroupKey("blue"), blue)
+	e.put(e.fleet.Plan, kv.GroupKey("red"), rollout.GroupStatus{V: 1, Group: "red", State: rollout.StateUnstarted})
+	e.put(e.fleet.Config, kv.KeyConfig, rollout.DefaultConfig())
+	if _, err := e.fleet.JS.Publish(e.ctx, heartbeat.SubjectFor("blue", agentB), hbData(t, agentB, "blue")); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("grants", func(t *testing.T) {
+		grants := []struct {
+			name string
+			run  func(ctx context.Context, a *agentConn) error
+		}{
+			{"publish own heartbeat with JetStream ack", func(ctx context.Context, a *agentConn) error {
+				ack, err := a.js.Publish(ctx, heartbeat.SubjectFor("blue", agentA), hbData(t, agentA, "blue"))
+				if err != nil {
+					return err
+				}
+				if ack.Stream != kv.StreamHB {
+					return errors.New("acked by stream " + ack.Stream)
+				}
+				m, err := e.fleet.HB.GetLastMsgForSubject(ctx, heartbeat.SubjectFor("blue", agentA))
+				if err != nil {
+					return err
+				}
+				_, err = heartbeat.DecodeFrom(m.Subject, m.Data)
+				return err
+			}},
+			{"bind the plan bucket (stream info)", func(ctx context.Context, a *agentConn) error {
+				_, err := a.js.KeyValue(ctx, kv.BucketPlan)
+				return err
+			}},
+			{"direct get of spec and own group", func(ctx context.Context, a *agentConn) error {
+				b, err := a.js.KeyValue(ctx, kv.BucketPlan)
+				if err != nil {
+					return err
+				}
+				s, err := kv.Get[rollout.Spec](ctx, b, kv.KeySpec)
+				if err != nil {
+					return err
+				}
+				g, err := kv.Get[rollout.GroupStatus](ctx, b, kv.GroupKey("blue"))
+				if err != nil {
+					return err
+				}
+				if diff := cmp.Diff([]uint64{specRev, blueRev}, []uint64{s.Revision, g.Revision}); diff != "" {
+					return errors.New("revisions (-want +got): " + diff)
+				}
+				return nil
+			}},
+			{"follow spec and own group republished", func(ctx context.Context, a *agentConn) error {
+				got := make(chan *nats.Msg, 2)
+				for _, subj := range []string{kv.PlanRepublish + kv.KeySpec, kv.PlanRepublish + kv.GroupKey("blue")} {
+					if _, err := a.nc.ChanSubscribe(subj, got); err != nil {
+						return err
+					}
+				}
+				if err := a.nc.FlushWithContext(ctx); err != nil {
+					return err
+				}
+				e.put(e.fleet.Plan, kv.KeySpec, spec)
+				e.put(e.fleet.Plan, kv.GroupKey("blue"), blue)
+				seen := map[string]bool{}
+				for len(seen) < 2 {
+					select {
+					case m := <-got:
+						seen[m.Subject] = m.Header.Get(jetstream.SequenceHeader) != ""
+					case <-ctx.Done():
+						return errors.New("republished plan changes not received")
+					}
+				}
+				return nil
+			}},
+		}
+		for _, g := range grants {
+			t.Run(g.name, func(t *testing.T) {
+				a := e.agent(agentA, credsA)
+				ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+				defer cancel()
+				if err := g.run(ctx, a); err != nil {
+					t.Fatalf("granted call failed: %v (server said: %q)", err, a.violations())
+				}
+				if v := a.violations(); len(v) > 0 {
+					t.Errorf("granted call caused errors: %q", v)
+				}
+			})
+		}
+	})
+
+	t.Run("denials", func(t *testing.T) {
+		directGet := func(stream, subject string) func(context.Context, *agentConn) error {
+			return func(ctx context.Context, a *agentConn) error {
+				_, err := a.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
+				return err
+			}
+		}
+		request := func(subject string) func(context.Context, *agentConn) error {
+			return func(ctx context.Context, a *agentConn) error {
+				_, err := a.nc.RequestWithContext(ctx, subject, []byte("{}"))
+				return err
+			}
+		}
+		publish := func(subject string) func(context.Context, *agentConn) error {
+			return func(ctx context.Context, a *agentConn) error {
+				if err := a.nc.Publish(subject, []byte("{}")); err != nil {
+					return err
+				}
+				return a.nc.FlushWithContext(ctx)
+			}
+		}
+		subscribe := func(subject string) func(context.Context, *agentConn) error {
+			return func(ctx context.Context, a *agentConn) error {
+				if _, err := a.nc.SubscribeSync(subject); err != nil {
+					return err
+				}
+				return a.nc.FlushWithContext(ctx)
+			}
+		}
+		planKV := func(ctx context.Context, a *agentConn) (jetstream.KeyValue, error) {
+			return a.js.KeyValue(ctx, kv.BucketPlan)
+		}
+		denials := []struct {
+			name    string
+			run     func(ctx context.Context, a *agentConn) error
+			subject string // the subject the server names in the violation
+			// silent calls cannot fail for the caller: a core publish or
+			// subscription is refused asynchronously.
+			silent bool
+		}{
+			// Writes to the plan: no agent may change what any agent does.
+			{"KV put fleet_plan spec", func(ctx context.Context, a *agentConn) error {
+				b, err := planKV(ctx, a)
+				if err != nil {
+					return err
+				}
+				_, err = b.Put(ctx, kv.KeySpec, []byte(`{"v":1}`))
+				return err
+			}, "$KV.fleet_plan.spec", false},
+			{"KV put own group status", func(ctx context.Context, a *agentConn) error {
+				b, err := planKV(ctx, a)
+				if err != nil {
+					return err
+				}
+				_, err = b.Put(ctx, kv.GroupKey("blue"), []byte(`{"v":1}`))
+				return err
+			}, "$KV.fleet_plan.group.blue", false},
+			{"KV delete spec", func(ctx context.Context, a *agentConn) error {
+				b, err := planKV(ctx, a)
+				if err != nil {
+					return err
+				}
+				return b.Delete(ctx, kv.KeySpec)
+			}, "$KV.fleet_plan.spec", false},
+			{"fake a republished plan to other agents", publish("fleet.plan.spec"), "fleet.plan.spec", true},
+			{"fake another group's republished status", publish("fleet.plan.group.red"), "fleet.plan.group.red", true},
+			{"write fleet_config", publish("$KV.fleet_config.config"), "$KV.fleet_config.config", true},
+			{"take the leader lease", publish("$KV.fleet_stats.leader"), "$KV.fleet_stats.leader", true},
+			{"publish an event", publish("fleet.events.blue"), "fleet.events.blue", true},
+			// Heartbeats: only its own subject.
+			{"heartbeat as another agent", func(ctx context.Context, a *agentConn) error {
+				_, err := a.js.Publish(ctx, heartbeat.SubjectFor("blue", agentB), hbData(t, agentB, "blue"))
+				return err
+			}, heartbeat.SubjectFor("blue", agentB), false},
+			{"heartbeat in another group", func(ctx context.Context, a *agentConn) error {
+				_, err := a.js.Publish(ctx, heartbeat.SubjectFor("red", agentA), hbData(t, agentA, "red"))
+				return err
+			}, heartbeat.SubjectFor("red", agentA), false},
+			// Reads beyond its two plan keys.
+			{"direct get another group's status", directGet(kv.PlanStream, "$KV.fleet_plan.group.red"),
+				"$JS.API.DIRECT.GET.KV_fleet_plan.$KV.fleet_plan.group.red", false},
+			{"direct get by sequence", request("$JS.API.DIRECT.GET.KV_fleet_plan"), "$JS.API.DIRECT.GET.KV_fleet_plan", false},
+			{"bind fleet_config", func(ctx context.Context, a *agentConn) error {
+				_, err := a.js.KeyValue(ctx, kv.BucketConfig)
+				return err
+			}, "$JS.API.STREAM.INFO.KV_fleet_config", false},
+			{"direct get fleet_config", directGet("KV_fleet_config", "$KV.fleet_config.config"),
+				"$JS.API.DIRECT.GET.KV_fleet_config.$KV.fleet_config.config", false},
+			{"bind fleet_stats", func(ctx context.Context, a *agentConn) error {
+				_, err := a.js.KeyValue(ctx, kv.BucketStats)
+				return err
+			}, "$JS.API.STREAM.INFO.KV_fleet_stats", false},
+			{"direct get the leader lease", directGet("KV_fleet_stats", "$KV.fleet_stats.leader"),
+				"$JS.API.DIRECT.GET.KV_fleet_stats.$KV.fleet_stats.leader", false},
+			{"heartbeat stream info", func(ctx context.Context, a *agentConn) error {
+				_, err := a.js.Stream(ctx, kv.StreamHB)
+				return err
+			}, "$JS.API.STREAM.INFO.FLEET_HB", false},
+			{"read another agent's heartbeat", directGet(kv.StreamHB, heartbeat.SubjectFor("blue", agentB)),
+				"$JS.API.DIRECT.GET.FLEET_HB." + heartbeat.SubjectFor("blue", agentB), false},
+			{"account info", func(ctx context.Context, a *agentConn) error {
+				_, err := a.js.AccountInfo(ctx)
+				return err
+			}, "$JS.API.INFO", false},
+			// Stream and consumer administration.
+			{"delete the heartbeat stream", func(ctx context.Context, a *agentConn) error {
+				return a.js.DeleteStream(ctx, kv.StreamHB)
+			}, "$JS.API.STREAM.DELETE.FLEET_HB", false},
+			{"delete the plan bucket", func(ctx context.Context, a *agentConn) error {
+				return a.js.DeleteKeyValue(ctx, kv.BucketPlan)
+			}, "$JS.API.STREAM.DELETE.KV_fleet_plan", false},
+			{"purge the plan", request("$JS.API.STREAM.PURGE.KV_fleet_plan"), "$JS.API.STREAM.PURGE.KV_fleet_plan", false},
+			{"change the plan stream", request("$JS.API.STREAM.UPDATE.KV_fleet_plan"), "$JS.API.STREAM.UPDATE.KV_fleet_plan", false},
+			{"create a stream", func(ctx context.Context, a *agentConn) error {
+				_, err := a.js.CreateStream(ctx, jetstream.StreamConfig{Name: "SNOOP", Subjects: []string{"fleet.hb.>"}})
+				return err
+			}, "$JS.API.STREAM.CREATE.SNOOP", false},
+			{"watch the plan (a consumer per agent)", func(ctx context.Context, a *agentConn) error {
+				b, err := planKV(ctx, a)
+				if err != nil {
+					return err
+				}
+				w, err := b.Watch(ctx, kv.KeySpec)
+				if err == nil {
+					w.Stop()
+				}
+				return err
+			}, "$JS.API.CONSUMER.CREATE.KV_fleet_plan.…", false},
+			// Subscriptions: only the two plan subjects and its own inbox.
+			{"subscribe to every heartbeat", subscribe("fleet.hb.>"), "fleet.hb.>", true},
+			{"subscribe to another group's plan", subscribe("fleet.plan.group.red"), "fleet.plan.group.red", true},
+			{"subscribe to every plan change", subscribe("fleet.plan.>"), "fleet.plan.>", true},
+			{"subscribe to events", subscribe("fleet.events.>"), "fleet.events.>", true},
+			{"subscribe to the bucket subjects", subscribe("$KV.fleet_plan.>"), "$KV.fleet_plan.>", true},
+			{"subscribe to another agent's inbox", subscribe(kv.AgentInboxPrefix(string(agentB)) + ".>"),
+				kv.AgentInboxPrefix(string(agentB)) + ".>", true},
+			{"subscribe to the shared inbox space", subscribe("_INBOX.>"), "_INBOX.>", true},
+		}
+		for _, d := range denials {
+			t.Run(d.name, func(t *testing.T) {
+				a := e.agent(agentA, credsA)
+				ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+				defer cancel()
+				// The call runs until the server has said no; a denied
+				// request would otherwise only time out.
+				callCtx, stop := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() { done <- d.run(callCtx, a) }()
+				if err := a.violation(ctx, d.subject); err != nil {
+					t.Error(err)
+				}
+				stop()
+				if err := <-done; err == nil && !d.silent {
+					t.Errorf("denied call reported success")
+				}
+			})
+		}
+	})
+}

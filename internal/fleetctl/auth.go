@@ -1,0 +1,552 @@
+package fleetctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetwave/fleetwave/internal/auth"
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// AuthOptions are the flags every "fleetctl auth" command shares.
+type AuthOptions struct {
+	*Global
+	// Dir is the auth directory "auth init" writes and the others use.
+	Dir string
+}
+
+func (o *AuthOptions) dir() (auth.Dir, error) {
+	if o.Dir == "" {
+		return auth.Dir{}, cliutil.Usagef("--dir is required (or set FLEETWAVE_AUTH_DIR)")
+	}
+	return auth.Dir{Path: o.Dir}, nil
+}
+
+func newAuthCmd(g *Global) *cobra.Command {
+	o := &AuthOptions{Global: g}
+	cmd := &cobra.Command{
+		Use:   "auth",
+		Short: "Mint and revoke the fleet's NATS credentials (operator, accounts, users, agents)",
+		Long: `fleetctl auth keeps the fleet's decentralized NATS security in one directory:
+an operator, the system account, the FLEET account (with JetStream limits),
+the controller, admin and sys users, and one user per agent that may publish
+only its own heartbeat and read only its own plan keys. Seeds and creds are
+written 0600 and never printed. What each identity may do: docs/security.md.`,
+	}
+	cmd.PersistentFlags().StringVar(&o.Dir, "dir", cliutil.Env("", "FLEETWAVE_AUTH_DIR"), "auth directory (env FLEETWAVE_AUTH_DIR)")
+	cmd.AddCommand(newAuthInitCmd(o), newAuthAgentCmd(o), newAuthUserCmd(o), newAuthRevokeCmd(o), newAuthPushCmd(o), newAuthListCmd(o))
+	return cmd
+}
+
+// AuthInitOptions are the flags of "fleetctl auth init".
+type AuthInitOptions struct {
+	*AuthOptions
+	Name      string
+	JetStream auth.JetStreamLimits
+}
+
+func newAuthInitCmd(ao *AuthOptions) *cobra.Command {
+	o := &AuthInitOptions{AuthOptions: ao, JetStream: auth.DefaultJetStreamLimits}
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Mint an operator, the SYS and FLEET accounts and the controller, admin and sys users",
+		Long: `Create the fleet's trust root in an empty --dir:
+
+  resolver.conf        include in every nats-server config: operator JWT, system
+                       account, both account JWTs preloaded (no secrets)
+  fleet-account.conf   FLEET_ACCOUNT, for leaf node remotes (deploy/nats/leaf-edge.conf)
+  operator.jwt, accounts/SYS.jwt, accounts/FLEET.jwt
+  creds/controller.creds, creds/admin.creds, creds/sys.creds   (0600)
+  keys/*.nk            seeds (0600); operator.nk, SYS.nk and FLEET.nk are needed
+                       by nothing after init: keep them offline
+  users/*.json         what was issued to whom, for revocation
+
+It refuses to overwrite an existing operator: that would lock out every
+credential already issued.`,
+		Example: `  fleetctl auth init --dir /etc/fleetwave/auth
+  fleetctl auth init --dir ./auth --js-disk 50GiB --js-memory 1GiB
+  controller run --auth-dir /etc/fleetwave/auth    # embedded server in operator mode`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return RunAuthInit(cmd.Context(), o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Name, "name", "fleetwave", "operator name")
+	f.Var((*byteSize)(&o.JetStream.MemoryBytes), "js-memory", "FLEET account JetStream memory limit (e.g. 256MiB; -1 unlimited)")
+	f.Var((*byteSize)(&o.JetStream.DiskBytes), "js-disk", "FLEET account JetStream disk limit (e.g. 10GiB; -1 unlimited)")
+	f.Int64Var(&o.JetStream.Streams, "js-streams", o.JetStream.Streams, "FLEET account stream limit (-1 unlimited)")
+	f.Int64Var(&o.JetStream.Consumers, "js-consumers", o.JetStream.Consumers, "FLEET account consumer limit (-1 unlimited)")
+	return cmd
+}
+
+// RunAuthInit is "fleetctl auth init".
+func RunAuthInit(_ context.Context, o *AuthInitOptions) error {
+	d, err := o.dir()
+	if err != nil {
+		return err
+	}
+	res, err := d.Init(o.Name, o.JetStream)
+	if err != nil {
+		return err
+	}
+	js := o.JetStream
+	fmt.Fprintf(o.Out, "operator %q %s\n", o.Name, res.Operator)
+	fmt.Fprintf(o.Out, "  account SYS    %s\n", res.SystemAccount)
+	fmt.Fprintf(o.Out, "  account FLEET  %s (JetStream: memory %s, disk %s, streams %s, consumers %s)\n", res.FleetAccount,
+		byteSize(js.MemoryBytes), byteSize(js.DiskBytes), limit(js.Streams), limit(js.Consumers))
+	fmt.Fprintf(o.Out, "wrote %s:\n", d.Path)
+	for _, f := range res.Files {
+		fmt.Fprintf(o.Out, "  %s\n", f)
+	}
+	fmt.Fprintf(o.Out, "next: 'controller run --auth-dir %s', or include %s from a server config (deploy/nats);\n"+
+		"      move keys/operator.nk, keys/SYS.nk and keys/FLEET.nk offline\n", d.Path, filepath.Join(d.Path, auth.FileResolverConf))
+	return nil
+}
+
+// AuthAgentOptions are the flags of "fleetctl auth agent".
+type AuthAgentOptions struct {
+	*AuthOptions
+	ID     string
+	Group  string
+	Out    string
+	Output string
+}
+
+// AuthAgentReport is the JSON of "fleetctl auth agent -o json".
+type AuthAgentReport struct {
+	AgentID string `json:"agent_id"`
+	Group   string `json:"group"`
+	UserKey string `json:"user_key"`
+	Creds   string `json:"creds"`
+}
+
+func newAuthAgentCmd(ao *AuthOptions) *cobra.Command {
+	o := &AuthAgentOptions{AuthOptions: ao}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Mint one agent's credentials: its own heartbeat subject and its plan keys, nothing else",
+		Long: `Mint a user for one agent. It may publish only fleet.hb.<group>.<id>, read only
+the fleet_plan keys "spec" and "group.<group>" (stream info and direct gets),
+subscribe only to fleet.plan.spec, fleet.plan.group.<group> and its own inbox
+(_INBOX_<id>, which agentd uses), and connect only as a client.
+
+--id is the host's agent id (<root>/agent_id, 'agentd status'); without it a
+new id is drawn and printed: write it to <root>/agent_id before agentd first
+starts (deploy/systemd/install.sh --agent-id does). Minting again for the same
+id (another group, a rotation) adds a key; the old one stays valid until
+'auth revoke --id ID --keep-current'. Needs only keys/FLEET-signing.nk.`,
+		Example: `  fleetctl auth agent --dir /etc/fleetwave/auth --group prod --id 1b4e28ba-2fa1-4d2e-883f-0016d3cca427
+  fleetctl auth agent --group canary -o json | jq -r .agent_id
+  fleetctl auth agent --group prod --id "$ID" --out /srv/provision/$HOST/agent.creds`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(o.Output); err != nil {
+				return err
+			}
+			if err := rollout.ValidateGroupName(o.Group); err != nil {
+				return cliutil.Usagef("--group: %v", err)
+			}
+			if o.ID != "" {
+				if _, err := rollout.ParseAgentID(o.ID); err != nil {
+					return cliutil.Usagef("--id: %v", err)
+				}
+			}
+			return RunAuthAgent(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.ID, "id", "", "the agent's id (default: draw a new one)")
+	cmd.Flags().StringVar(&o.Group, "group", "", "the agent's rollout group (required)")
+	cmd.Flags().StringVar(&o.Out, "out", "", "write the creds here (default <dir>/agents/<id>.creds)")
+	outputFlag(cmd, &o.Output)
+	return cmd
+}
+
+// RunAuthAgent is "fleetctl auth agent".
+func RunAuthAgent(_ context.Context, o *AuthAgentOptions) error {
+	d, err := o.dir()
+	if err != nil {
+		return err
+	}
+	id, drawn := rollout.AgentID(o.ID), false
+	if id == "" {
+		if id, err = rollout.NewAgentID(nil); err != nil {
+			return err
+		}
+		drawn = true
+	}
+	u, out, err := d.IssueAgent(id, o.Group, o.Out)
+	if err != nil {
+		return err
+	}
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(d.Path, out)
+	}
+	if o.Output == "json" {
+		return writeJSON(o.Global.Out, AuthAgentReport{AgentID: string(id), Group: o.Group, UserKey: u.PubKey, Creds: out})
+	}
+	fmt.Fprintf(o.Global.Out, "agent %s, group %s: user %s\ncreds written to %s (0600)\n", id, o.Group, u.PubKey, out)
+	if drawn {
+		fmt.Fprintf(o.Global.Out, "new agent id: write it to <root>/agent_id on the host before agentd first starts\n")
+	}
+	return nil
+}
+
+// AuthUserOptions are the flags of "fleetctl auth user".
+type AuthUserOptions struct {
+	*AuthOptions
+	Name string
+	Role string
+	Out  string
+}
+
+func newAuthUserCmd(ao *AuthOptions) *cobra.Command {
+	o := &AuthUserOptions{AuthOptions: ao}
+	cmd := &cobra.Command{
+		Use:   "user",
+		Short: "Mint another FLEET user: a controller, an admin, or a site's leaf node",
+		Long: `Mint a named FLEET user with a role:
+
+  controller  the JetStream API, writes to group statuses, stats and events;
+              not the plan spec, not the config
+  admin       everything in the FLEET account (fleetctl, the nats CLI)
+  leaf        attaches an edge site's leaf node (leaf connections only)
+
+Minting an existing name again adds a key (a rotation); revoke the old one
+with 'auth revoke --user NAME --keep-current'.`,
+		Example: `  fleetctl auth user --name alice --role admin
+  fleetctl auth user --name ctl-b --role controller --out /etc/fleetwave/controller.creds
+  fleetctl auth user --name edge-berlin --role leaf`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := auth.ParseRole(o.Role); err != nil {
+				return cliutil.Usagef("--role: %v", err)
+			}
+			if o.Name == "" {
+				return cliutil.Usagef("--name is required")
+			}
+			return RunAuthUser(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Name, "name", "", "user name (a-z 0-9 - _)")
+	cmd.Flags().StringVar(&o.Role, "role", "", "controller, admin or leaf")
+	cmd.Flags().StringVar(&o.Out, "out", "", "write the creds here (default <dir>/creds/<name>.creds)")
+	return cmd
+}
+
+// RunAuthUser is "fleetctl auth user".
+func RunAuthUser(_ context.Context, o *AuthUserOptions) error {
+	d, err := o.dir()
+	if err != nil {
+		return err
+	}
+	role, err := auth.ParseRole(o.Role)
+	if err != nil {
+		return cliutil.UsageError{Err: err}
+	}
+	u, out, err := d.IssueUser(o.Name, role, o.Out)
+	if err != nil {
+		return err
+	}
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(d.Path, out)
+	}
+	fmt.Fprintf(o.Global.Out, "user %s (%s): %s\ncreds written to %s (0600)\n", o.Name, role, u.PubKey, out)
+	return nil
+}
+
+// AuthRevokeOptions are the flags of "fleetctl auth revoke".
+type AuthRevokeOptions struct {
+	*AuthOptions
+	ID          string
+	User        string
+	Key         string
+	KeepCurrent bool
+	Push        bool
+	SysCreds    string
+}
+
+func newAuthRevokeCmd(ao *AuthOptions) *cobra.Command {
+	o := &AuthRevokeOptions{AuthOptions: ao}
+	cmd := &cobra.Command{
+		Use:   "revoke",
+		Short: "Revoke an agent's or a user's credentials, and disconnect them now",
+		Long: `Revoke every key issued to an agent (--id), a user (--user), or one key (--key):
+the account JWT gets a revocation and is re-signed with keys/operator-signing.nk,
+accounts/<account>.jwt and resolver.conf are rewritten, and the new account JWT
+is pushed to the running servers over --nats with the system account's
+credentials ($SYS.REQ.ACCOUNT.<id>.CLAIMS.UPDATE): connected clients using a
+revoked key are disconnected at once and cannot reconnect.
+
+--keep-current revokes all but the newest key: the last step of a rotation.
+Servers the push does not reach (an edge leaf node on its own) need
+'fleetctl auth push --nats <that server>', or a restart with the new resolver.conf.`,
+		Example: `  fleetctl auth revoke --dir /etc/fleetwave/auth --id 1b4e28ba-2fa1-4d2e-883f-0016d3cca427
+  fleetctl auth revoke --user alice --nats nats://nats-a:4222
+  fleetctl auth revoke --id "$ID" --keep-current      # after rotating the agent's creds
+  fleetctl auth revoke --key UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4 --push=false`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			n := 0
+			for _, s := range []string{o.ID, o.User, o.Key} {
+				if s != "" {
+					n++
+				}
+			}
+			if n != 1 {
+				return cliutil.Usagef("give exactly one of --id, --user and --key")
+			}
+			if o.ID != "" {
+				if _, err := rollout.ParseAgentID(o.ID); err != nil {
+					return cliutil.Usagef("--id: %v", err)
+				}
+			}
+			if o.Key != "" && o.KeepCurrent {
+				return cliutil.Usagef("--keep-current goes with --id or --user")
+			}
+			return RunAuthRevoke(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.ID, "id", "", "revoke this agent's keys")
+	f.StringVar(&o.User, "user", "", "revoke this user's keys")
+	f.StringVar(&o.Key, "key", "", "revoke this one user key (U…)")
+	f.BoolVar(&o.KeepCurrent, "keep-current", false, "keep the newest key (end of a rotation)")
+	f.BoolVar(&o.Push, "push", true, "push the updated account JWT to the running servers (--nats)")
+	f.StringVar(&o.SysCreds, "sys-creds", "", "system account creds for the push (default <dir>/creds/sys.creds)")
+	return cmd
+}
+
+// RunAuthRevoke is "fleetctl auth revoke".
+func RunAuthRevoke(ctx context.Context, o *AuthRevokeOptions) error {
+	d, err := o.dir()
+	if err != nil {
+		return err
+	}
+	now := o.Now()
+	var rev auth.Revocation
+	switch {
+	case o.ID != "":
+		rev, err = d.RevokeAgent(rollout.AgentID(o.ID), o.KeepCurrent, now)
+	case o.User != "":
+		rev, err = d.RevokeUser(o.User, o.KeepCurrent, now)
+	default:
+		rev, err = d.RevokeKey(o.Key, now)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Global.Out, "revoked %d key(s) in account %s:\n", len(rev.Keys), rev.Account)
+	for _, k := range rev.Keys {
+		fmt.Fprintf(o.Global.Out, "  %s\n", k)
+	}
+	fmt.Fprintf(o.Global.Out, "rewrote %s and %s\n", filepath.Join(d.Path, accountFile(rev.Account)), filepath.Join(d.Path, auth.FileResolverConf))
+	if !o.Push {
+		fmt.Fprintf(o.Global.Out, "not pushed: running servers still accept these keys until 'fleetctl auth push' or a restart with the new resolver.conf\n")
+		return nil
+	}
+	return pushAccounts(ctx, o.AuthOptions, o.SysCreds, rev.AccountJWT)
+}
+
+func accountFile(account string) string {
+	if account == auth.AccountSystem {
+		return auth.FileSystemJWT
+	}
+	return auth.FileFleetJWT
+}
+
+// pushAccounts sends account JWTs to the server at --nats as the system user.
+func pushAccounts(ctx context.Context, o *AuthOptions, sysCreds string, tokens ...string) error {
+	if sysCreds == "" {
+		sysCreds = filepath.Join(o.Dir, auth.CredsFile(auth.UserSystem))
+	}
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{
+		URL: o.NATSURL, Name: "fleetctl auth", Creds: sysCreds, TLS: o.TLS,
+		Log: slog.New(slog.NewTextHandler(o.ErrOut, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err != nil {
+		return fmt.Errorf("%w; the change is saved in %s: push it with 'fleetctl auth push' once the server answers", err, o.Dir)
+	}
+	defer nc.Close()
+	for _, token := range tokens {
+		server, err := auth.Push(ctx, nc, token)
+		if err != nil {
+			return fmt.Errorf("%w; the change is saved in %s: push it with 'fleetctl auth push' once the server answers", err, o.Dir)
+		}
+		fmt.Fprintf(o.Global.Out, "pushed to %s (server %s)\n", nc.ConnectedUrlRedacted(), server)
+	}
+	return nil
+}
+
+// AuthPushOptions are the flags of "fleetctl auth push".
+type AuthPushOptions struct {
+	*AuthOptions
+	SysCreds string
+}
+
+func newAuthPushCmd(ao *AuthOptions) *cobra.Command {
+	o := &AuthPushOptions{AuthOptions: ao}
+	cmd := &cobra.Command{
+		Use:   "push",
+		Short: "Push the directory's account JWTs (and their revocations) to a running server",
+		Long: `Send accounts/FLEET.jwt and accounts/SYS.jwt to the server at --nats as the
+system user. 'auth revoke' does this itself; use push for servers it could
+not reach, such as an edge site's leaf node, or after '--push=false'.`,
+		Example: `  fleetctl auth push --dir /etc/fleetwave/auth --nats nats://edge-berlin:4222`,
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return RunAuthPush(cmd.Context(), o) },
+	}
+	cmd.Flags().StringVar(&o.SysCreds, "sys-creds", "", "system account creds (default <dir>/creds/sys.creds)")
+	return cmd
+}
+
+// RunAuthPush is "fleetctl auth push".
+func RunAuthPush(ctx context.Context, o *AuthPushOptions) error {
+	d, err := o.dir()
+	if err != nil {
+		return err
+	}
+	tokens, err := d.AccountJWTs()
+	if err != nil {
+		return err
+	}
+	return pushAccounts(ctx, o.AuthOptions, o.SysCreds, tokens...)
+}
+
+// AuthListOptions are the flags of "fleetctl auth ls".
+type AuthListOptions struct {
+	*AuthOptions
+	Output string
+}
+
+func newAuthListCmd(ao *AuthOptions) *cobra.Command {
+	o := &AuthListOptions{AuthOptions: ao}
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the users and agents issued from the directory, with their keys",
+		Example: `  fleetctl auth ls --dir /etc/fleetwave/auth
+  fleetctl auth ls -o json | jq -r '.[] | select(.role == "agent") | .agent_id'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(o.Output); err != nil {
+				return err
+			}
+			return RunAuthList(cmd.Context(), o)
+		},
+	}
+	outputFlag(cmd, &o.Output)
+	return cmd
+}
+
+// RunAuthList is "fleetctl auth ls".
+func RunAuthList(_ context.Context, o *AuthListOptions) error {
+	d, err := o.dir()
+	if err != nil {
+		return err
+	}
+	recs, err := d.Records()
+	if err != nil {
+		return err
+	}
+	if o.Output == "json" {
+		if recs == nil {
+			recs = []auth.Record{}
+		}
+		return writeJSON(o.Global.Out, recs)
+	}
+	tw := newTable(o.Global.Out)
+	fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tKEY\tISSUED\tREVOKED")
+	for _, r := range recs {
+		name := r.Name
+		if r.AgentID != "" {
+			name = r.AgentID
+		}
+		for i, k := range r.Keys {
+			revoked := "-"
+			if !k.RevokedAt.IsZero() {
+				revoked = age(o.Now(), k.RevokedAt) + " ago"
+			}
+			group := r.Group
+			if group == "" {
+				group = "-"
+			}
+			n := name
+			if i > 0 {
+				n = ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n, r.Role, group, shortKey(k.UserKey),
+				k.IssuedAt.UTC().Format(time.DateOnly), revoked)
+		}
+	}
+	return tw.Flush()
+}
+
+// shortKey keeps a user key recognisable in 100 columns.
+func shortKey(k string) string {
+	if len(k) <= 14 {
+		return k
+	}
+	return k[:8] + "…" + k[len(k)-4:]
+}
+
+// byteSize is an int64 flag of bytes written with binary units: 256MiB,
+// 10GiB, 1T, or -1 for unlimited.
+type byteSize int64
+
+var byteUnits = []struct {
+	suffix string
+	n      int64
+}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}}
+
+func (b byteSize) String() string {
+	v := int64(b)
+	if v < 0 {
+		return "unlimited"
+	}
+	for _, u := range byteUnits[:4] {
+		if v >= u.n && v%u.n == 0 {
+			return strconv.FormatInt(v/u.n, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if s == "-1" || strings.EqualFold(s, "unlimited") {
+		*b = -1
+		return nil
+	}
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(rest), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return errors.New("want a size such as 512MiB, 10GiB, or -1 for unlimited")
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+func (b *byteSize) Type() string { return "size" }
+
+func limit(n int64) string {
+	if n < 0 {
+		return "unlimited"
+	}
+	return strconv.FormatInt(n, 10)
+}
