@@ -409,7 +409,14 @@ func TestBadHeartbeatsRejectedAndCounted(t *testing.T) {
 	f.waitHeard(rc.c, time.Time{})
 
 	js := f.srv.JetStream("attacker")
-	other, _ := rollout.NewAgentID(nil)
+	// Every bad heartbeat on a subject of its own: the stream keeps one
+	// message per subject, and a later one could replace an earlier one
+	// before the controller's consumer sees it.
+	ids := make([]rollout.AgentID, 5)
+	for i := range ids {
+		ids[i], _ = rollout.NewAgentID(nil)
+	}
+	other := ids[0]
 	valid := func(group string, id rollout.AgentID, mutate func(map[string]any)) []byte {
 		m := map[string]any{"v": 1, "agent_id": id, "hostname": "h", "group": group, "active_version": "3.0.0", "at": time.Now()}
 		if mutate != nil {
@@ -423,12 +430,12 @@ func TestBadHeartbeatsRejectedAndCounted(t *testing.T) {
 		subject string
 		data    []byte
 	}{
-		{"not json", heartbeat.SubjectFor("edge", other), []byte("{not json")},
-		{"oversized", heartbeat.SubjectFor("edge", other), valid("edge", other, func(m map[string]any) { m["hostname"] = strings.Repeat("x", 5000) })},
+		{"not json", heartbeat.SubjectFor("edge", ids[0]), []byte("{not json")},
+		{"oversized", heartbeat.SubjectFor("edge", ids[1]), valid("edge", ids[1], func(m map[string]any) { m["hostname"] = strings.Repeat("x", 5000) })},
 		{"other agent's subject", heartbeat.SubjectFor("edge", good.agent.ID()), valid("edge", other, nil)},
-		{"other group's subject", heartbeat.SubjectFor("core", other), valid("edge", other, nil)},
-		{"unknown schema", heartbeat.SubjectFor("edge", other), valid("edge", other, func(m map[string]any) { m["v"] = 2 })},
-		{"bad version", heartbeat.SubjectFor("edge", other), valid("edge", other, func(m map[string]any) { m["active_version"] = "latest" })},
+		{"other group's subject", heartbeat.SubjectFor("core", ids[2]), valid("edge", ids[2], nil)},
+		{"unknown schema", heartbeat.SubjectFor("edge", ids[3]), valid("edge", ids[3], func(m map[string]any) { m["v"] = 2 })},
+		{"bad version", heartbeat.SubjectFor("edge", ids[4]), valid("edge", ids[4], func(m map[string]any) { m["active_version"] = "latest" })},
 		{"bad agent id token", "fleet.hb.edge.NOT-AN-ID", valid("edge", "NOT-AN-ID", nil)},
 	}
 	for _, b := range bad {
