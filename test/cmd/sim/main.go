@@ -1,0 +1,87 @@
+// Command sim runs one simulated rollout against a real in-process
+// controller and prints the report. See docs/simulator.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+	"github.com/fleetwave/fleetwave/test/sim"
+)
+
+type failRates map[string]float64
+
+func (f failRates) String() string { return fmt.Sprint(map[string]float64(f)) }
+
+func (f failRates) Set(s string) error {
+	v, p, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("want VERSION=P, e.g. 2.0.0=0.1")
+	}
+	x, err := strconv.ParseFloat(p, 64)
+	if err != nil || x < 0 || x > 1 {
+		return fmt.Errorf("probability %q: want 0..1", p)
+	}
+	f[v] = x
+	return nil
+}
+
+func main() {
+	var o sim.Options
+	fr := failRates{}
+	mif := flag.Float64("max-in-flight", 20, "max_in_flight percent of each group")
+	fth := flag.Float64("failure-threshold", 5, "failure_threshold percent of each group")
+	canaries := flag.Int("canaries", 5, "canary_count of each group (0-10)")
+	out := flag.String("o", "table", "output: table|json")
+	verbose := flag.Bool("v", false, "log the controller")
+	flag.IntVar(&o.Agents, "agents", 2000, "virtual agents")
+	flag.IntVar(&o.Groups, "groups", 3, "groups g1..gN, each after the one before")
+	flag.IntVar(&o.AgentsPerConn, "agents-per-conn", 5000, "virtual agents per NATS connection")
+	flag.Var(fr, "fail-rate", "VERSION=P: installs of VERSION fail on this fraction of hosts (repeatable)")
+	flag.DurationVar(&o.InstallMin, "install-min", 300*time.Millisecond, "shortest install")
+	flag.DurationVar(&o.InstallMax, "install-max", time.Second, "longest install (uniform between)")
+	flag.Float64Var(&o.Churn, "churn", 0, "agents replaced per second (leave + join) during the rollout")
+	flag.DurationVar(&o.ChurnFor, "churn-for", 10*time.Second, "how long churn lasts from the spec write")
+	flag.StringVar(&o.URL, "nats", "", "external NATS URL (default: embedded server, memory storage)")
+	flag.StringVar(&o.StartVersion, "from", "1.0.0", "start version")
+	flag.StringVar(&o.TargetVersion, "to", "2.0.0", "target version")
+	flag.DurationVar(&o.HeartbeatInterval, "heartbeat", time.Second, "heartbeat interval (agents and controller)")
+	flag.DurationVar(&o.ReconcileInterval, "reconcile", 300*time.Millisecond, "controller reconcile interval")
+	flag.DurationVar(&o.StatsInterval, "stats", time.Second, "controller stats interval")
+	flag.DurationVar(&o.MinHealthyTime, "min-healthy", 0, "min_healthy_time (0s..)")
+	flag.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.Int64Var(&o.Seed, "seed", 1, "seed for agent ids, jitter and install times")
+	flag.Parse()
+	if *out != "table" && *out != "json" {
+		fmt.Fprintln(os.Stderr, "sim: -o must be table or json")
+		os.Exit(2)
+	}
+	o.MaxInFlight, o.FailureThreshold = rollout.Percent(*mif), rollout.Percent(*fth)
+	o.CanaryCount, o.NoCanaries = *canaries, *canaries == 0
+	o.FailRate = fr
+	if *verbose {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := sim.Run(ctx, o)
+	if rep != nil {
+		if *out == "json" {
+			_ = rep.WriteJSON(os.Stdout)
+		} else {
+			_ = rep.WriteTable(os.Stdout)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

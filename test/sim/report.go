@@ -1,0 +1,44 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteJSON writes the report as indented JSON (durations in nanoseconds).
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report for humans.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "outcome %s after %v: %d agents on %d connections\n\n", r.Outcome, r.Duration.Round(time.Millisecond), r.Agents, r.Connections)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tINITIAL\tON TARGET\tWALL TIME\tMAX IN FLIGHT (ACTIVE/BOUND)\tCANARY PHASE\tBAD-VERSION HOSTS\tFAILED (SIM/CTRL/LIMIT)\tSTARTS AFTER HALT")
+	for _, g := range r.Groups {
+		state := string(g.State)
+		if g.Halted {
+			state += " (halted)"
+		}
+		wall := "-"
+		if g.WallTime > 0 {
+			wall = g.WallTime.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d/%d\t%d\t%d\t%d/%d/%d\t%d\n", g.Name, state, g.InitialCount, g.OnTarget, wall,
+			g.MaxInFlightActive, g.Bound, g.MaxInFlightCanary, g.BadVersionHosts, g.Failed, g.FailedCount, g.FailureLimit, g.StartsAfterHalt)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "plan write → agent notified\tp50 %v\tp99 %v\t(%d agents)\n", r.NotifyP50.Round(time.Microsecond), r.NotifyP99.Round(time.Microsecond), r.Notified)
+	fmt.Fprintf(tw, "heartbeats\t%.0f/s ingested\t%d received, %d rejected, %d sent\n", r.HeartbeatsPerSec, r.HeartbeatsReceived, r.HeartbeatsRejected, r.HeartbeatsSent)
+	fmt.Fprintf(tw, "process CPU\t%v\t(whole process: controller + embedded nats-server + simulator)\n", r.ProcessCPU.Round(time.Millisecond))
+	fmt.Fprintf(tw, "RSS\t%.1f MiB\t(VmRSS of the whole process)\n", float64(r.RSSBytes)/(1<<20))
+	if r.Churned > 0 {
+		fmt.Fprintf(tw, "churn\t%d agents replaced\n", r.Churned)
+	}
+	return tw.Flush()
+}

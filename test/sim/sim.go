@@ -1,0 +1,477 @@
+// Package sim is a fleet simulator: N virtual agents (designed for up to
+// 100k) on a few NATS connections drive a real, in-process controller
+// through one rollout in compressed time. See docs/simulator.md.
+//
+// Each virtual agent has its own agent_id, group and update state; it
+// heartbeats on fleet.hb.<group>.<id> with heartbeat.Encode every interval ±
+// jitter and at once after a state change, and follows the plan as agentd
+// does, with rollout.Decide on the spec and its group's status. A shard (one
+// NATS connection, by default per 5,000 agents) holds ONE core subscription
+// on fleet.plan.> and does direct gets of the plan keys at start and every
+// PlanRefresh; one scheduler goroutine per shard paces all its agents'
+// heartbeats and installs. No JetStream consumer per agent.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/controller"
+	"github.com/fleetwave/fleetwave/internal/natsembed"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// Options describe one simulated rollout. Zero values take the defaults in
+// the field comments.
+type Options struct {
+	// URL of an external NATS server; "" starts an embedded one (memory
+	// storage, temporary store directory).
+	URL           string
+	Agents        int // 2000
+	Groups        int // 3, named g1..gN, each depending on the one before
+	AgentsPerConn int // 5000
+
+	MaxInFlight      rollout.Percent // 20
+	CanaryCount      int             // 5 (0 is allowed: set NoCanaries)
+	NoCanaries       bool
+	FailureThreshold rollout.Percent // 5
+	MinHealthyTime   time.Duration   // 0 (controller: canaries healthy this long)
+
+	StartVersion, TargetVersion string // "1.0.0", "2.0.0"
+	// FailRate is the probability, per version, that an install fails and
+	// rolls back (rollback=true, rollback_from=version, active unchanged).
+	FailRate               map[string]float64
+	InstallMin, InstallMax time.Duration // uniform install duration: 300ms..1s
+
+	// Churn is agents replaced per second (one leaves, a new one joins on
+	// the start version), from the spec write on, for ChurnFor (10s).
+	// A group is done only when every present agent is on the target, and a
+	// silent agent stays present until AgentExpiry, so endless churn would
+	// keep the last group from finishing.
+	Churn    float64
+	ChurnFor time.Duration
+
+	HeartbeatInterval time.Duration // 1s (agents and controller)
+	HeartbeatJitter   float64       // 0.1: each interval is ±10%
+	StatsInterval     time.Duration // 1s
+	ReconcileInterval time.Duration // 300ms
+	AgentExpiry       time.Duration // 10 heartbeat intervals
+	PlanRefresh       time.Duration // 10s: periodic direct gets
+	Tick              time.Duration // 20ms: scheduler pacing
+
+	// Timeout bounds the rollout (from the spec write); 5m.
+	Timeout time.Duration
+	// Settle is how long to keep watching after a halt once nothing is in
+	// flight, to show later groups do not start: 3 reconcile + 2 stats
+	// intervals.
+	Settle time.Duration
+	Seed   int64
+	Log    *slog.Logger // nil: silent
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if o.Agents == 0 {
+		o.Agents = 2000
+	}
+	if o.Groups == 0 {
+		o.Groups = 3
+	}
+	if o.AgentsPerConn == 0 {
+		o.AgentsPerConn = 5000
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 20
+	}
+	if o.CanaryCount == 0 && !o.NoCanaries {
+		o.CanaryCount = 5
+	}
+	if o.FailureThreshold == 0 {
+		o.FailureThreshold = 5
+	}
+	if o.StartVersion == "" {
+		o.StartVersion = "1.0.0"
+	}
+	if o.TargetVersion == "" {
+		o.TargetVersion = "2.0.0"
+	}
+	def(&o.InstallMin, 300*time.Millisecond)
+	def(&o.InstallMax, time.Second)
+	o.InstallMax = max(o.InstallMax, o.InstallMin)
+	def(&o.HeartbeatInterval, time.Second)
+	if o.HeartbeatJitter == 0 {
+		o.HeartbeatJitter = 0.1
+	}
+	def(&o.StatsInterval, time.Second)
+	def(&o.ReconcileInterval, 300*time.Millisecond)
+	def(&o.AgentExpiry, 10*o.HeartbeatInterval)
+	def(&o.PlanRefresh, 10*time.Second)
+	def(&o.Tick, 20*time.Millisecond)
+	def(&o.Timeout, 5*time.Minute)
+	def(&o.ChurnFor, 10*time.Second)
+	def(&o.Settle, 3*o.ReconcileInterval+2*o.StatsInterval)
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Sim is a running simulation.
+type Sim struct {
+	o          Options
+	url        string
+	log        *slog.Logger
+	groups     []string
+	groupIndex map[string]int // plan key → group index
+	stats      *tracker
+	churnOn    atomic.Int64 // milli-agents per second, 0 until the spec is written
+	shards     []*shard
+}
+
+// GroupReport is one group's outcome.
+type GroupReport struct {
+	Name         string        `json:"name"`
+	State        rollout.State `json:"state"`
+	Halted       bool          `json:"halted"`
+	HaltReason   string        `json:"halt_reason,omitempty"`
+	InitialCount int           `json:"initial_count"`
+	Canaries     int           `json:"canaries"`
+	// WallTime is started_at → done_at as the controller recorded them (0
+	// when not done).
+	WallTime time.Duration `json:"wall_time_ns"`
+	// MaxInFlightActive is the most agents installing at once outside the
+	// canary phase, from the simulator's own knowledge, sampled on every
+	// install start and end; Bound is floor(max_in_flight × initial_count)
+	// (at least 1) + 1 for the lowest-id guard.
+	MaxInFlightActive int `json:"max_in_flight_active"`
+	MaxInFlightCanary int `json:"max_in_flight_canary"`
+	Bound             int `json:"bound"`
+	// Starts counts install attempts; BadVersionHosts the distinct hosts that
+	// started a version with a failure rate > 0; Failed the attempts that
+	// rolled back; StartsAfterHalt attempts begun after the sim saw the halt
+	// (installs of agents told before it are not in it).
+	Starts          int `json:"starts"`
+	BadVersionHosts int `json:"bad_version_hosts"`
+	Failed          int `json:"failed"`
+	StartsAfterHalt int `json:"starts_after_halt"`
+	FailedCount     int `json:"controller_failed_count"`
+	FailureLimit    int `json:"failure_limit"` // failure_threshold × initial_count
+	OnTarget        int `json:"on_target"`
+}
+
+// Report is the outcome of one simulated rollout.
+type Report struct {
+	Agents      int           `json:"agents"`
+	Connections int           `json:"connections"`
+	Duration    time.Duration `json:"duration_ns"` // spec write → end
+	Outcome     string        `json:"outcome"`     // done | halted | timeout
+	Groups      []GroupReport `json:"groups"`
+
+	NotifyP50 time.Duration `json:"notify_p50_ns"` // spec write → agent saw it
+	NotifyP99 time.Duration `json:"notify_p99_ns"`
+	Notified  int           `json:"notified"`
+
+	HeartbeatsSent     uint64  `json:"heartbeats_sent"`
+	HeartbeatsReceived uint64  `json:"heartbeats_received"` // controller Counters()
+	HeartbeatsRejected uint64  `json:"heartbeats_rejected"`
+	HeartbeatsPerSec   float64 `json:"heartbeats_per_sec"`
+	Churned            uint64  `json:"churned"`
+	// ProcessCPU is user+system CPU of the whole process during the rollout
+	// (getrusage): controller, embedded nats-server and simulator together.
+	ProcessCPU time.Duration `json:"process_cpu_ns"`
+	// RSSBytes is VmRSS of the whole test process at the end.
+	RSSBytes int64 `json:"rss_bytes"`
+}
+
+// Run simulates one rollout from StartVersion to TargetVersion and reports.
+// The report is returned with the error when the rollout timed out.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	o := opts.withDefaults()
+	if o.Agents < 1 || o.Groups < 1 || o.Groups > o.Agents {
+		return nil, fmt.Errorf("sim: need at least one agent per group (agents %d, groups %d)", o.Agents, o.Groups)
+	}
+	s := &Sim{o: o, log: o.Log, url: o.URL, groupIndex: map[string]int{}}
+	for i := range o.Groups {
+		name := "g" + strconv.Itoa(i+1)
+		s.groups = append(s.groups, name)
+		s.groupIndex[kv.GroupKey(name)] = i
+	}
+	s.stats = newTracker(o.Groups)
+
+	if s.url == "" {
+		dir, err := os.MkdirTemp("", "fleetwave-sim-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:-1", StoreDir: dir, ServerName: "sim"})
+		if err != nil {
+			return nil, err
+		}
+		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+		s.url = ns.ClientURL()
+	}
+	nc, err := nats.Connect(s.url, nats.Name("fleetwave-sim-controller"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("sim: connect %s: %w", s.url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	fleet, err := kv.Ensure(ctx, js, kv.Options{AgentExpiry: o.AgentExpiry, Memory: o.URL == ""})
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if err := s.writeConfig(ctx, fleet); err != nil {
+		return nil, err
+	}
+	ctrl, err := controller.New(fleet, controller.Options{
+		ID: "sim", StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
+		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, Log: o.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	wg.Go(func() {
+		if err := ctrl.Run(runCtx); err != nil && runCtx.Err() == nil {
+			o.Log.Error("controller stopped", "err", err)
+		}
+	})
+
+	for n := 0; n*o.AgentsPerConn < o.Agents; n++ {
+		count := min(o.AgentsPerConn, o.Agents-n*o.AgentsPerConn)
+		sh := newShard(s, n, count)
+		s.shards = append(s.shards, sh)
+		defer sh.close()
+		if err := sh.start(runCtx); err != nil {
+			return nil, fmt.Errorf("sim: shard %d: %w", n, err)
+		}
+	}
+	for _, sh := range s.shards {
+		wg.Go(func() { sh.run(runCtx) })
+	}
+
+	// Warm up: every agent established in the controller and counted in
+	// fleet_stats, so initial_count is the whole group.
+	if err := s.until(ctx, 30*time.Second+20*o.HeartbeatInterval, func() (bool, error) {
+		stats, err := kv.ReadStats(ctx, fleet.Stats)
+		if err != nil {
+			return false, err
+		}
+		total := 0
+		for _, gs := range kv.MergeStats(stats, time.Now()) {
+			total += gs.Versions.Total()
+		}
+		return total == o.Agents, nil
+	}); err != nil {
+		return nil, fmt.Errorf("sim: warm-up: not every agent counted: %w", err)
+	}
+
+	recv0, _ := ctrl.Counters()
+	cpu0 := processCPU()
+	start := time.Now()
+	s.stats.setSpecAt(start)
+	spec := rollout.DefaultSpec(o.StartVersion, o.TargetVersion)
+	spec.Critical = true // windows ignored; dependencies still apply
+	if err := saveLatest(ctx, fleet.Plan, kv.KeySpec, spec); err != nil {
+		return nil, err
+	}
+	s.churnOn.Store(int64(o.Churn * 1000))
+	churnStop := time.AfterFunc(o.ChurnFor, func() { s.churnOn.Store(0) })
+	defer churnStop.Stop()
+
+	outcome := "timeout"
+	var haltQuiet time.Time
+	err = s.until(ctx, o.Timeout, func() (bool, error) {
+		sts, inFlight := s.stats.snapshot()
+		done, halted := true, false
+		for _, st := range sts {
+			if st.TargetVersion != o.TargetVersion || st.State != rollout.StateDone {
+				done = false
+			}
+			if st.TargetVersion == o.TargetVersion && st.Halted {
+				halted = true
+			}
+		}
+		switch {
+		case done:
+			outcome = "done"
+			return true, nil
+		case halted && inFlight == 0:
+			if haltQuiet.IsZero() {
+				haltQuiet = time.Now()
+			}
+			if time.Since(haltQuiet) >= o.Settle {
+				outcome = "halted"
+				return true, nil
+			}
+		default:
+			haltQuiet = time.Time{}
+		}
+		return false, nil
+	})
+	end := time.Now()
+	s.churnOn.Store(0)
+
+	rep := s.report(ctrl, end.Sub(start), recv0, cpu0)
+	rep.Outcome = outcome
+	if err != nil {
+		return rep, fmt.Errorf("sim: rollout not finished: %w", err)
+	}
+	return rep, nil
+}
+
+func (s *Sim) writeConfig(ctx context.Context, fleet *kv.Fleet) error {
+	cfg := rollout.DefaultConfig()
+	cfg.Groups = nil
+	for _, name := range s.groups {
+		g := rollout.DefaultGroup(name)
+		g.JitterSeconds = 0
+		g.CanaryCount = s.o.CanaryCount
+		g.MaxInFlight = s.o.MaxInFlight
+		g.FailureThreshold = s.o.FailureThreshold
+		g.HealthTimeout = rollout.Duration(10 * time.Second) // the minimum allowed
+		g.MinHealthyTime = rollout.Duration(s.o.MinHealthyTime)
+		cfg.Groups = append(cfg.Groups, g)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("sim: config: %w", err)
+	}
+	return saveLatest(ctx, fleet.Config, kv.KeyConfig, cfg)
+}
+
+// saveLatest writes v over whatever is there (an external server may hold
+// an earlier run's value).
+func saveLatest[T any](ctx context.Context, b jetstream.KeyValue, key string, v T) error {
+	var rev uint64
+	if e, err := b.Get(ctx, key); err == nil {
+		rev = e.Revision()
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+		return fmt.Errorf("sim: read %s: %w", key, err)
+	}
+	if _, err := kv.Save(ctx, b, key, v, rev); err != nil {
+		return fmt.Errorf("sim: write %s: %w", key, err)
+	}
+	return nil
+}
+
+// until polls cond every 50ms until it is true, fails, or timeout passes.
+func (s *Sim) until(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), last)
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Sim) report(ctrl *controller.Controller, d time.Duration, recv0 uint64, cpu0 time.Duration) *Report {
+	recv, rej := ctrl.Counters()
+	rep := &Report{
+		Agents: s.o.Agents, Connections: len(s.shards), Duration: d,
+		HeartbeatsSent: s.stats.beats.Load(), HeartbeatsReceived: recv, HeartbeatsRejected: rej,
+		HeartbeatsPerSec: float64(recv-recv0) / d.Seconds(),
+		Churned:          s.stats.churned.Load(),
+		ProcessCPU:       processCPU() - cpu0,
+		RSSBytes:         rss(),
+	}
+	onTarget := make([]int, len(s.groups))
+	for _, sh := range s.shards {
+		sh.countOn(s.o.TargetVersion, onTarget)
+	}
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	lat := sortDurations(s.stats.notifyLat)
+	rep.Notified, rep.NotifyP50, rep.NotifyP99 = len(lat), percentile(lat, 0.50), percentile(lat, 0.99)
+	for i, gt := range s.stats.groups {
+		st := gt.status
+		gr := GroupReport{
+			Name: s.groups[i], State: st.State, Halted: st.Halted, HaltReason: st.HaltReason,
+			InitialCount: st.InitialCount, Canaries: len(st.Canaries),
+			MaxInFlightActive: gt.maxActive, MaxInFlightCanary: gt.maxCanary,
+			Bound:  InFlightBound(s.o.MaxInFlight, st.InitialCount),
+			Starts: gt.starts, BadVersionHosts: len(gt.badStarts), Failed: gt.failed,
+			StartsAfterHalt: gt.startsAfterHalt, FailedCount: st.FailedCount,
+			FailureLimit: int(math.Floor(s.o.FailureThreshold.Of(st.InitialCount))),
+			OnTarget:     onTarget[i],
+		}
+		if st.State == rollout.StateDone && !st.StartedAt.IsZero() {
+			gr.WallTime = st.DoneAt.Sub(st.StartedAt)
+		}
+		rep.Groups = append(rep.Groups, gr)
+	}
+	return rep
+}
+
+// InFlightBound is the most agents of a group that may be updating at once
+// in the active phase: floor(max_in_flight × initial) (at least 1), plus one
+// for the lowest-id guard against a statistical deadlock.
+func InFlightBound(maxInFlight rollout.Percent, initial int) int {
+	return max(int(math.Floor(maxInFlight.Of(max(initial, 1))+1e-9)), 1) + 1
+}
+
+// processCPU is the user+system CPU time of this whole process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rss is VmRSS of this whole process from /proc/self/status (0 elsewhere).
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

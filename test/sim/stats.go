@@ -1,0 +1,141 @@
+package sim
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// tracker is the simulator's own knowledge of the fleet, shared by shards.
+type tracker struct {
+	beats         atomic.Uint64
+	publishErrors atomic.Uint64
+	churned       atomic.Uint64
+
+	mu        sync.Mutex
+	specAt    time.Time // when the test wrote the spec (zero before)
+	notifyLat []time.Duration
+	groups    []groupTrack
+	inFlight  int
+}
+
+type groupTrack struct {
+	status          rollout.GroupStatus
+	rev             uint64
+	inFlight        int
+	maxCanary       int // max agents installing at once while the group was in canary
+	maxActive       int // ... in active (or done)
+	maxAny          int
+	starts          int // install attempts of the target
+	badStarts       map[rollout.AgentID]struct{}
+	startsAfterHalt int
+	failed          int
+	haltSeen        time.Time
+}
+
+func newTracker(groups int) *tracker {
+	t := &tracker{groups: make([]groupTrack, groups)}
+	for i := range t.groups {
+		t.groups[i].badStarts = map[rollout.AgentID]struct{}{}
+	}
+	return t
+}
+
+func (t *tracker) setSpecAt(at time.Time) {
+	t.mu.Lock()
+	t.specAt = at
+	t.mu.Unlock()
+}
+
+func (t *tracker) notified(now time.Time) {
+	t.mu.Lock()
+	if !t.specAt.IsZero() {
+		t.notifyLat = append(t.notifyLat, now.Sub(t.specAt))
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracker) observeStatus(g int, st rollout.GroupStatus, rev uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	gt := &t.groups[g]
+	if rev <= gt.rev {
+		return
+	}
+	gt.status, gt.rev = st, rev
+	if st.Halted && gt.haltSeen.IsZero() {
+		gt.haltSeen = time.Now()
+	}
+}
+
+// sample records in-flight maxima; called on every install start and end.
+func (t *tracker) sample(g int, st rollout.GroupStatus) {
+	gt := &t.groups[g]
+	gt.maxAny = max(gt.maxAny, gt.inFlight)
+	if st.State == rollout.StateCanary {
+		gt.maxCanary = max(gt.maxCanary, gt.inFlight)
+	} else {
+		gt.maxActive = max(gt.maxActive, gt.inFlight)
+	}
+}
+
+func (t *tracker) installStarted(g int, id rollout.AgentID, version string, st rollout.GroupStatus, bad bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	gt := &t.groups[g]
+	gt.inFlight++
+	t.inFlight++
+	gt.starts++
+	if bad {
+		gt.badStarts[id] = struct{}{}
+	}
+	if !gt.haltSeen.IsZero() {
+		gt.startsAfterHalt++
+	}
+	t.sample(g, st)
+}
+
+func (t *tracker) installFinished(g int, failed bool, st rollout.GroupStatus) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	gt := &t.groups[g]
+	gt.inFlight--
+	t.inFlight--
+	if failed {
+		gt.failed++
+	}
+	t.sample(g, st)
+}
+
+func (t *tracker) installAborted(g int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.groups[g].inFlight--
+	t.inFlight--
+}
+
+func (t *tracker) snapshot() (statuses []rollout.GroupStatus, inFlight int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, g := range t.groups {
+		statuses = append(statuses, g.status)
+	}
+	return statuses, t.inFlight
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func sortDurations(d []time.Duration) []time.Duration {
+	out := append([]time.Duration(nil), d...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
