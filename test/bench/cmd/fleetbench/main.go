@@ -1,0 +1,604 @@
+// Command fleetbench measures what docs/PERFORMANCE.md reports: controller
+// heartbeat ingest against the raw JetStream publish rate (ingest), the cost
+// and latency of agents following the plan (plan), and the controller's
+// memory at a given fleet size (rss). Every mode starts its own real
+// nats-server (internal/natsembed) on a temporary store.
+//
+//	go run ./test/bench/cmd/fleetbench ingest -agents 100000
+//	go run ./test/bench/cmd/fleetbench plan -agents 10000 -mode shared
+//	go run ./test/bench/cmd/fleetbench rss -agents 100000 -controller /tmp/controller
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/controller"
+	"github.com/fleetwave/fleetwave/internal/natsembed"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: fleetbench ingest|plan|rss|serve [flags]")
+		os.Exit(2)
+	}
+	raiseNoFile()
+	var err error
+	switch os.Args[1] {
+	case "ingest":
+		err = ingest(os.Args[2:])
+	case "plan":
+		err = plan(os.Args[2:])
+	case "rss":
+		err = rss(os.Args[2:])
+	case "serve":
+		err = serve(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown mode %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleetbench:", err)
+		os.Exit(1)
+	}
+}
+
+// raiseNoFile lifts the soft open-file limit to the hard one: one
+// connection per agent needs one descriptor each.
+func raiseNoFile() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
+
+func startServer() (*server.Server, string, func(), error) {
+	dir, err := os.MkdirTemp("", "fleetbench-")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:-1", StoreDir: dir, ServerName: "bench"})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	url := fmt.Sprintf("nats://127.0.0.1:%d", ns.Addr().(*net.TCPAddr).Port)
+	return ns, url, func() { ns.Shutdown(); ns.WaitForShutdown(); os.RemoveAll(dir) }, nil
+}
+
+func agentID(n int) rollout.AgentID {
+	return rollout.AgentID(fmt.Sprintf("00000000-0000-4000-8000-%012x", n))
+}
+
+func groupOf(n, groups int) string { return fmt.Sprintf("g%d", n%groups) }
+
+// payloads are n realistic (~380 byte) heartbeats of distinct agents, the
+// same shape as pkg/heartbeat's BenchmarkAggregateDecodeObserve.
+func payloads(n, groups int, seq uint64) (subjects []string, data [][]byte, err error) {
+	subjects, data = make([]string, n), make([][]byte, n)
+	now := time.Now().UTC()
+	for i := range n {
+		hb := heartbeat.Heartbeat{
+			V: 1, AgentID: agentID(i), Hostname: "ip-10-12-34-56.eu-west-1.compute.internal",
+			Group: groupOf(i, groups), ActiveVersion: "14.3.7", StartVersion: "14.3.6",
+			StartTime: now.Add(-time.Hour), UpdaterVersion: "14.3.7", At: now, Seq: seq,
+		}
+		if data[i], err = heartbeat.Encode(&hb); err != nil {
+			return nil, nil, err
+		}
+		subjects[i] = heartbeat.SubjectFor(hb.Group, hb.AgentID)
+	}
+	return subjects, data, nil
+}
+
+// publishAll publishes every payload with async JetStream publish (at most
+// 4,000 outstanding) and waits for every ack.
+func publishAll(ctx context.Context, js jetstream.JetStream, subjects []string, data [][]byte) (time.Duration, error) {
+	start := time.Now()
+	for i := range subjects {
+		if _, err := js.PublishAsync(subjects[i], data[i], jetstream.WithStallWait(30*time.Second)); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return time.Since(start), nil
+}
+
+func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+func ingest(args []string) error {
+	fs := flag.NewFlagSet("ingest", flag.ExitOnError)
+	n := fs.Int("agents", 100_000, "agents (distinct heartbeat subjects)")
+	groups := fs.Int("groups", 10, "groups")
+	fs.Parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, url, stop, err := startServer()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	pubNC, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer pubNC.Close()
+	js, _ := jetstream.New(pubNC, jetstream.WithPublishAsyncMaxPending(4000))
+	fleet, err := kv.Ensure(ctx, js, kv.Options{})
+	if err != nil {
+		return err
+	}
+	subjects, data, err := payloads(*n, *groups, 1)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ingest: %d agents, %d groups, %d-byte heartbeats, file storage, all in one process\n", *n, *groups, len(data[0]))
+
+	// 1. Baseline: raw JetStream publish into FLEET_HB, nobody consuming.
+	d, err := publishAll(ctx, js, subjects, data)
+	if err != nil {
+		return err
+	}
+	base := rate(*n, d)
+	fmt.Printf("baseline publish (no consumer):      %8d msgs in %7.3fs = %9.0f msgs/s\n", *n, d.Seconds(), base)
+
+	// 2. Replay: a controller starts against the full stream and recovers
+	// the inventory (ordered consumer, DeliverLastPerSubject).
+	cNC, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer cNC.Close()
+	cjs, _ := jetstream.New(cNC)
+	cfleet, err := kv.Ensure(ctx, cjs, kv.Options{})
+	if err != nil {
+		return err
+	}
+	c, err := controller.New(cfleet, controller.Options{ID: "bench", Log: discard, StatsInterval: time.Hour, ReconcileInterval: time.Hour, LeaseTTL: 2 * time.Hour})
+	if err != nil {
+		return err
+	}
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	start := time.Now()
+	go c.Run(cctx)
+	if err := waitReceived(ctx, c, uint64(*n)); err != nil {
+		return err
+	}
+	d = time.Since(start)
+	<-c.Ready()
+	replay := rate(*n, d)
+	fmt.Printf("controller replay (start → %d recv): %8d msgs in %7.3fs = %9.0f msgs/s  (%.2f× baseline)\n", *n, *n, d.Seconds(), replay, replay/base)
+
+	// 3. Live: publish every agent's next heartbeat while the controller
+	// follows; time until the controller has received all of them.
+	subjects, data, _ = payloads(*n, *groups, 2)
+	start = time.Now()
+	pd, err := publishAll(ctx, js, subjects, data)
+	if err != nil {
+		return err
+	}
+	if err := waitReceived(ctx, c, uint64(2**n)); err != nil {
+		return err
+	}
+	d = time.Since(start)
+	live := rate(*n, d)
+	fmt.Printf("live publish with controller:        %8d msgs in %7.3fs = %9.0f msgs/s  (%.2f× baseline)\n", *n, pd.Seconds(), rate(*n, pd), rate(*n, pd)/base)
+	fmt.Printf("controller live (publish → recv):    %8d msgs in %7.3fs = %9.0f msgs/s  (%.2f× baseline)\n", *n, d.Seconds(), live, live/base)
+	_, rej := c.Counters()
+	fmt.Printf("rejected: %d, inventory: %d agents\n", rej, c.Inventory().Len())
+
+	// 4. One stats pass: expire + count + one CAS write per group.
+	time.Sleep(0) // heartbeat interval not elapsed: recovered agents count, live ones are recovered too
+	start = time.Now()
+	if err := c.WriteStats(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("WriteStats (%d agents, %d groups): %v\n", c.Inventory().Len(), *groups, time.Since(start).Round(time.Microsecond))
+	_ = fleet
+	return nil
+}
+
+func waitReceived(ctx context.Context, c *controller.Controller, want uint64) error {
+	for {
+		if got, _ := c.Counters(); got >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			got, _ := c.Counters()
+			return fmt.Errorf("controller received %d of %d: %w", got, want, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// ---- plan -----------------------------------------------------------------
+
+// serverStats is what the serve subprocess reports about itself.
+type serverStats struct {
+	RSSKiB        int64  `json:"rss_kib"`
+	HeapInuse     uint64 `json:"heap_inuse"`
+	Goroutines    int    `json:"goroutines"`
+	Connections   int    `json:"connections"`
+	Subscriptions uint32 `json:"subscriptions"`
+}
+
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// serve runs the embedded server alone in this process and answers one
+// JSON line of stats for every line read on stdin.
+func serve(args []string) error {
+	ns, url, stop, err := startServer()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Println(url)
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		runtime.GC()
+		debug.FreeOSMemory()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		vz, _ := ns.Varz(nil)
+		s := serverStats{RSSKiB: vmRSS(os.Getpid()), HeapInuse: ms.HeapInuse, Goroutines: runtime.NumGoroutine()}
+		if vz != nil {
+			s.Connections, s.Subscriptions = vz.Connections, vz.Subscriptions
+		}
+		b, _ := json.Marshal(s)
+		fmt.Println(string(b))
+	}
+	return nil
+}
+
+type serverProc struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+	url string
+}
+
+func startServerProc() (*serverProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "serve")
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &serverProc{cmd: cmd, in: in, out: bufio.NewScanner(outp)}
+	if !p.out.Scan() {
+		return nil, fmt.Errorf("server process did not start")
+	}
+	p.url = p.out.Text()
+	return p, nil
+}
+
+func (p *serverProc) stats() serverStats {
+	fmt.Fprintln(p.in)
+	var s serverStats
+	if p.out.Scan() {
+		_ = json.Unmarshal(p.out.Bytes(), &s)
+	}
+	return s
+}
+
+func (p *serverProc) close() { p.in.Close(); p.cmd.Wait() }
+
+func percentiles(lat []time.Duration) string {
+	slices.Sort(lat)
+	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
+	return fmt.Sprintf("p50 %v  p99 %v  max %v", q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
+}
+
+func plan(args []string) error {
+	fs := flag.NewFlagSet("plan", flag.ExitOnError)
+	n := fs.Int("agents", 1000, "watching agents")
+	mode := fs.String("mode", "shared", "conns: one connection per agent (production); shared: -conns connections, two core subscriptions per agent; watch: one kv.WatchFiltered (a JetStream consumer) per agent")
+	conns := fs.Int("conns", 10, "connections in shared and watch mode")
+	groups := fs.Int("groups", 10, "groups")
+	rounds := fs.Int("rounds", 5, "plan changes to time")
+	fs.Parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	sp, err := startServerProc()
+	if err != nil {
+		return err
+	}
+	defer sp.close()
+	adm, err := nats.Connect(sp.url)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	js, _ := jetstream.New(adm)
+	fleet, err := kv.Ensure(ctx, js, kv.Options{})
+	if err != nil {
+		return err
+	}
+	spec, _ := json.Marshal(rollout.DefaultSpec("14.3.6", "14.3.7"))
+	if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
+		return err
+	}
+	before := sp.stats()
+
+	// One latency slot per agent per round; handlers write theirs.
+	var putAt atomic.Int64
+	var got atomic.Int64
+	lat := make([]time.Duration, *n)
+	done := make(chan struct{}, 1)
+	record := func(i int) {
+		lat[i] = time.Duration(time.Now().UnixNano() - putAt.Load())
+		if got.Add(1) == int64(*n) {
+			done <- struct{}{}
+		}
+	}
+
+	nconns := *conns
+	if *mode == "conns" {
+		nconns = *n
+	}
+	ncs := make([]*nats.Conn, nconns)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var cerr atomic.Value
+	sem := make(chan struct{}, 64)
+	for i := range ncs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			nc, err := nats.Connect(sp.url, nats.Name(fmt.Sprintf("agent-%d", i)), nats.MaxReconnects(-1))
+			if err != nil {
+				cerr.Store(err)
+				return
+			}
+			ncs[i] = nc
+		}()
+	}
+	wg.Wait()
+	if e := cerr.Load(); e != nil {
+		return fmt.Errorf("connect: %v", e)
+	}
+	for _, nc := range ncs {
+		defer nc.Close()
+	}
+	var consumerErr error
+	watchers := 0
+	switch *mode {
+	case "conns", "shared":
+		for i := range *n {
+			nc := ncs[i%nconns]
+			// Exactly what agentd.PlanFollower does: two core subscriptions.
+			if _, err := nc.Subscribe(kv.PlanRepublish+kv.KeySpec, func(*nats.Msg) { record(i) }); err != nil {
+				return err
+			}
+			if _, err := nc.Subscribe(kv.PlanRepublish+kv.GroupKey(groupOf(i, *groups)), func(*nats.Msg) {}); err != nil {
+				return err
+			}
+		}
+		for _, nc := range ncs {
+			if err := nc.FlushTimeout(2 * time.Minute); err != nil {
+				return err
+			}
+		}
+		watchers = *n
+	case "watch":
+		jss := make([]jetstream.KeyValue, nconns)
+		for j, nc := range ncs {
+			cj, _ := jetstream.New(nc)
+			if jss[j], err = cj.KeyValue(ctx, kv.BucketPlan); err != nil {
+				return err
+			}
+		}
+		for i := range *n + 1 { // one more than asked: show the limit
+			w, err := jss[i%nconns].WatchFiltered(ctx, []string{kv.KeySpec, kv.GroupKey(groupOf(i, *groups))}, jetstream.UpdatesOnly())
+			if err != nil {
+				consumerErr = fmt.Errorf("watcher %d: %w", i+1, err)
+				break
+			}
+			if i == *n {
+				consumerErr = fmt.Errorf("watcher %d: accepted (no limit hit)", i+1)
+				w.Stop()
+				break
+			}
+			go func() {
+				for e := range w.Updates() {
+					if e != nil && e.Key() == kv.KeySpec {
+						record(i)
+					}
+				}
+			}()
+			watchers++
+		}
+		if watchers < *n {
+			fmt.Printf("only %d watchers could be created: %v\n", watchers, consumerErr)
+			*n = watchers
+		}
+	default:
+		return fmt.Errorf("unknown mode %q", *mode)
+	}
+	setup := time.Since(start)
+	time.Sleep(2 * time.Second) // let the server settle (watch: consumers created)
+	after := sp.stats()
+	si, err := js.Stream(ctx, kv.PlanStream)
+	if err != nil {
+		return err
+	}
+	info, err := si.Info(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("plan: mode=%s agents=%d connections=%d setup=%v\n", *mode, watchers, nconns, setup.Round(time.Millisecond))
+	fmt.Printf("server before: rss %d KiB heap %d KiB conns %d subs %d goroutines %d\n", before.RSSKiB, before.HeapInuse>>10, before.Connections, before.Subscriptions, before.Goroutines)
+	fmt.Printf("server after:  rss %d KiB heap %d KiB conns %d subs %d goroutines %d\n", after.RSSKiB, after.HeapInuse>>10, after.Connections, after.Subscriptions, after.Goroutines)
+	fmt.Printf("server cost per agent: rss %.1f KiB, heap %.1f KiB, %.2f subscriptions, %.2f goroutines\n",
+		float64(after.RSSKiB-before.RSSKiB)/float64(watchers), float64(int64(after.HeapInuse)-int64(before.HeapInuse))/1024/float64(watchers),
+		float64(after.Subscriptions-before.Subscriptions)/float64(watchers), float64(after.Goroutines-before.Goroutines)/float64(watchers))
+	fmt.Printf("JetStream consumers on %s: %d\n", kv.PlanStream, info.State.Consumers)
+	if consumerErr != nil {
+		fmt.Printf("consumer %d: %v\n", watchers+1, consumerErr)
+	}
+	if watchers == 0 {
+		return nil
+	}
+	lat = lat[:watchers]
+	var all []time.Duration
+	for r := range *rounds {
+		got.Store(0)
+		clear(lat)
+		spec, _ := json.Marshal(rollout.DefaultSpec("14.3.6", fmt.Sprintf("14.3.%d", 8+r)))
+		putAt.Store(time.Now().UnixNano())
+		if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
+			return err
+		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("round %d: only %d of %d watchers saw the change in 30s", r, got.Load(), watchers)
+		}
+		fmt.Printf("round %d: %d/%d notified: %s\n", r+1, got.Load(), watchers, percentiles(slices.Clone(lat)))
+		all = append(all, lat...)
+		time.Sleep(500 * time.Millisecond)
+	}
+	fmt.Printf("all %d rounds: %s\n", *rounds, percentiles(all))
+	return nil
+}
+
+// ---- rss ------------------------------------------------------------------
+
+func rss(args []string) error {
+	fs := flag.NewFlagSet("rss", flag.ExitOnError)
+	n := fs.Int("agents", 100_000, "agents in the stream")
+	groups := fs.Int("groups", 10, "groups")
+	bin := fs.String("controller", "", "controller binary (go build -o /tmp/controller ./cmd/controller)")
+	fs.Parse(args)
+	if *bin == "" {
+		return fmt.Errorf("-controller is required")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, url, stop, err := startServer()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4000))
+	fleet, err := kv.Ensure(ctx, js, kv.Options{})
+	if err != nil {
+		return err
+	}
+	subjects, data, err := payloads(*n, *groups, 1)
+	if err != nil {
+		return err
+	}
+	if _, err := publishAll(ctx, js, subjects, data); err != nil {
+		return err
+	}
+	info, _ := fleet.HB.Info(ctx)
+	fmt.Printf("rss: stream %s holds %d heartbeats (%d bytes)\n", kv.StreamHB, info.State.Msgs, info.State.Bytes)
+
+	// In process: the controller's heap alone (GC'd heap in use, delta).
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	c, err := controller.New(fleet, controller.Options{ID: "inproc", Log: discard})
+	if err != nil {
+		return err
+	}
+	cctx, ccancel := context.WithCancel(ctx)
+	start := time.Now()
+	go c.Run(cctx)
+	<-c.Ready()
+	ready := time.Since(start)
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	fmt.Printf("in-process controller: ready in %v with %d agents; heap in use +%.1f MiB (%.0f bytes/agent; includes the embedded server's share of the consumer)\n",
+		ready.Round(time.Millisecond), c.Inventory().Len(), float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/(1<<20), float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/float64(*n))
+	ccancel()
+	time.Sleep(200 * time.Millisecond)
+
+	// Separate process: the real cmd/controller against this server.
+	cmd := exec.Command(*bin, "run", "--nats", url, "--id", "rss", "--log-format", "json")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	start = time.Now()
+	sc := bufio.NewScanner(stderr)
+	found := false
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "inventory recovered") {
+			found = true
+			break
+		}
+	}
+	if !found {
+		cmd.Wait()
+		return fmt.Errorf("controller exited before recovering the inventory")
+	}
+	go io.Copy(io.Discard, stderr)
+	ready = time.Since(start)
+	pid := cmd.Process.Pid
+	r0 := vmRSS(pid)
+	time.Sleep(12 * time.Second) // one stats write and reconcile pass
+	r1 := vmRSS(pid)
+	fmt.Printf("controller process (pid %d): ready in %v (incl. process start); VmRSS at ready %.1f MiB, after one stats pass %.1f MiB\n",
+		pid, ready.Round(time.Millisecond), float64(r0)/1024, float64(r1)/1024)
+	fmt.Printf("bench process (embedded server + publisher + stopped in-process controller) VmRSS %.1f MiB\n", float64(vmRSS(os.Getpid()))/1024)
+	return nil
+}
