@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
@@ -289,7 +287,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Status:   a.Heartbeat,
 	}
 	follower := &PlanFollower{Group: a.Group(), Clock: a.o.Clock, Log: a.o.Log}
-	nc, err := natsutil.Connect(natsutil.ConnectOptions{
+	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
 		URL:        a.o.NATSURL,
 		Name:       "fleetwave-agentd " + string(a.id),
 		Creds:      a.o.Creds,
@@ -307,10 +305,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	a.pub.JS = js
 	follower.NC, follower.JS = nc, js
 	a.o.Log.Info("agent started", slog.String("agent_id", string(a.id)), slog.String("group", a.Group()),

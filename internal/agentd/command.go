@@ -317,17 +317,13 @@ func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
 	if a.o.NATSURL == "" {
 		return Plan{}, errors.New("no NATS server: pass --nats, set NATS_URL, or set spec.nats in update.yaml")
 	}
-	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: a.o.NATSURL, Name: "agentd " + string(a.id), Creds: a.o.Creds,
+	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: a.o.NATSURL, Name: "agentd " + string(a.id), Creds: a.o.Creds,
 		TLS: a.o.TLS, InboxPrefix: kv.AgentInboxPrefix(string(a.id)),
 		Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return Plan{}, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return Plan{}, err
-	}
 	f := &PlanFollower{NC: nc, JS: js, Group: a.Group(), Log: a.o.Log}
 	f.init()
 	var bucket jetstream.KeyValue

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/auth"
@@ -153,15 +152,11 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 		url = ns.ClientURL()
 		log.Info("embedded NATS JetStream server listening", slog.String("url", url), slog.String("store_dir", o.StoreDir))
 	}
-	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: url, Name: "fleetwave-controller " + o.ID, Creds: creds, TLS: o.TLS, Log: log})
+	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: url, Name: "fleetwave-controller " + o.ID, Creds: creds, TLS: o.TLS, Log: log})
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	ensureCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	fleet, err := kv.Ensure(ensureCtx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry})
 	cancel()

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
@@ -65,16 +64,11 @@ controller uses. Read commands print a table for people and -o json for scripts.
 
 // fleet connects and binds the stream and buckets. close must be called.
 func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err error) {
-	nc, err := natsutil.Connect(natsutil.ConnectOptions{
+	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
 		URL: g.NATSURL, Name: "fleetctl", Creds: g.Creds, TLS: g.TLS,
 		Log: slog.New(slog.NewTextHandler(g.ErrOut, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, nil, err
 	}
 	f, err = kv.Open(ctx, js)

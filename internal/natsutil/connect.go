@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ConnectOptions say where and as whom to connect.
@@ -98,4 +99,19 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
 	}
 	return nc, nil
+}
+
+// ConnectJetStream is Connect plus a JetStream context on the connection,
+// which the caller closes (nc.Close) when done.
+func ConnectJetStream(o ConnectOptions) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := Connect(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream on %s: %w", o.URL, err)
+	}
+	return nc, js, nil
 }
