@@ -163,14 +163,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-stats.C():
-			pctx, cancel := context.WithTimeout(ctx, c.passTimeout())
+			pctx, cancel := c.passContext(ctx)
 			if err := c.WriteStats(pctx); err != nil && ctx.Err() == nil {
 				c.o.Log.Warn("writing stats failed; retrying next interval", slog.Any("err", err))
 			}
 			cancel()
 			stats.Reset(c.o.StatsInterval)
 		case <-reconcile.C():
-			pctx, cancel := context.WithTimeout(ctx, c.passTimeout())
+			pctx, cancel := c.passContext(ctx)
 			if err := c.Reconcile(pctx); err != nil && ctx.Err() == nil {
 				c.o.Log.Warn("rollout pass failed; retrying next interval", slog.Any("err", err))
 			}
@@ -186,6 +186,16 @@ func (c *Controller) Run(ctx context.Context) error {
 // logged, and the next pass starts afresh.
 func (c *Controller) passTimeout() time.Duration {
 	return max(2*c.o.ReconcileInterval, 10*time.Second)
+}
+
+// passContext is the context of one pass: bounded by passTimeout, and not
+// cancelled when the controller is told to stop. A pass that has written a
+// group status must also publish its events; cut off between the two, the
+// transition would be stored but never announced (and a write whose ack was
+// cut off would be reported as failed although it landed). Stopping waits
+// for the pass instead.
+func (c *Controller) passContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), c.passTimeout())
 }
 
 func (c *Controller) markReady() { c.readyOnce.Do(func() { close(c.ready) }) }

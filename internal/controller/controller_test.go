@@ -168,8 +168,10 @@ func (f *fixture) waitHeard(c *controller.Controller, at time.Time) {
 // re-armed its timer.
 func (f *fixture) advance(d time.Duration) {
 	f.t.Helper()
-	// One timer per agent, two per controller (stats, rollout).
-	want := len(f.live) + 2*len(f.ctrls)
+	// Two timers per agent (heartbeat, plan refresh), two per controller
+	// (stats, rollout). Counting fewer would let the clock move while a
+	// loop has not re-armed yet, and that loop would miss the step.
+	want := 2*len(f.live) + 2*len(f.ctrls)
 	if !f.clk.WaitPending(want, timeout(waitLong)) {
 		f.t.Fatalf("loops did not re-arm: %d timers pending, want %d", f.clk.Pending(), want)
 	}
