@@ -22,6 +22,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
 // NewCommand is agentd's root command.
@@ -176,7 +177,7 @@ gets the version its group runs, whether or not a rollout is in progress.`,
 				fmt.Fprintln(cmd.OutOrStdout(), "enabled; 'agentd run' (which supervises the app) installs and starts it")
 				return nil
 			}
-			return a.updateOnce(cmd.Context(), cmd.OutOrStdout(), true, false)
+			return a.updateOnce(cmd.Context(), cmd.OutOrStdout(), false)
 		},
 	}
 	f.register(cmd, false)
@@ -227,7 +228,7 @@ back from.`,
 			if a.supervised() {
 				return cliutil.Usagef("update with --app: the app is a child of agentd and would stop with this command; use 'agentd run', or --systemd-unit")
 			}
-			return a.updateOnce(cmd.Context(), cmd.OutOrStdout(), false, force)
+			return a.updateOnce(cmd.Context(), cmd.OutOrStdout(), force)
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "retry even a version this host rolled back from, and ignore 'enabled: false'")
@@ -337,10 +338,9 @@ func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
 	return p, nil
 }
 
-// updateOnce is one decision and, when due, one install. fresh installs the
-// plan's version even when the rollout does not tell this host to update
-// yet: a new host gets what its group runs.
-func (a *Agent) updateOnce(ctx context.Context, out io.Writer, fresh, force bool) error {
+// updateOnce is one decision and, when due, one install (rollout.Act: a new
+// host gets what its group runs even before the rollout reaches it).
+func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error {
 	if a.installer == nil {
 		return errors.New("no url_template configured: pass --url-template (and --app or --systemd-unit)")
 	}
@@ -352,15 +352,12 @@ func (a *Agent) updateOnce(ctx context.Context, out io.Writer, fresh, force bool
 	}
 	st := a.Status()
 	v, update := p.Decide(a.id)
-	if fresh && st.ActiveVersion == "" && v != "" {
-		update = true
-	}
 	switch {
-	case v == "" || !update:
-		fmt.Fprintf(out, "nothing to do: installed %s, the plan says %s without updating now\n", orNone(st.ActiveVersion), orNone(v))
-		return nil
-	case v == st.ActiveVersion:
+	case v != "" && v == st.ActiveVersion:
 		fmt.Fprintf(out, "up to date: %s\n", v)
+		return nil
+	case !rollout.Act(st.ActiveVersion, v, update):
+		fmt.Fprintf(out, "nothing to do: installed %s, the plan says %s without updating now\n", orNone(st.ActiveVersion), orNone(v))
 		return nil
 	case !a.enabled() && !force:
 		fmt.Fprintf(out, "update to %s due, but updates are disabled (agentd enable, or --force)\n", v)

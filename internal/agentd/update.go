@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetwave/fleetwave/pkg/install"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
 // recheckInterval bounds how long the agent goes without re-deciding, even
@@ -91,17 +92,12 @@ func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan 
 // wants reports the version a decision tells this agent to move to now, if
 // any and if the agent may act on it.
 func (a *Agent) wants(d decision) (string, bool) {
-	v, update := d.version, d.update
+	v := d.version
 	a.mu.Lock()
 	st, enabled := a.update.Status, a.update.Spec.Enabled
 	a.mu.Unlock()
-	if st.ActiveVersion == "" && v != "" {
-		// A new host installs the version its group runs now, whether or
-		// not the rollout tells it to update (RFD 169 "REST Endpoints").
-		update = true
-	}
 	switch {
-	case !update || v == "" || v == st.ActiveVersion:
+	case !rollout.Act(st.ActiveVersion, v, d.update):
 		return "", false
 	case !enabled:
 		return "", false

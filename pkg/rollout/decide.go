@@ -78,3 +78,20 @@ func Decide(id AgentID, spec Spec, st GroupStatus, mode Mode) (version string, u
 	}
 	return v1, false
 }
+
+// Act reports whether an agent that runs installed ("" for nothing) should
+// install version now, given Decide's answer (version, update). A new host
+// installs its group's version at once whatever the rollout says (RFD 169:
+// "new installations will use agent_version regardless of
+// agent_autoupdate"); any other host only when told to update, to a version
+// it does not run already.
+func Act(installed, version string, update bool) bool {
+	switch {
+	case version == "" || version == installed:
+		return false
+	case installed == "":
+		return true
+	default:
+		return update
+	}
+}
