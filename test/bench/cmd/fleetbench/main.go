@@ -78,12 +78,23 @@ func raiseNoFile() {
 	}
 }
 
-func startServer() (*server.Server, string, func(), error) {
+func startServer() (*server.Server, string, func(), error) { return startServerConf("") }
+
+// startServerConf starts the embedded server; a non-empty conf is written
+// to a nats-server configuration file the server starts from.
+func startServerConf(conf string) (*server.Server, string, func(), error) {
 	dir, err := os.MkdirTemp("", "fleetbench-")
 	if err != nil {
 		return nil, "", nil, err
 	}
-	ns, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:-1", StoreDir: dir, ServerName: "bench"})
+	o := natsembed.Options{Listen: "127.0.0.1:-1", StoreDir: dir, ServerName: "bench"}
+	if conf != "" {
+		o.ConfigFile = dir + "/server.conf"
+		if err := os.WriteFile(o.ConfigFile, []byte(conf), 0o600); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	ns, err := natsembed.Start(o)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -270,7 +281,14 @@ func vmRSS(pid int) int64 {
 // serve runs the embedded server alone in this process and answers one
 // JSON line of stats for every line read on stdin.
 func serve(args []string) error {
-	ns, url, stop, err := startServer()
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	noCache := fs.Bool("no-sublist-cache", false, "start the server with no_sublist_cache: true")
+	fs.Parse(args)
+	conf := ""
+	if *noCache {
+		conf = "no_sublist_cache: true\n"
+	}
+	ns, url, stop, err := startServerConf(conf)
 	if err != nil {
 		return err
 	}
@@ -300,12 +318,12 @@ type serverProc struct {
 	url string
 }
 
-func startServerProc() (*serverProc, error) {
+func startServerProc(args ...string) (*serverProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "serve")
+	cmd := exec.Command(self, append([]string{"serve"}, args...)...)
 	cmd.Stderr = os.Stderr
 	in, _ := cmd.StdinPipe()
 	outp, _ := cmd.StdoutPipe()
@@ -340,15 +358,21 @@ func percentiles(lat []time.Duration) string {
 func plan(args []string) error {
 	fs := flag.NewFlagSet("plan", flag.ExitOnError)
 	n := fs.Int("agents", 1000, "watching agents")
-	mode := fs.String("mode", "shared", "conns: one connection per agent (production); shared: -conns connections, two core subscriptions per agent; watch: one kv.WatchFiltered (a JetStream consumer) per agent")
-	conns := fs.Int("conns", 10, "connections in shared and watch mode")
+	mode := fs.String("mode", "shared", "conns: one connection per agent (production); shared: -conns connections, two core subscriptions per agent; fanout: -conns connections, one fleet.plan.> subscription per connection fanned out in process (as test/sim); watch: one kv.WatchFiltered (a JetStream consumer) per agent")
+	conns := fs.Int("conns", 10, "connections in shared, fanout and watch mode")
 	groups := fs.Int("groups", 10, "groups")
 	rounds := fs.Int("rounds", 5, "plan changes to time")
+	warm := fs.Bool("warm", true, "put the spec (republished on fleet.plan.spec) before subscribing, as when agents (re)connect to a fleet that has a plan: the server then holds a cached match for that subject and copies it on every new subscription to it; false: subscribe first")
+	noCache := fs.Bool("no-sublist-cache", false, "run the server with no_sublist_cache: true")
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	sp, err := startServerProc()
+	var serveArgs []string
+	if *noCache {
+		serveArgs = append(serveArgs, "-no-sublist-cache")
+	}
+	sp, err := startServerProc(serveArgs...)
 	if err != nil {
 		return err
 	}
@@ -364,8 +388,10 @@ func plan(args []string) error {
 		return err
 	}
 	spec, _ := json.Marshal(rollout.DefaultSpec("14.3.6", "14.3.7"))
-	if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
-		return err
+	if *warm {
+		if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
+			return err
+		}
 	}
 	before := sp.stats()
 
@@ -413,6 +439,22 @@ func plan(args []string) error {
 	}
 	var consumerErr error
 	watchers := 0
+	// progress prints the subscribe time of each further 10,000 agents
+	// (flushed, so the server has processed them) when there are many.
+	last := start
+	progress := func(i int) error {
+		if *n < 20_000 || (i+1)%10_000 != 0 {
+			return nil
+		}
+		for _, nc := range ncs {
+			if err := nc.FlushTimeout(2 * time.Minute); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("subscribed %7d agents: last 10,000 in %v\n", i+1, time.Since(last).Round(time.Millisecond))
+		last = time.Now()
+		return nil
+	}
 	switch *mode {
 	case "conns", "shared":
 		for i := range *n {
@@ -422,6 +464,36 @@ func plan(args []string) error {
 				return err
 			}
 			if _, err := nc.Subscribe(kv.PlanRepublish+kv.GroupKey(groupOf(i, *groups)), func(*nats.Msg) {}); err != nil {
+				return err
+			}
+			if err := progress(i); err != nil {
+				return err
+			}
+		}
+		for _, nc := range ncs {
+			if err := nc.FlushTimeout(2 * time.Minute); err != nil {
+				return err
+			}
+		}
+		watchers = *n
+	case "fanout":
+		// One subscription per connection, handed to that connection's
+		// agents in process (what test/sim does): the server holds nconns
+		// subscriptions whatever the number of agents.
+		agents := make([][]int, nconns)
+		for i := range *n {
+			agents[i%nconns] = append(agents[i%nconns], i)
+		}
+		for j, nc := range ncs {
+			mine := agents[j]
+			if _, err := nc.Subscribe(kv.PlanRepublish+">", func(m *nats.Msg) {
+				if m.Subject != kv.PlanRepublish+kv.KeySpec {
+					return
+				}
+				for _, i := range mine {
+					record(i)
+				}
+			}); err != nil {
 				return err
 			}
 		}
@@ -477,7 +549,7 @@ func plan(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("plan: mode=%s agents=%d connections=%d setup=%v\n", *mode, watchers, nconns, setup.Round(time.Millisecond))
+	fmt.Printf("plan: mode=%s agents=%d connections=%d warm=%v no-sublist-cache=%v setup=%v\n", *mode, watchers, nconns, *warm, *noCache, setup.Round(time.Millisecond))
 	fmt.Printf("server before: rss %d KiB heap %d KiB conns %d subs %d goroutines %d\n", before.RSSKiB, before.HeapInuse>>10, before.Connections, before.Subscriptions, before.Goroutines)
 	fmt.Printf("server after:  rss %d KiB heap %d KiB conns %d subs %d goroutines %d\n", after.RSSKiB, after.HeapInuse>>10, after.Connections, after.Subscriptions, after.Goroutines)
 	fmt.Printf("server cost per agent: rss %.1f KiB, heap %.1f KiB, %.2f subscriptions, %.2f goroutines\n",
