@@ -101,13 +101,11 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 	if err := checkGroupFlag(o.Group); err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	key := kv.GroupKey(o.Group)
 	e, err := kv.Get[rollout.GroupStatus](ctx, f.Plan, key)
 	if errors.Is(err, kv.ErrNotFound) {

@@ -77,13 +77,11 @@ Agents silent for longer than the agent expiry are gone from the stream.`,
 
 // RunAgentsList is "fleetctl agents ls".
 func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	stored, err := f.LastHeartbeats(ctx, o.Group)
 	if err != nil {
 		return err

@@ -67,13 +67,11 @@ config was ever written, the default config fleetwave uses is shown.`,
 
 // RunConfigShow is "fleetctl config show".
 func RunConfigShow(ctx context.Context, o *ConfigShowOptions) error {
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	e, isDefault, err := f.ReadConfig(ctx)
 	if err != nil {
 		return err
@@ -230,13 +228,11 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	st, err := f.ReadState(ctx)
 	if err != nil {
 		return err
@@ -451,13 +447,11 @@ func RunConfigApply(ctx context.Context, o *ConfigApplyOptions) error {
 	if err != nil {
 		return cliutil.Usagef("%s: %v", o.File, err)
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	st, err := readStateForReplace(ctx, o.Global, f)
 	if err != nil {
 		return err
@@ -535,13 +529,11 @@ is rolling out. The previous config stays in the bucket's history
 
 // RunConfigReset is "fleetctl config reset".
 func RunConfigReset(ctx context.Context, o *ConfigResetOptions) error {
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	st, err := readStateForReplace(ctx, o.Global, f)
 	if err != nil {
 		return err
@@ -584,13 +576,11 @@ func RunConfigDeleteGroup(ctx context.Context, o *ConfigDeleteGroupOptions) erro
 	if err := checkGroupFlag(o.Group); err != nil {
 		return err
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	st, err := f.ReadState(ctx)
 	if err != nil {
 		return err

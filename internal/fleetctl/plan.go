@@ -58,13 +58,11 @@ var errNoPlan = errors.New("no plan: nothing is being rolled out (create one wit
 
 // RunPlanShow is "fleetctl plan show". -o json prints the spec as stored.
 func RunPlanShow(ctx context.Context, o *PlanShowOptions) error {
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	e, err := kv.Get[rollout.Spec](ctx, f.Plan, kv.KeySpec)
 	if errors.Is(err, kv.ErrNotFound) {
 		return errNoPlan
@@ -182,13 +180,11 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 			return cliutil.Usagef("%s: %v", v.flag, err)
 		}
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	st, err := f.ReadState(ctx)
 	if err != nil {
 		return err

@@ -87,6 +87,18 @@ func (g *Global) open(ctx context.Context) (f *kv.Fleet, closeFn func(), err err
 	return g.fleet(ctx)
 }
 
+// session opens the fleet for one command, with the command's work on the
+// bus bounded by --timeout; done closes the connection and the deadline.
+func (g *Global) session(ctx context.Context) (context.Context, *kv.Fleet, func(), error) {
+	ctx, cancel := g.withTimeout(ctx)
+	f, closeFn, err := g.fleet(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, f, func() { closeFn(); cancel() }, nil
+}
+
 // withTimeout bounds one command's work on the bus.
 func (g *Global) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, g.Timeout)

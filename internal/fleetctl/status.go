@@ -165,13 +165,11 @@ func RunStatus(ctx context.Context, o *StatusOptions) error {
 	if o.Wait {
 		return runStatusWait(ctx, o)
 	}
-	ctx, cancel := o.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := o.fleet(ctx)
+	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	rep, err := readStatus(ctx, f, o.ErrOut, o.Now())
 	if err != nil {
 		return err
