@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetwave/fleetwave/internal/auth"
-	"github.com/fleetwave/fleetwave/internal/controller"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -126,27 +123,12 @@ func TestClusterFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 		_, err := within(ctx, 2*time.Second, admin.AccountInfo)
 		return err
 	})
-	var ctlLog natstest.Buffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("controller log:\n%s", ctlLog.String())
-		}
-	})
-	ctlCtx, stopCtl := context.WithCancel(ctx)
-	defer stopCtl()
-	ctlDone := make(chan error, 1)
-	go func() {
-		ctlDone <- controller.Run(ctlCtx, &controller.RunOptions{
-			NATSURL: all, Creds: filepath.Join(ad.Path, auth.CredsFile(auth.UserController)), ID: "c1",
-			StatsInterval: 200 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond, AgentExpiry: time.Minute,
-			ReconcileInterval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second, Replicas: 3,
-		}, slog.New(slog.NewTextHandler(&ctlLog, nil)))
-	}()
+	ctl := runController(t, ctx, ad, all, 3)
 	var fleet *kv.Fleet
 	natstest.Eventually(t, 30*time.Second, func() (err error) {
 		select {
-		case err := <-ctlDone:
-			t.Fatalf("controller stopped: %v\n%s", err, ctlLog.String())
+		case err := <-ctl.done:
+			t.Fatalf("controller stopped: %v\n%s", err, ctl.log.String())
 		default:
 		}
 		fleet, err = within(ctx, 5*time.Second, func(ctx context.Context) (*kv.Fleet, error) { return kv.Open(ctx, admin) })
@@ -266,8 +248,7 @@ func TestClusterFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTarget("2.0.0")
-	stopCtl()
-	if err := <-ctlDone; err != nil {
-		t.Errorf("controller: %v\n%s", err, ctlLog.String())
+	if err := ctl.halt(); err != nil {
+		t.Errorf("controller: %v\n%s", err, ctl.log.String())
 	}
 }

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetwave/fleetwave/internal/auth"
+	"github.com/fleetwave/fleetwave/internal/controller"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 )
@@ -181,4 +183,38 @@ func within[T any](ctx context.Context, d time.Duration, f func(context.Context)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return f(ctx)
+}
+
+// testController is "controller run" in this process, with the controller's
+// credentials and fast intervals; its log is shown when the test fails.
+type testController struct {
+	log  natstest.Buffer
+	done chan error
+	stop context.CancelFunc
+}
+
+func runController(t *testing.T, ctx context.Context, ad auth.Dir, serverURLs string, replicas int) *testController {
+	t.Helper()
+	c := &testController{done: make(chan error, 1)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller log:\n%s", c.log.String())
+		}
+	})
+	ctx, c.stop = context.WithCancel(ctx)
+	t.Cleanup(c.stop)
+	go func() {
+		c.done <- controller.Run(ctx, &controller.RunOptions{
+			NATSURL: serverURLs, Creds: filepath.Join(ad.Path, auth.CredsFile(auth.UserController)), ID: "c1",
+			StatsInterval: 200 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond, AgentExpiry: time.Minute,
+			ReconcileInterval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second, Replicas: replicas,
+		}, slog.New(slog.NewTextHandler(&c.log, nil)))
+	}()
+	return c
+}
+
+// halt stops the controller and returns how it ended.
+func (c *testController) halt() error {
+	c.stop()
+	return <-c.done
 }

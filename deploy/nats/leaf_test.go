@@ -19,7 +19,6 @@ import (
 	"github.com/fleetwave/fleetwave/internal/agentd"
 	"github.com/fleetwave/fleetwave/internal/auth"
 	"github.com/fleetwave/fleetwave/internal/cliutil"
-	"github.com/fleetwave/fleetwave/internal/controller"
 	"github.com/fleetwave/fleetwave/internal/fleetctl"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
@@ -66,22 +65,7 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	waitLeaf()
 
 	// The controller runs at the hub.
-	var ctlLog natstest.Buffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("controller log:\n%s", ctlLog.String())
-		}
-	})
-	ctlCtx, stopCtl := context.WithCancel(ctx)
-	defer stopCtl()
-	ctlDone := make(chan error, 1)
-	go func() {
-		ctlDone <- controller.Run(ctlCtx, &controller.RunOptions{
-			NATSURL: hub.url(), Creds: filepath.Join(ad.Path, auth.CredsFile(auth.UserController)), ID: "c1",
-			StatsInterval: 200 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond, AgentExpiry: time.Minute,
-			ReconcileInterval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second, Replicas: 1,
-		}, slog.New(slog.NewTextHandler(&ctlLog, nil)))
-	}()
+	ctl := runController(t, ctx, ad, hub.url(), 1)
 	adminJS := jsFor(t, connect(t, ad, hub.url(), auth.CredsFile(auth.UserAdmin)))
 	var fleet *kv.Fleet
 	natstest.Eventually(t, 20*time.Second, func() (err error) {
@@ -296,7 +280,6 @@ func TestLeafAgentReachesHub(t *testing.T) {
 
 	t.Logf("%v: the site has the new target", time.Since(start))
 	stopAgent()
-	stopCtl()
 	<-agentDone
-	<-ctlDone
+	_ = ctl.halt()
 }
