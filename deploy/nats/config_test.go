@@ -28,17 +28,18 @@ func TestConfigsParse(t *testing.T) {
 		RemoteBound bool // a remote bound to the FLEET account
 		DenyImports []string
 		DenyExports []string
+		NoCache     bool // no_sublist_cache: agents' mass (re)subscription stays linear
 	}
 	cases := []struct {
 		file string
 		want shape
 	}{
-		{"single.conf", shape{ServerName: "fleet-nats-1", Operator: true, FullDirRes: true, Domain: "hub", LeafListen: true}},
-		{"cluster-a.conf", shape{ServerName: "nats-a", Operator: true, FullDirRes: true, Domain: "hub", ClusterName: "fleet", Routes: 3, LeafListen: true}},
-		{"cluster-b.conf", shape{ServerName: "nats-b", Operator: true, FullDirRes: true, Domain: "hub", ClusterName: "fleet", Routes: 3, LeafListen: true}},
-		{"cluster-c.conf", shape{ServerName: "nats-c", Operator: true, FullDirRes: true, Domain: "hub", ClusterName: "fleet", Routes: 3, LeafListen: true}},
+		{"single.conf", shape{ServerName: "fleet-nats-1", Operator: true, FullDirRes: true, Domain: "hub", LeafListen: true, NoCache: true}},
+		{"cluster-a.conf", shape{ServerName: "nats-a", Operator: true, FullDirRes: true, Domain: "hub", ClusterName: "fleet", Routes: 3, LeafListen: true, NoCache: true}},
+		{"cluster-b.conf", shape{ServerName: "nats-b", Operator: true, FullDirRes: true, Domain: "hub", ClusterName: "fleet", Routes: 3, LeafListen: true, NoCache: true}},
+		{"cluster-c.conf", shape{ServerName: "nats-c", Operator: true, FullDirRes: true, Domain: "hub", ClusterName: "fleet", Routes: 3, LeafListen: true, NoCache: true}},
 		{"leaf-edge.conf", shape{ServerName: "edge-berlin", Operator: true, FullDirRes: true, Domain: "edge-berlin",
-			Remotes: 1, RemoteBound: true, DenyImports: []string{"fleet.plan.>"}, DenyExports: []string{"fleet.plan.>"}}},
+			Remotes: 1, RemoteBound: true, DenyImports: []string{"fleet.plan.>"}, DenyExports: []string{"fleet.plan.>"}, NoCache: true}},
 	}
 	fleetPub := fleetAccount(t, ad)
 	for _, c := range cases {
@@ -52,6 +53,7 @@ func TestConfigsParse(t *testing.T) {
 				ServerName: opts.ServerName, Operator: len(opts.TrustedOperators) == 1 && opts.SystemAccount != "",
 				FullDirRes: full, Domain: opts.JetStreamDomain, ClusterName: opts.Cluster.Name, Routes: len(opts.Routes),
 				LeafListen: opts.LeafNode.Port != 0, Remotes: len(opts.LeafNode.Remotes),
+				NoCache: opts.NoSublistCache,
 			}
 			if !opts.JetStream {
 				t.Error("JetStream is off")

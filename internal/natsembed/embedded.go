@@ -25,13 +25,18 @@ type Options struct {
 	// ConfigFile, when set, is a nats-server configuration file the server
 	// starts from: operator mode (what "fleetctl auth init" writes as
 	// resolver.conf), TLS, a JetStream domain, limits. Listen and StoreDir
-	// still apply and replace the file's listen and store_dir, and
-	// JetStream is always on: the controller needs it. An operator-mode
-	// file without a resolver gets a full directory resolver in
-	// StoreDir/jwt, so pushed account updates (revocations) persist.
+	// still apply and replace the file's listen and store_dir; JetStream
+	// is always on (the controller needs it), and so is no_sublist_cache
+	// (unless SublistCache).
+	// An operator-mode file without a resolver gets a full directory
+	// resolver in StoreDir/jwt, so pushed account updates (revocations)
+	// persist.
 	ConfigFile string
 	// Debug routes the server's own log to stderr.
 	Debug bool
+	// SublistCache turns nats-server's subscription match cache back on,
+	// for benchmarks that compare; fleetwave runs without it (see Start).
+	SublistCache bool
 }
 
 // Start starts a JetStream-enabled nats-server in this process and
@@ -67,6 +72,11 @@ func Start(o Options) (*server.Server, error) {
 	opts.Host, opts.Port = host, port
 	opts.JetStream, opts.StoreDir = true, o.StoreDir
 	opts.NoSigs = true // the controller owns signal handling
+	// Agents subscribe the same few plan subjects by the thousand; with
+	// the sublist cache a mass (re)connect is O(n^2) in their number, and
+	// the cache cannot help heartbeats (one subject per agent). As in
+	// every deploy/nats config; docs/PERFORMANCE.md section 2b.
+	opts.NoSublistCache = !o.SublistCache
 	opts.NoLog = !o.Debug
 	ns, err := server.NewServer(opts)
 	if err != nil {
