@@ -16,6 +16,18 @@ go build -o "$bin/controller" ./cmd/controller
   echo "== plan shared 10k"; "$bin/fleetbench" plan -mode shared -agents 10000  -conns 100
   echo "== plan shared 100k"; "$bin/fleetbench" plan -mode shared -agents 100000 -conns 100
   echo "== plan watch 1k";   "$bin/fleetbench" plan -mode watch  -agents 1000   -conns 10
+  # 2b: nats-server's sublist cache (on: before; off: what fleetwave runs).
+  echo "== plan shared 100k sublist-cache"; "$bin/fleetbench" plan -mode shared -agents 100000 -conns 100 -sublist-cache
+  echo "== plan fanout 100k"; "$bin/fleetbench" plan -mode fanout -agents 100000 -conns 100
+  for r in 1 2 3 4 5; do
+    echo "== ingest 100k plan-subs 100k sublist-cache, pair $r"; "$bin/fleetbench" ingest -agents 100000 -plan-subs 100000 -sublist-cache
+    echo "== ingest 100k plan-subs 100k, pair $r";               "$bin/fleetbench" ingest -agents 100000 -plan-subs 100000
+  done
+  # 2c: agents on their own connections behind leaf nodes.
+  echo "== tier 10k hub only";  "$bin/fleetbench" tier -agents 10000 -leaves 0
+  echo "== tier 10k 1 leaf";    "$bin/fleetbench" tier -agents 10000 -leaves 1
+  echo "== tier 100k 7 leaves"; "$bin/fleetbench" tier -agents 100000 -leaves 7
+  echo "== tier 100k 7 leaves sublist-cache"; "$bin/fleetbench" tier -agents 100000 -leaves 7 -sublist-cache
   echo "== rss 10k";  "$bin/fleetbench" rss -agents 10000  -controller "$bin/controller"
   echo "== rss 100k"; "$bin/fleetbench" rss -agents 100000 -controller "$bin/controller"
   echo "== httpfind"; go test -run '^$' -bench 'BenchmarkDecide|BenchmarkFind' -benchtime 2s ./pkg/httpfind

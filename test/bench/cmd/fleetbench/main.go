@@ -1,11 +1,14 @@
 // Command fleetbench measures what docs/PERFORMANCE.md reports: controller
 // heartbeat ingest against the raw JetStream publish rate (ingest), the cost
-// and latency of agents following the plan (plan), and the controller's
-// memory at a given fleet size (rss). Every mode starts its own real
-// nats-server (internal/natsembed) on a temporary store.
+// and latency of agents following the plan (plan), agents on their own
+// connections behind leaf nodes in front of a hub (tier), and the
+// controller's memory at a given fleet size (rss). Every mode starts its own
+// real nats-servers (internal/natsembed) on temporary stores; serve and
+// agents are the child processes plan and tier start.
 //
 //	go run ./test/bench/cmd/fleetbench ingest -agents 100000
 //	go run ./test/bench/cmd/fleetbench plan -agents 10000 -mode shared
+//	go run ./test/bench/cmd/fleetbench tier -agents 100000 -leaves 7
 //	go run ./test/bench/cmd/fleetbench rss -agents 100000 -controller /tmp/controller
 package main
 
@@ -45,7 +48,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fleetbench ingest|plan|rss|serve [flags]")
+		fmt.Fprintln(os.Stderr, "usage: fleetbench ingest|plan|tier|rss|serve|agents [flags]")
 		os.Exit(2)
 	}
 	raiseNoFile()
@@ -59,6 +62,10 @@ func main() {
 		err = rss(os.Args[2:])
 	case "serve":
 		err = serve(os.Args[2:])
+	case "tier":
+		err = tier(os.Args[2:])
+	case "agents":
+		err = agents(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
@@ -78,16 +85,20 @@ func raiseNoFile() {
 	}
 }
 
-func startServer() (*server.Server, string, func(), error) { return startServerConf("") }
+func startServer() (*server.Server, string, func(), error) { return startServerConf("", false) }
 
 // startServerConf starts the embedded server; a non-empty conf is written
-// to a nats-server configuration file the server starts from.
-func startServerConf(conf string) (*server.Server, string, func(), error) {
+// to a nats-server configuration file the server starts from; cache turns
+// the sublist cache on.
+func startServerConf(conf string, cache bool) (*server.Server, string, func(), error) {
 	dir, err := os.MkdirTemp("", "fleetbench-")
 	if err != nil {
 		return nil, "", nil, err
 	}
-	o := natsembed.Options{Listen: "127.0.0.1:-1", StoreDir: dir, ServerName: "bench"}
+	o := natsembed.Options{Listen: "127.0.0.1:-1", StoreDir: dir, ServerName: "bench", SublistCache: cache}
+	if strings.Contains(conf, "server_name") {
+		o.ServerName = "" // the configuration's
+	}
 	if conf != "" {
 		o.ConfigFile = dir + "/server.conf"
 		if err := os.WriteFile(o.ConfigFile, []byte(conf), 0o600); err != nil {
@@ -111,12 +122,17 @@ func groupOf(n, groups int) string { return fmt.Sprintf("g%d", n%groups) }
 // payloads are n realistic (~380 byte) heartbeats of distinct agents, the
 // same shape as pkg/heartbeat's BenchmarkAggregateDecodeObserve.
 func payloads(n, groups int, seq uint64) (subjects []string, data [][]byte, err error) {
+	return payloadsFrom(0, n, groups, seq)
+}
+
+// payloadsFrom are those of agents first .. first+n-1.
+func payloadsFrom(first, n, groups int, seq uint64) (subjects []string, data [][]byte, err error) {
 	subjects, data = make([]string, n), make([][]byte, n)
 	now := time.Now().UTC()
 	for i := range n {
 		hb := heartbeat.Heartbeat{
-			V: 1, AgentID: agentID(i), Hostname: "ip-10-12-34-56.eu-west-1.compute.internal",
-			Group: groupOf(i, groups), ActiveVersion: "14.3.7", StartVersion: "14.3.6",
+			V: 1, AgentID: agentID(first + i), Hostname: "ip-10-12-34-56.eu-west-1.compute.internal",
+			Group: groupOf(first+i, groups), ActiveVersion: "14.3.7", StartVersion: "14.3.6",
 			StartTime: now.Add(-time.Hour), UpdaterVersion: "14.3.7", At: now, Seq: seq,
 		}
 		if data[i], err = heartbeat.Encode(&hb); err != nil {
@@ -150,10 +166,12 @@ func ingest(args []string) error {
 	fs := flag.NewFlagSet("ingest", flag.ExitOnError)
 	n := fs.Int("agents", 100_000, "agents (distinct heartbeat subjects)")
 	groups := fs.Int("groups", 10, "groups")
+	cache := fs.Bool("sublist-cache", false, "run the server with nats-server's sublist cache on (nats-server's default; fleetwave turns it off: docs/PERFORMANCE.md 2b)")
+	planSubs := fs.Int("plan-subs", 0, "before measuring, subscribe this many simulated agents' plan subscriptions (two each, as agentd.PlanFollower, on 100 connections) so the server's sublist is as large as a fleet's")
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	_, url, stop, err := startServer()
+	_, url, stop, err := startServerConf("", *cache)
 	if err != nil {
 		return err
 	}
@@ -163,6 +181,17 @@ func ingest(args []string) error {
 		return err
 	}
 	defer pubNC.Close()
+	if *planSubs > 0 {
+		start := time.Now()
+		ncs, err := planSubscribers(url, *planSubs, 100, *groups)
+		if err != nil {
+			return err
+		}
+		for _, nc := range ncs {
+			defer nc.Close()
+		}
+		fmt.Printf("plan subscriptions: %d agents on %d connections in %v\n", *planSubs, len(ncs), time.Since(start).Round(time.Millisecond))
+	}
 	js, _ := jetstream.New(pubNC, jetstream.WithPublishAsyncMaxPending(4000))
 	fleet, err := kv.Ensure(ctx, js, kv.Options{})
 	if err != nil {
@@ -172,7 +201,7 @@ func ingest(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("ingest: %d agents, %d groups, %d-byte heartbeats, file storage, all in one process\n", *n, *groups, len(data[0]))
+	fmt.Printf("ingest: %d agents, %d groups, %d-byte heartbeats, file storage, all in one process, sublist-cache=%v\n", *n, *groups, len(data[0]), *cache)
 
 	// 1. Baseline: raw JetStream publish into FLEET_HB, nobody consuming.
 	d, err := publishAll(ctx, js, subjects, data)
@@ -239,6 +268,37 @@ func ingest(args []string) error {
 	return nil
 }
 
+// planSubscribers opens conns connections and subscribes, for each of n
+// simulated agents, the two subscriptions agentd.PlanFollower holds.
+func planSubscribers(url string, n, conns, groups int) ([]*nats.Conn, error) {
+	ncs := make([]*nats.Conn, conns)
+	for j := range ncs {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			for _, c := range ncs[:j] {
+				c.Close()
+			}
+			return nil, err
+		}
+		ncs[j] = nc
+	}
+	for i := range n {
+		nc := ncs[i%conns]
+		if _, err := nc.Subscribe(kv.PlanRepublish+kv.KeySpec, func(*nats.Msg) {}); err != nil {
+			return ncs, err
+		}
+		if _, err := nc.Subscribe(kv.PlanRepublish+kv.GroupKey(groupOf(i, groups)), func(*nats.Msg) {}); err != nil {
+			return ncs, err
+		}
+	}
+	for _, nc := range ncs {
+		if err := nc.FlushTimeout(2 * time.Minute); err != nil {
+			return ncs, err
+		}
+	}
+	return ncs, nil
+}
+
 func waitReceived(ctx context.Context, c *controller.Controller, want uint64) error {
 	for {
 		if got, _ := c.Counters(); got >= want {
@@ -262,6 +322,7 @@ type serverStats struct {
 	Goroutines    int    `json:"goroutines"`
 	Connections   int    `json:"connections"`
 	Subscriptions uint32 `json:"subscriptions"`
+	LeafNodes     int    `json:"leafnodes"`
 }
 
 func vmRSS(pid int) int64 {
@@ -282,13 +343,10 @@ func vmRSS(pid int) int64 {
 // JSON line of stats for every line read on stdin.
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
-	noCache := fs.Bool("no-sublist-cache", false, "start the server with no_sublist_cache: true")
+	cache := fs.Bool("sublist-cache", false, "run the server with nats-server's sublist cache on (nats-server's default; fleetwave turns it off: docs/PERFORMANCE.md 2b)")
+	conf := fs.String("conf", "", "nats-server configuration text to start from")
 	fs.Parse(args)
-	conf := ""
-	if *noCache {
-		conf = "no_sublist_cache: true\n"
-	}
-	ns, url, stop, err := startServerConf(conf)
+	ns, url, stop, err := startServerConf(*conf, *cache)
 	if err != nil {
 		return err
 	}
@@ -303,7 +361,7 @@ func serve(args []string) error {
 		vz, _ := ns.Varz(nil)
 		s := serverStats{RSSKiB: vmRSS(os.Getpid()), HeapInuse: ms.HeapInuse, Goroutines: runtime.NumGoroutine()}
 		if vz != nil {
-			s.Connections, s.Subscriptions = vz.Connections, vz.Subscriptions
+			s.Connections, s.Subscriptions, s.LeafNodes = vz.Connections, vz.Subscriptions, vz.Leafs
 		}
 		b, _ := json.Marshal(s)
 		fmt.Println(string(b))
@@ -363,14 +421,14 @@ func plan(args []string) error {
 	groups := fs.Int("groups", 10, "groups")
 	rounds := fs.Int("rounds", 5, "plan changes to time")
 	warm := fs.Bool("warm", true, "put the spec (republished on fleet.plan.spec) before subscribing, as when agents (re)connect to a fleet that has a plan: the server then holds a cached match for that subject and copies it on every new subscription to it; false: subscribe first")
-	noCache := fs.Bool("no-sublist-cache", false, "run the server with no_sublist_cache: true")
+	cache := fs.Bool("sublist-cache", false, "run the server with nats-server's sublist cache on (nats-server's default; fleetwave turns it off: docs/PERFORMANCE.md 2b)")
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	var serveArgs []string
-	if *noCache {
-		serveArgs = append(serveArgs, "-no-sublist-cache")
+	if *cache {
+		serveArgs = append(serveArgs, "-sublist-cache")
 	}
 	sp, err := startServerProc(serveArgs...)
 	if err != nil {
@@ -549,7 +607,7 @@ func plan(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("plan: mode=%s agents=%d connections=%d warm=%v no-sublist-cache=%v setup=%v\n", *mode, watchers, nconns, *warm, *noCache, setup.Round(time.Millisecond))
+	fmt.Printf("plan: mode=%s agents=%d connections=%d warm=%v sublist-cache=%v setup=%v\n", *mode, watchers, nconns, *warm, *cache, setup.Round(time.Millisecond))
 	fmt.Printf("server before: rss %d KiB heap %d KiB conns %d subs %d goroutines %d\n", before.RSSKiB, before.HeapInuse>>10, before.Connections, before.Subscriptions, before.Goroutines)
 	fmt.Printf("server after:  rss %d KiB heap %d KiB conns %d subs %d goroutines %d\n", after.RSSKiB, after.HeapInuse>>10, after.Connections, after.Subscriptions, after.Goroutines)
 	fmt.Printf("server cost per agent: rss %.1f KiB, heap %.1f KiB, %.2f subscriptions, %.2f goroutines\n",

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+// TestMain lets the test binary stand in for fleetbench when a mode starts
+// one of its child processes (os.Executable with "serve" or "agents").
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && (os.Args[1] == "serve" || os.Args[1] == "agents") {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// The benchmarks at a small size, so that they keep working: each mode
+// returns an error when what it measures did not happen (heartbeats not
+// all ingested, an agent not notified, a heartbeat missing from the hub).
+
+func TestIngestSmall(t *testing.T) {
+	if err := ingest([]string{"-agents", "500", "-plan-subs", "200"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPlanSmall(t *testing.T) {
+	for _, mode := range []string{"conns", "shared", "fanout"} {
+		if err := plan([]string{"-mode", mode, "-agents", "100", "-conns", "4", "-rounds", "2"}); err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+	}
+}
+
+func TestTierSmall(t *testing.T) {
+	for _, leaves := range []string{"0", "2"} {
+		if err := tier([]string{"-agents", "300", "-leaves", leaves, "-rounds", "2"}); err != nil {
+			t.Fatalf("%s leaves: %v", leaves, err)
+		}
+	}
+}
