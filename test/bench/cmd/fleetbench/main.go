@@ -176,7 +176,7 @@ func ingest(args []string) error {
 		return err
 	}
 	defer stop()
-	pubNC, err := nats.Connect(url)
+	pubNC, js, fleet, err := openFleet(ctx, url, jetstream.WithPublishAsyncMaxPending(4000))
 	if err != nil {
 		return err
 	}
@@ -191,11 +191,6 @@ func ingest(args []string) error {
 			defer nc.Close()
 		}
 		fmt.Printf("plan subscriptions: %d agents on %d connections in %v\n", *planSubs, len(ncs), time.Since(start).Round(time.Millisecond))
-	}
-	js, _ := jetstream.New(pubNC, jetstream.WithPublishAsyncMaxPending(4000))
-	fleet, err := kv.Ensure(ctx, js, kv.Options{})
-	if err != nil {
-		return err
 	}
 	subjects, data, err := payloads(*n, *groups, 1)
 	if err != nil {
@@ -213,16 +208,11 @@ func ingest(args []string) error {
 
 	// 2. Replay: a controller starts against the full stream and recovers
 	// the inventory (ordered consumer, DeliverLastPerSubject).
-	cNC, err := nats.Connect(url)
+	cNC, _, cfleet, err := openFleet(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer cNC.Close()
-	cjs, _ := jetstream.New(cNC)
-	cfleet, err := kv.Ensure(ctx, cjs, kv.Options{})
-	if err != nil {
-		return err
-	}
 	c, err := controller.New(cfleet, controller.Options{ID: "bench", Log: discard, StatsInterval: time.Hour, ReconcileInterval: time.Hour, LeaseTTL: 2 * time.Hour})
 	if err != nil {
 		return err
@@ -297,6 +287,24 @@ func planSubscribers(url string, n, conns, groups int) ([]*nats.Conn, error) {
 		}
 	}
 	return ncs, nil
+}
+
+// openFleet connects to url and ensures the fleet's stream and buckets
+// there, as the controller does.
+func openFleet(ctx context.Context, url string, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream, *kv.Fleet, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	js, err := jetstream.New(nc, opts...)
+	if err == nil {
+		var fleet *kv.Fleet
+		if fleet, err = kv.Ensure(ctx, js, kv.Options{}); err == nil {
+			return nc, js, fleet, nil
+		}
+	}
+	nc.Close()
+	return nil, nil, nil, err
 }
 
 func waitReceived(ctx context.Context, c *controller.Controller, want uint64) error {
@@ -435,16 +443,11 @@ func plan(args []string) error {
 		return err
 	}
 	defer sp.close()
-	adm, err := nats.Connect(sp.url)
+	adm, js, fleet, err := openFleet(ctx, sp.url)
 	if err != nil {
 		return err
 	}
 	defer adm.Close()
-	js, _ := jetstream.New(adm)
-	fleet, err := kv.Ensure(ctx, js, kv.Options{})
-	if err != nil {
-		return err
-	}
 	spec, _ := json.Marshal(rollout.DefaultSpec("14.3.6", "14.3.7"))
 	if *warm {
 		if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
@@ -661,16 +664,11 @@ func rss(args []string) error {
 		return err
 	}
 	defer stop()
-	nc, err := nats.Connect(url)
+	nc, js, fleet, err := openFleet(ctx, url, jetstream.WithPublishAsyncMaxPending(4000))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4000))
-	fleet, err := kv.Ensure(ctx, js, kv.Options{})
-	if err != nil {
-		return err
-	}
 	subjects, data, err := payloads(*n, *groups, 1)
 	if err != nil {
 		return err

@@ -220,16 +220,11 @@ func tier(args []string) error {
 		return err
 	}
 	defer hub.close()
-	adm, err := nats.Connect(hub.url)
+	adm, js, fleet, err := openFleet(ctx, hub.url)
 	if err != nil {
 		return err
 	}
 	defer adm.Close()
-	js, _ := jetstream.New(adm)
-	fleet, err := kv.Ensure(ctx, js, kv.Options{})
-	if err != nil {
-		return err
-	}
 	// Agents (re)connect to a fleet that has a plan.
 	spec, _ := json.Marshal(rollout.DefaultSpec("14.3.6", "14.3.7"))
 	if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
