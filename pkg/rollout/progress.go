@@ -30,11 +30,11 @@ type ProgressInput struct {
 	Prev float64
 }
 
-// inFlightWindow is the most agents Progress lets be in flight at once:
+// InFlightWindow is the most agents Progress lets be in flight at once:
 // max_in_flight × initial, rounded down, and at least 1 so that a small
 // group still moves. The 1e-9 absorbs binary rounding of decimal
 // percentages (1.4% of 11000 is 154, not 153).
-func inFlightWindow(maxInFlight Percent, initial int) int {
+func InFlightWindow(maxInFlight Percent, initial int) int {
 	return max(int(math.Floor(maxInFlight.Of(max(initial, 1))+1e-9)), 1)
 }
 
@@ -42,7 +42,7 @@ func inFlightWindow(maxInFlight Percent, initial int) int {
 //
 // An agent is in flight at progress p when Decide tells it to update (a
 // canary, or id fraction < p) and it has not finished with the target (see
-// Pending). Let W = inFlightWindow(max_in_flight, initial). Progress is
+// Pending). Let W = InFlightWindow(max_in_flight, initial). Progress is
 //
 //	max(Prev, min(formula, cap))
 //
@@ -93,7 +93,7 @@ func Progress(in ProgressInput) (progress float64, frozen bool) {
 	started, _ := slices.BinarySearch(pending, prev)
 	inFlight := max(in.PendingCanaries, 0) + started
 	p := (window + float64(in.OnTarget)) / float64(initial)
-	switch k := inFlightWindow(in.MaxInFlight, initial) - inFlight; {
+	switch k := InFlightWindow(in.MaxInFlight, initial) - inFlight; {
 	case k <= 0:
 		p = prev // the window is full: hold
 	case k < len(pending)-started:

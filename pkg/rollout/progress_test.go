@@ -142,7 +142,7 @@ func TestProgress(t *testing.T) {
 			if got != tt.want || frozen != tt.wantFrozen {
 				t.Errorf("Progress(%+v) = %v, %v; want %v, %v", in, got, frozen, tt.want, tt.wantFrozen)
 			}
-			if n := countBelow(in.Pending, got) + in.PendingCanaries; !frozen && got > in.Prev && n > inFlightWindow(in.MaxInFlight, in.Initial) && in.Strategy != StrategyGrouped {
+			if n := countBelow(in.Pending, got) + in.PendingCanaries; !frozen && got > in.Prev && n > InFlightWindow(in.MaxInFlight, in.Initial) && in.Strategy != StrategyGrouped {
 				t.Errorf("progress %v moved and leaves %d in flight, more than the window", got, n)
 			}
 		})
@@ -175,8 +175,8 @@ func TestInFlightWindow(t *testing.T) {
 		{33.3, 1000, 333},
 	}
 	for _, tt := range tests {
-		if got := inFlightWindow(tt.pct, tt.initial); got != tt.want {
-			t.Errorf("inFlightWindow(%v, %d) = %d, want %d", tt.pct, tt.initial, got, tt.want)
+		if got := InFlightWindow(tt.pct, tt.initial); got != tt.want {
+			t.Errorf("InFlightWindow(%v, %d) = %d, want %d", tt.pct, tt.initial, got, tt.want)
 		}
 	}
 }

@@ -151,7 +151,7 @@ func TestPropertyBackpressure(t *testing.T) {
 			if late > 0 {
 				lateSeen++
 			}
-			w := inFlightWindow(g.MaxInFlight, st.InitialCount)
+			w := InFlightWindow(g.MaxInFlight, st.InitialCount)
 			switch {
 			case st.State == StateCanary && inFlight > len(st.Canaries):
 				t.Fatalf("seed %d step %d: %d in flight in the canary state with %d canaries", seed, step, inFlight, len(st.Canaries))
@@ -159,10 +159,6 @@ func TestPropertyBackpressure(t *testing.T) {
 				checked++
 				worstOver = max(worstOver, inFlight-late-w)
 				worstOverAll = max(worstOverAll, inFlight-w)
-				if inFlight-late > w+1 {
-					t.Fatalf("seed %d step %d: %d agents in flight (%d more that came back late), more than max_in_flight %v × %d + 1 = %d + 1 at progress %v",
-						seed, step, inFlight-late, late, g.MaxInFlight, st.InitialCount, w, st.Progress)
-				}
 				if inFlight-late > w {
 					t.Fatalf("seed %d step %d: %d agents in flight (%d more that came back late), more than the window %d: the guard went beyond it",
 						seed, step, inFlight-late, late, w)

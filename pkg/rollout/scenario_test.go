@@ -122,7 +122,7 @@ func (s *sim) checkInFlight(g string, views []AgentView) {
 			n++
 		}
 	}
-	if w := inFlightWindow(gc.MaxInFlight, st.InitialCount); n > w {
+	if w := InFlightWindow(gc.MaxInFlight, st.InitialCount); n > w {
 		s.t.Errorf("%s %s: %d agents in flight at progress %v, more than the window %d", s.now.Format(time.RFC3339), g, n, st.Progress, w)
 	}
 }

@@ -301,7 +301,7 @@ func (sh *shard) decide(i int, now time.Time) {
 	}
 	st := sh.plan.status[a.group]
 	version, update := rollout.Decide(a.id, sh.plan.spec, st, st.Mode)
-	if !update || version == "" || version == a.active || version == a.badVersion {
+	if !rollout.Act(a.active, version, update) || version == a.badVersion {
 		return
 	}
 	a.installing, a.installTo = true, version
@@ -361,8 +361,7 @@ func (sh *shard) beat(i int, now time.Time) {
 		return
 	}
 	if err := sh.nc.Publish(heartbeat.SubjectFor(hb.Group, a.id), data); err != nil {
-		sh.s.stats.publishErrors.Add(1)
-		return
+		return // the connection is closing: not sent
 	}
 	sh.s.stats.beats.Add(1)
 }

@@ -443,10 +443,10 @@ func (s *Sim) report(ctrl *controller.Controller, d time.Duration, recv0 uint64,
 }
 
 // InFlightBound is the most agents of a group that may be updating at once
-// in the active phase: floor(max_in_flight × initial) (at least 1), plus one
-// for the lowest-id guard against a statistical deadlock.
+// in the active phase: rollout.InFlightWindow, plus one for the lowest-id
+// guard against a statistical deadlock.
 func InFlightBound(maxInFlight rollout.Percent, initial int) int {
-	return max(int(math.Floor(maxInFlight.Of(max(initial, 1))+1e-9)), 1) + 1
+	return rollout.InFlightWindow(maxInFlight, initial) + 1
 }
 
 // processCPU is the user+system CPU time of this whole process.

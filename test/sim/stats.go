@@ -11,15 +11,13 @@ import (
 
 // tracker is the simulator's own knowledge of the fleet, shared by shards.
 type tracker struct {
-	beats         atomic.Uint64
-	publishErrors atomic.Uint64
-	churned       atomic.Uint64
+	beats   atomic.Uint64
+	churned atomic.Uint64
 
 	mu        sync.Mutex
 	specAt    time.Time // when the test wrote the spec (zero before)
 	notifyLat []time.Duration
 	groups    []groupTrack
-	inFlight  int
 }
 
 type groupTrack struct {
@@ -28,7 +26,6 @@ type groupTrack struct {
 	inFlight        int
 	maxCanary       int // max agents installing at once while the group was in canary
 	maxActive       int // ... in active (or done)
-	maxAny          int
 	starts          int // install attempts of the target
 	badStarts       map[rollout.AgentID]struct{}
 	startsAfterHalt int
@@ -74,7 +71,6 @@ func (t *tracker) observeStatus(g int, st rollout.GroupStatus, rev uint64) {
 // sample records in-flight maxima; called on every install start and end.
 func (t *tracker) sample(g int, st rollout.GroupStatus) {
 	gt := &t.groups[g]
-	gt.maxAny = max(gt.maxAny, gt.inFlight)
 	if st.State == rollout.StateCanary {
 		gt.maxCanary = max(gt.maxCanary, gt.inFlight)
 	} else {
@@ -87,7 +83,6 @@ func (t *tracker) installStarted(g int, id rollout.AgentID, version string, st r
 	defer t.mu.Unlock()
 	gt := &t.groups[g]
 	gt.inFlight++
-	t.inFlight++
 	gt.starts++
 	if bad {
 		gt.badStarts[id] = struct{}{}
@@ -103,7 +98,6 @@ func (t *tracker) installFinished(g int, failed bool, st rollout.GroupStatus) {
 	defer t.mu.Unlock()
 	gt := &t.groups[g]
 	gt.inFlight--
-	t.inFlight--
 	if failed {
 		gt.failed++
 	}
@@ -114,7 +108,6 @@ func (t *tracker) installAborted(g int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.groups[g].inFlight--
-	t.inFlight--
 }
 
 func (t *tracker) snapshot() (statuses []rollout.GroupStatus, inFlight int) {
@@ -122,8 +115,9 @@ func (t *tracker) snapshot() (statuses []rollout.GroupStatus, inFlight int) {
 	defer t.mu.Unlock()
 	for _, g := range t.groups {
 		statuses = append(statuses, g.status)
+		inFlight += g.inFlight
 	}
-	return statuses, t.inFlight
+	return statuses, inFlight
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
