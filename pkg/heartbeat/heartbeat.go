@@ -109,16 +109,13 @@ func (h *Heartbeat) Validate() error {
 	if err := checkText("hostname", h.Hostname, MaxHostnameLen); err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		name, value string
-		required    bool
-	}{
-		{"active_version", h.ActiveVersion, false},
-		{"start_version", h.StartVersion, false},
-		{"rollback_from", h.RollbackFrom, false},
-		{"updater_version", h.UpdaterVersion, false},
+	for _, f := range []struct{ name, value string }{ // each optional
+		{"active_version", h.ActiveVersion},
+		{"start_version", h.StartVersion},
+		{"rollback_from", h.RollbackFrom},
+		{"updater_version", h.UpdaterVersion},
 	} {
-		if f.value == "" && !f.required {
+		if f.value == "" {
 			continue
 		}
 		if err := rollout.ValidateVersion(f.value); err != nil {

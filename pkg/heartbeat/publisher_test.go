@@ -169,9 +169,6 @@ func TestPublisherManualClock(t *testing.T) {
 	if diff := cmp.Diff(wantBeat(3, start.Add(interval)), got); diff != "" {
 		t.Errorf("kicked heartbeat (-want +got):\n%s", diff)
 	}
-	if now := clk.Now(); !now.Equal(start.Add(interval)) {
-		t.Errorf("clock moved to %v; the test only advanced it to %v", now, start.Add(interval))
-	}
 
 	// The stream keeps only the last beat of the agent.
 	info, err := s.JetStream("check").Stream(t.Context(), kv.StreamHB)

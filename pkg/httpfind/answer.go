@@ -73,13 +73,17 @@ func DecodeAnswer(b []byte) (Answer, error) {
 	if d.More() {
 		return Answer{}, fmt.Errorf("%w: data after the JSON object", ErrBadAnswer)
 	}
+	var versionErr error
+	if w.Version != nil && *w.Version != "" {
+		versionErr = rollout.ValidateVersion(*w.Version)
+	}
 	switch {
 	case w.Version == nil:
 		return Answer{}, fmt.Errorf("%w: agent_version missing", ErrBadAnswer)
 	case w.Update == nil:
 		return Answer{}, fmt.Errorf("%w: agent_autoupdate missing", ErrBadAnswer)
-	case *w.Version != "" && rollout.ValidateVersion(*w.Version) != nil:
-		return Answer{}, fmt.Errorf("%w: agent_version: %v", ErrBadAnswer, rollout.ValidateVersion(*w.Version))
+	case versionErr != nil:
+		return Answer{}, fmt.Errorf("%w: agent_version: %v", ErrBadAnswer, versionErr)
 	case *w.Update && *w.Version == "":
 		return Answer{}, fmt.Errorf("%w: agent_autoupdate is true but agent_version is empty", ErrBadAnswer)
 	case w.JitterSeconds < 0 || w.JitterSeconds > maxJitterSeconds:

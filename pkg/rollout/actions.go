@@ -31,6 +31,26 @@ func (st *GroupStatus) clearHalt() {
 	st.Halted, st.HaltReason, st.HaltedAt = false, "", time.Time{}
 }
 
+// settle clears a halt and everything a running group may be waiting on:
+// the operator has decided where the group ends up.
+func (st *GroupStatus) settle() {
+	st.clearHalt()
+	st.RunRequested, st.Waiting, st.WaitingUntil, st.Frozen = false, "", time.Time{}, ""
+}
+
+// restart is st back in unstarted with a run requested, as new for the
+// same versions (fresh canaries and initial count at the next step) but
+// with its mode and health settings kept.
+func restart(st GroupStatus, reason string, now time.Time) (GroupStatus, Event) {
+	restarted := newStatus(st.Group, Spec{StartVersion: st.StartVersion, TargetVersion: st.TargetVersion}, now, "")
+	restarted.Mode, restarted.JitterSeconds = st.Mode, st.JitterSeconds
+	restarted.HealthTimeout, restarted.MinHealthyTime = st.HealthTimeout, st.MinHealthyTime
+	restarted.RunRequested = true
+	ev := restarted.set(StateUnstarted, reason, now)
+	ev.From = st.State
+	return restarted, ev
+}
+
 func badAction(action string, st GroupStatus, fix string) error {
 	return fmt.Errorf("%w: %s group %q: it is %s; %s", ErrBadAction, action, st.Group, st.State, fix)
 }
@@ -45,8 +65,7 @@ func Rollback(st GroupStatus, note string, now time.Time) (GroupStatus, Event, e
 		return st, Event{}, badAction("rollback", st, "only a group in canary, active or done can be rolled back")
 	}
 	st = st.Clone()
-	st.clearHalt()
-	st.RunRequested, st.Waiting, st.WaitingUntil, st.Frozen = false, "", time.Time{}, ""
+	st.settle()
 	return st, st.set(StateRolledBack, operatorReason("rollback", note), now), nil
 }
 
@@ -61,12 +80,7 @@ func Reset(st GroupStatus, note string, now time.Time) (GroupStatus, Event, erro
 	st = st.Clone()
 	switch st.State {
 	case StateCanary:
-		restarted := newStatus(st.Group, Spec{StartVersion: st.StartVersion, TargetVersion: st.TargetVersion}, now, "")
-		restarted.Mode, restarted.JitterSeconds = st.Mode, st.JitterSeconds
-		restarted.HealthTimeout, restarted.MinHealthyTime = st.HealthTimeout, st.MinHealthyTime
-		restarted.RunRequested = true
-		ev := restarted.set(StateUnstarted, reason+" (canary phase restarts)", now)
-		ev.From = StateCanary
+		restarted, ev := restart(st, reason+" (canary phase restarts)", now)
 		return restarted, ev, nil
 	case StateActive:
 		st.clearHalt()
@@ -90,12 +104,7 @@ func Run(st GroupStatus, note string, now time.Time) (GroupStatus, Event, error)
 		st.RunRequested = true
 		return st, newEvent(st.Group, EventOperator, st.State, st.State, reason+" (starts at once)", now), nil
 	case st.State == StateRolledBack:
-		restarted := newStatus(st.Group, Spec{StartVersion: st.StartVersion, TargetVersion: st.TargetVersion}, now, "")
-		restarted.Mode, restarted.JitterSeconds = st.Mode, st.JitterSeconds
-		restarted.HealthTimeout, restarted.MinHealthyTime = st.HealthTimeout, st.MinHealthyTime
-		restarted.RunRequested = true
-		ev := restarted.set(StateUnstarted, reason+" (starts again at once)", now)
-		ev.From = StateRolledBack
+		restarted, ev := restart(st, reason+" (starts again at once)", now)
 		return restarted, ev, nil
 	case st.State.InProgress() && st.Halted:
 		return Reset(st, note, now)
@@ -116,8 +125,7 @@ func MarkDone(st GroupStatus, note string, now time.Time) (GroupStatus, Event, e
 		return st, Event{}, badAction("mark-done", st, "only a group in unstarted, canary or active can be marked done")
 	}
 	st = st.Clone()
-	st.clearHalt()
-	st.RunRequested, st.Waiting, st.WaitingUntil, st.Frozen = false, "", time.Time{}, ""
+	st.settle()
 	st.Progress, st.DoneAt = 1, now
 	return st, st.set(StateDone, operatorReason("mark-done", note), now), nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -337,12 +338,10 @@ func sameGroup(a, b GroupConfig) bool {
 	if errA != nil || errB != nil || ad != bd {
 		return false
 	}
+	// Days compared as sets above; dependencies by the caller. Every other
+	// field, including any added later, must be equal.
 	a.Days, b.Days = nil, nil
-	return a.Name == b.Name && a.StartHour == b.StartHour && a.WaitHours == b.WaitHours &&
-		a.JitterSeconds == b.JitterSeconds && a.CanaryCount == b.CanaryCount &&
-		a.MaxInFlight == b.MaxInFlight && a.AlertAfter == b.AlertAfter &&
-		a.FailureThreshold == b.FailureThreshold && a.HealthTimeout == b.HealthTimeout &&
-		a.MinHealthyTime == b.MinHealthyTime
+	return reflect.DeepEqual(a, b)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -206,10 +206,18 @@ func (m *machine) unstarted() bool {
 	return true
 }
 
-func (m *machine) agentsByID() map[AgentID]AgentView {
-	out := make(map[AgentID]AgentView, len(m.in.Agents))
+// canaryViews are the views of the group's canaries that are present, by
+// id (judgeCanaries looks up at most canary_count agents).
+func (m *machine) canaryViews() map[AgentID]AgentView {
+	canary := make(map[AgentID]bool, len(m.st.Canaries))
+	for _, c := range m.st.Canaries {
+		canary[c.ID] = true
+	}
+	out := make(map[AgentID]AgentView, len(canary))
 	for _, a := range m.in.Agents {
-		out[a.ID] = a
+		if canary[a.ID] {
+			out[a.ID] = a
+		}
 	}
 	return out
 }
@@ -264,7 +272,7 @@ func (m *machine) canary() bool {
 		return false
 	}
 	// A failed canary is the more useful reason, so judge canaries first.
-	v := judgeCanaries(st, m.agentsByID(), m.gc, m.now)
+	v := judgeCanaries(st, m.canaryViews(), m.gc, m.now)
 	if v.halt != "" {
 		m.halt(v.halt)
 		return false

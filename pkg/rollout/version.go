@@ -23,10 +23,11 @@ func ValidateVersion(v string) error {
 		return fmt.Errorf("%w %q: write it without the leading \"v\" (%s)", ErrBadVersion, v, v[1:])
 	}
 	sv := "v" + v
-	// semver.IsValid accepts shorthands such as "v1" and "v1.2"; a release
-	// version must spell all three numbers, so require the canonical form
-	// (build metadata, which Canonical drops, is allowed).
-	if !semver.IsValid(sv) || semver.Canonical(sv) != stripBuild(sv) {
+	// semver accepts shorthands such as "v1" and "v1.2"; a release version
+	// must spell all three numbers, so require the canonical form (build
+	// metadata, which Canonical drops, is allowed). Canonical is "" for an
+	// invalid version, never equal to sv.
+	if semver.Canonical(sv) != stripBuild(sv) {
 		return fmt.Errorf("%w %q: want MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD], e.g. 1.4.2", ErrBadVersion, v)
 	}
 	return nil
