@@ -19,7 +19,7 @@ broken=false
 for arg in "$@"; do
 	case "$arg" in
 	--broken) broken=true ;;
-	-h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,14p' "$0"; exit 0 ;;
 	*) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -111,28 +111,30 @@ done
 timeout 180 fleetctl status --wait >/dev/null || { echo "the fleet did not reach 1.0.0 in 3 minutes"; exit 1; }
 fleetctl status
 
+# roll_to V sets the target to V and waits (at most 3 minutes) for the
+# rollout to end, with fleetctl watch printing events meanwhile; code is
+# fleetctl status --wait's exit code (0 done, 3 halted).
+roll_to() {
+	fleetctl watch &
+	local watch_pid=$!
+	pids+=("$watch_pid")
+	fleetctl plan set --target "$1" >/dev/null
+	code=0
+	timeout 180 fleetctl status --wait >/dev/null || code=$?
+	sleep 1 # let watch print the last events
+	kill "$watch_pid" 2>/dev/null || true
+}
+
 step "Rolling out 1.1.0 (events from fleetctl watch as they happen)"
-fleetctl watch &
-watch_pid=$!
-pids+=("$watch_pid")
-fleetctl plan set --target 1.1.0 >/dev/null
-timeout 180 fleetctl status --wait >/dev/null || { echo "the rollout did not finish in 3 minutes"; exit 1; }
-sleep 1
-kill "$watch_pid" 2>/dev/null || true
+roll_to 1.1.0
+[ "$code" = 0 ] || { echo "the rollout did not finish in 3 minutes (exit $code)"; exit 1; }
 step "Done: every host on 1.1.0"
 fleetctl status
 fleetctl agents ls
 
 if $broken; then
 	step "Shipping 1.2.0, which does not start: watch the canary roll back and the group halt"
-	fleetctl watch &
-	watch_pid=$!
-	pids+=("$watch_pid")
-	fleetctl plan set --target 1.2.0 >/dev/null
-	code=0
-	timeout 180 fleetctl status --wait >/dev/null || code=$?
-	sleep 1
-	kill "$watch_pid" 2>/dev/null || true
+	roll_to 1.2.0
 	step "Halted (fleetctl status --wait exited $code): the canary is back on 1.1.0, prod never moved"
 	fleetctl status
 	fleetctl agents ls

@@ -105,11 +105,11 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, agentCreds, err := ad.IssueAgent(id, "blue", "")
+	_, agentCredsRel, err := ad.IssueAgent(id, "blue", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentCreds = filepath.Join(ad.Path, agentCreds)
+	agentCreds := filepath.Join(ad.Path, agentCredsRel)
 	var agentLog natstest.Buffer
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -154,24 +154,24 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	})
 
 	// The agent's view at the site: the mirror, at the hub's revisions.
-	siteAgent := connect(t, ad, edge.url(), filepath.Base(filepath.Dir(agentCreds))+"/"+filepath.Base(agentCreds),
+	siteAgent := connect(t, ad, edge.url(), agentCredsRel,
 		nats.CustomInboxPrefix(kv.AgentInboxPrefix(string(id))))
 	siteJS := jsFor(t, siteAgent)
-	sitePlan := func() (spec, group kv.Entry[rollout.Spec], st kv.Entry[rollout.GroupStatus], err error) {
+	sitePlan := func() (spec kv.Entry[rollout.Spec], st kv.Entry[rollout.GroupStatus], err error) {
 		b, err := within(ctx, 2*time.Second, func(ctx context.Context) (jetstream.KeyValue, error) {
 			return siteJS.KeyValue(ctx, kv.BucketPlan)
 		})
 		if err != nil {
-			return spec, group, st, err
+			return spec, st, err
 		}
 		if spec, err = kv.Get[rollout.Spec](ctx, b, kv.KeySpec); err != nil {
-			return spec, group, st, err
+			return spec, st, err
 		}
 		st, err = kv.Get[rollout.GroupStatus](ctx, b, kv.GroupKey("blue"))
-		return spec, group, st, err
+		return spec, st, err
 	}
 	natstest.Eventually(t, 20*time.Second, func() error {
-		s, _, st, err := sitePlan()
+		s, st, err := sitePlan()
 		if err != nil {
 			return err
 		}
@@ -237,7 +237,7 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	if diff := cmp.Diff(want, desired()); diff != "" {
 		t.Errorf("plan read at the site while cut off (-want +got):\n%s", diff)
 	}
-	if s, _, _, err := sitePlan(); err != nil || s.Revision != specRev {
+	if s, _, err := sitePlan(); err != nil || s.Revision != specRev {
 		t.Errorf("site plan while cut off: revision %d, err %v; want %d", s.Revision, err, specRev)
 	}
 
@@ -268,7 +268,7 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	})
 	t.Logf("%v: new target saved at the hub", time.Since(start))
 	natstest.Eventually(t, 30*time.Second, func() error {
-		s, _, _, err := sitePlan()
+		s, _, err := sitePlan()
 		if err != nil {
 			return err
 		}

@@ -4,8 +4,9 @@
 set -u
 out=${1:-/tmp/fleetbench.txt}
 bin=$(mktemp -d)
-go build -o "$bin/fleetbench" ./test/bench/cmd/fleetbench
-go build -o "$bin/controller" ./cmd/controller
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/fleetbench" ./test/bench/cmd/fleetbench || exit 1
+go build -o "$bin/controller" ./cmd/controller || exit 1
 {
   date -u; go version; echo "nproc $(nproc)"; grep -m1 'model name' /proc/cpuinfo; free -m | sed -n 2p
   echo "== ingest 10k";  "$bin/fleetbench" ingest -agents 10000
@@ -32,4 +33,3 @@ go build -o "$bin/controller" ./cmd/controller
   echo "== rss 100k"; "$bin/fleetbench" rss -agents 100000 -controller "$bin/controller"
   echo "== httpfind"; go test -run '^$' -bench 'BenchmarkDecide|BenchmarkFind' -benchtime 2s ./pkg/httpfind
 } 2>&1 | tee "$out"
-rm -rf "$bin"

@@ -323,11 +323,10 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 		"--heartbeat-interval", "1s", "--stats-interval", "1s", "--reconcile-interval", "500ms", "--lease-ttl", "5s")
 	var nc *nats.Conn
 	natstest.Eventually(t, 30*time.Second, func() error {
-		c, err := natsutil.Connect(natsutil.ConnectOptions{URL: f.natsURL, Log: natstest.Logger(t)})
+		c, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: f.natsURL, Log: natstest.Logger(t)})
 		if err != nil {
 			return err
 		}
-		js, _ := jetstream.New(c)
 		fl, err := kv.Open(ctx, js)
 		if err != nil {
 			c.Close()

@@ -34,21 +34,17 @@ func TestRolloutEndToEnd(t *testing.T) {
 		f.waitDone("1.1.0", 3*time.Minute)
 		st := f.statuses()
 		events := f.eventsSince(t0)
-		canaryActive := eventTime(events, "canary", rollout.StateCanary, rollout.StateActive)
-		canaryDone := eventTime(events, "canary", rollout.StateActive, rollout.StateDone)
-		prodActive := eventTime(events, "prod", rollout.StateCanary, rollout.StateActive)
+		canaryActive := eventTime(t, events, "canary", rollout.StateCanary, rollout.StateActive)
+		canaryDone := eventTime(t, events, "canary", rollout.StateActive, rollout.StateDone)
+		prodActive := eventTime(t, events, "prod", rollout.StateCanary, rollout.StateActive)
 		spans := f.updateSpans(t0, "1.1.0")
 		for _, g := range []struct {
 			name   string
 			active time.Time
 			window int
 		}{{"canary", canaryActive, 2}, {"prod", prodActive, 2}} {
-			canaries := map[rollout.AgentID]bool{}
-			for _, c := range st[g.name].Canaries {
-				canaries[c.ID] = true
-			}
 			for id, sp := range spans {
-				if sp.group == g.name && sp.start.Before(g.active) && !canaries[id] {
+				if sp.group == g.name && sp.start.Before(g.active) && !st[g.name].IsCanary(id) {
 					t.Errorf("group %s: agent %s started updating at %v, before the canary phase ended at %v, and is no canary", g.name, id, sp.start, g.active)
 				}
 				if g.name == "prod" && sp.group == "prod" && sp.start.Before(canaryDone) {
@@ -93,7 +89,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 		})
 		// Only the canary ever tried 1.2.0; prod never moved.
 		for id, sp := range f.updateSpans(t0, "1.2.0") {
-			if sp.group == "prod" || !isCanary(halted, id) {
+			if sp.group == "prod" || !halted.IsCanary(id) {
 				t.Errorf("agent %s (%s) tried 1.2.0", id, sp.group)
 			}
 		}
@@ -139,8 +135,6 @@ func TestRolloutEndToEnd(t *testing.T) {
 	})
 }
 
-func isCanary(st rollout.GroupStatus, id rollout.AgentID) bool { return st.IsCanary(id) }
-
 func (f *fleet) cutAgents() []*agent {
 	var out []*agent
 	for _, a := range f.agents {
@@ -179,12 +173,16 @@ func (f *fleet) eventsSince(t0 time.Time) []rollout.Event {
 	return out
 }
 
-func eventTime(events []rollout.Event, group string, from, to rollout.State) time.Time {
+// eventTime is when group went from one state to another; the test fails
+// without that event (every ordering check below would hold vacuously).
+func eventTime(t *testing.T, events []rollout.Event, group string, from, to rollout.State) time.Time {
+	t.Helper()
 	for _, ev := range events {
 		if ev.Group == group && ev.Kind == rollout.EventTransition && ev.From == from && ev.To == to {
 			return ev.At
 		}
 	}
+	t.Fatalf("no %s → %s event for group %s among %d events", from, to, group, len(events))
 	return time.Time{}
 }
 

@@ -16,6 +16,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -85,8 +86,6 @@ func raiseNoFile() {
 	}
 }
 
-func startServer() (*server.Server, string, func(), error) { return startServerConf("", false) }
-
 // startServerConf starts the embedded server; a non-empty conf is written
 // to a nats-server configuration file the server starts from; cache turns
 // the sublist cache on.
@@ -119,13 +118,9 @@ func agentID(n int) rollout.AgentID {
 
 func groupOf(n, groups int) string { return fmt.Sprintf("g%d", n%groups) }
 
-// payloads are n realistic (~380 byte) heartbeats of distinct agents, the
-// same shape as pkg/heartbeat's BenchmarkAggregateDecodeObserve.
-func payloads(n, groups int, seq uint64) (subjects []string, data [][]byte, err error) {
-	return payloadsFrom(0, n, groups, seq)
-}
-
-// payloadsFrom are those of agents first .. first+n-1.
+// payloadsFrom are n realistic (~340 byte) heartbeats of the distinct agents
+// first .. first+n-1, the same shape as pkg/heartbeat's
+// BenchmarkAggregateDecodeObserve.
 func payloadsFrom(first, n, groups int, seq uint64) (subjects []string, data [][]byte, err error) {
 	subjects, data = make([]string, n), make([][]byte, n)
 	now := time.Now().UTC()
@@ -176,7 +171,7 @@ func ingest(args []string) error {
 		return err
 	}
 	defer stop()
-	pubNC, js, fleet, err := openFleet(ctx, url, jetstream.WithPublishAsyncMaxPending(4000))
+	pubNC, js, _, err := openFleet(ctx, url, jetstream.WithPublishAsyncMaxPending(4000))
 	if err != nil {
 		return err
 	}
@@ -192,7 +187,7 @@ func ingest(args []string) error {
 		}
 		fmt.Printf("plan subscriptions: %d agents on %d connections in %v\n", *planSubs, len(ncs), time.Since(start).Round(time.Millisecond))
 	}
-	subjects, data, err := payloads(*n, *groups, 1)
+	subjects, data, err := payloadsFrom(0, *n, *groups, 1)
 	if err != nil {
 		return err
 	}
@@ -231,7 +226,7 @@ func ingest(args []string) error {
 
 	// 3. Live: publish every agent's next heartbeat while the controller
 	// follows; time until the controller has received all of them.
-	subjects, data, _ = payloads(*n, *groups, 2)
+	subjects, data, _ = payloadsFrom(0, *n, *groups, 2)
 	start = time.Now()
 	pd, err := publishAll(ctx, js, subjects, data)
 	if err != nil {
@@ -247,15 +242,25 @@ func ingest(args []string) error {
 	_, rej := c.Counters()
 	fmt.Printf("rejected: %d, inventory: %d agents\n", rej, c.Inventory().Len())
 
-	// 4. One stats pass: expire + count + one CAS write per group.
-	time.Sleep(0) // heartbeat interval not elapsed: recovered agents count, live ones are recovered too
+	// 4. One stats pass: expire + count + one CAS write per group (the
+	// heartbeat interval has not elapsed: every agent counts).
 	start = time.Now()
 	if err := c.WriteStats(ctx); err != nil {
 		return err
 	}
 	fmt.Printf("WriteStats (%d agents, %d groups): %v\n", c.Inventory().Len(), *groups, time.Since(start).Round(time.Microsecond))
-	_ = fleet
 	return nil
+}
+
+// subscribePlan subscribes for agent n exactly what agentd.PlanFollower
+// does: two core subscriptions, the spec (onSpec runs for each change) and
+// its group's status.
+func subscribePlan(nc *nats.Conn, n, groups int, onSpec func()) error {
+	if _, err := nc.Subscribe(kv.PlanRepublish+kv.KeySpec, func(*nats.Msg) { onSpec() }); err != nil {
+		return err
+	}
+	_, err := nc.Subscribe(kv.PlanRepublish+kv.GroupKey(groupOf(n, groups)), func(*nats.Msg) {})
+	return err
 }
 
 // planSubscribers opens conns connections and subscribes, for each of n
@@ -273,11 +278,7 @@ func planSubscribers(url string, n, conns, groups int) ([]*nats.Conn, error) {
 		ncs[j] = nc
 	}
 	for i := range n {
-		nc := ncs[i%conns]
-		if _, err := nc.Subscribe(kv.PlanRepublish+kv.KeySpec, func(*nats.Msg) {}); err != nil {
-			return ncs, err
-		}
-		if _, err := nc.Subscribe(kv.PlanRepublish+kv.GroupKey(groupOf(i, groups)), func(*nats.Msg) {}); err != nil {
+		if err := subscribePlan(ncs[i%conns], i, groups, func() {}); err != nil {
 			return ncs, err
 		}
 	}
@@ -519,12 +520,7 @@ func plan(args []string) error {
 	switch *mode {
 	case "conns", "shared":
 		for i := range *n {
-			nc := ncs[i%nconns]
-			// Exactly what agentd.PlanFollower does: two core subscriptions.
-			if _, err := nc.Subscribe(kv.PlanRepublish+kv.KeySpec, func(*nats.Msg) { record(i) }); err != nil {
-				return err
-			}
-			if _, err := nc.Subscribe(kv.PlanRepublish+kv.GroupKey(groupOf(i, *groups)), func(*nats.Msg) {}); err != nil {
+			if err := subscribePlan(ncs[i%nconns], i, *groups, func() { record(i) }); err != nil {
 				return err
 			}
 			if err := progress(i); err != nil {
@@ -659,7 +655,7 @@ func rss(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	_, url, stop, err := startServer()
+	_, url, stop, err := startServerConf("", false)
 	if err != nil {
 		return err
 	}
@@ -669,7 +665,7 @@ func rss(args []string) error {
 		return err
 	}
 	defer nc.Close()
-	subjects, data, err := payloads(*n, *groups, 1)
+	subjects, data, err := payloadsFrom(0, *n, *groups, 1)
 	if err != nil {
 		return err
 	}
@@ -689,7 +685,8 @@ func rss(args []string) error {
 	}
 	cctx, ccancel := context.WithCancel(ctx)
 	start := time.Now()
-	go c.Run(cctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Run(cctx) }()
 	<-c.Ready()
 	ready := time.Since(start)
 	runtime.GC()
@@ -697,7 +694,9 @@ func rss(args []string) error {
 	fmt.Printf("in-process controller: ready in %v with %d agents; heap in use +%.1f MiB (%.0f bytes/agent; includes the embedded server's share of the consumer)\n",
 		ready.Round(time.Millisecond), c.Inventory().Len(), float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/(1<<20), float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/float64(*n))
 	ccancel()
-	time.Sleep(200 * time.Millisecond)
+	if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("in-process controller: %w", err)
+	}
 
 	// Separate process: the real cmd/controller against this server.
 	cmd := exec.Command(*bin, "run", "--nats", url, "--id", "rss", "--log-format", "json")

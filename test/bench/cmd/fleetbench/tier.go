@@ -88,8 +88,7 @@ func agents(args []string) error {
 				return
 			}
 			ncs[i] = nc
-			// Exactly what agentd.PlanFollower does: two core subscriptions.
-			_, err = nc.Subscribe(kv.PlanRepublish+kv.KeySpec, func(*nats.Msg) {
+			err = subscribePlan(nc, *first+i, *groups, func() {
 				if !armed.Load() || seen[i].Load() != 0 {
 					return
 				}
@@ -98,9 +97,6 @@ func agents(args []string) error {
 					done <- struct{}{}
 				}
 			})
-			if err == nil {
-				_, err = nc.Subscribe(kv.PlanRepublish+kv.GroupKey(groupOf(*first+i, *groups)), func(*nats.Msg) {})
-			}
 			if err == nil {
 				err = nc.Publish(subjects[i], data[i])
 			}
