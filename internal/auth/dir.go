@@ -317,9 +317,6 @@ func (d Dir) loadRecord(name string) (Record, error) {
 // Agent returns an agent's record.
 func (d Dir) Agent(id rollout.AgentID) (Record, error) { return d.loadRecord(agentRecordFile(id)) }
 
-// User returns a named user's record.
-func (d Dir) User(name string) (Record, error) { return d.loadRecord(userRecordFile(name)) }
-
 // Records lists every agent and user record, users first.
 func (d Dir) Records() ([]Record, error) {
 	var out []Record
@@ -345,6 +342,7 @@ func (d Dir) Records() ([]Record, error) {
 // to running servers, and the keys it revokes.
 type Revocation struct {
 	Account    string // FLEET or SYS
+	File       string // the account JWT's file in the directory
 	AccountJWT string
 	Keys       []string
 }
@@ -425,7 +423,7 @@ func (d Dir) RevokeKeys(account string, keys []string, now time.Time) (Revocatio
 	if err := WriteFiles(d.Path, File{Name: accFile, Data: []byte(updated + "\n")}, File{Name: FileResolverConf, Data: conf}); err != nil {
 		return Revocation{}, err
 	}
-	return Revocation{Account: account, AccountJWT: updated, Keys: keys}, nil
+	return Revocation{Account: account, File: accFile, AccountJWT: updated, Keys: keys}, nil
 }
 
 // RevokeKey revokes one user key: of the agent or user whose record lists

@@ -33,8 +33,6 @@ var DefaultJetStreamLimits = JetStreamLimits{MemoryBytes: 256 << 20, DiskBytes: 
 // and the FLEET account, each with an identity key and a signing key where
 // day-to-day signing happens, so identity keys can be kept offline.
 type Operator struct {
-	Name string
-
 	OperatorKey, OperatorSigner nkeys.KeyPair
 	SystemKey                   nkeys.KeyPair
 	FleetKey, FleetSigner       nkeys.KeyPair
@@ -45,7 +43,7 @@ type Operator struct {
 // NewOperator mints an operator named name, its system account and the
 // FLEET account with JetStream limits js.
 func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
-	o := &Operator{Name: name}
+	o := &Operator{}
 	var err error
 	for _, k := range []struct {
 		dst    *nkeys.KeyPair

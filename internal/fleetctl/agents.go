@@ -55,10 +55,8 @@ Agents silent for longer than the agent expiry are gone from the stream.`,
 			if err := checkOutput(o.Output); err != nil {
 				return err
 			}
-			if o.Group != "" {
-				if err := rollout.ValidateGroupName(o.Group); err != nil {
-					return cliutil.Usagef("--group: %v", err)
-				}
+			if err := checkGroupFilter(o.Group); err != nil {
+				return err
 			}
 			if o.Version != "" && o.Version != rollout.NoVersion {
 				if err := rollout.ValidateVersion(o.Version); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -187,9 +186,7 @@ func RunAuthAgent(_ context.Context, o *AuthAgentOptions) error {
 	if err != nil {
 		return err
 	}
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(d.Path, out)
-	}
+	out = inDir(d, out)
 	if o.Output == "json" {
 		return writeJSON(o.Global.Out, AuthAgentReport{AgentID: string(id), Group: o.Group, UserKey: u.PubKey, Creds: out})
 	}
@@ -198,6 +195,15 @@ func RunAuthAgent(_ context.Context, o *AuthAgentOptions) error {
 		fmt.Fprintf(o.Global.Out, "new agent id: write it to <root>/agent_id on the host before agentd first starts\n")
 	}
 	return nil
+}
+
+// inDir is where a file the directory d wrote lives: a relative name is
+// under d.Path, as auth.WriteFiles resolves it.
+func inDir(d auth.Dir, name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(d.Path, name)
 }
 
 // AuthUserOptions are the flags of "fleetctl auth user".
@@ -256,9 +262,7 @@ func RunAuthUser(_ context.Context, o *AuthUserOptions) error {
 	if err != nil {
 		return err
 	}
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(d.Path, out)
-	}
+	out = inDir(d, out)
 	fmt.Fprintf(o.Global.Out, "user %s (%s): %s\ncreds written to %s (0600)\n", o.Name, role, u.PubKey, out)
 	return nil
 }
@@ -348,19 +352,12 @@ func RunAuthRevoke(ctx context.Context, o *AuthRevokeOptions) error {
 	for _, k := range rev.Keys {
 		fmt.Fprintf(o.Global.Out, "  %s\n", k)
 	}
-	fmt.Fprintf(o.Global.Out, "rewrote %s and %s\n", filepath.Join(d.Path, accountFile(rev.Account)), filepath.Join(d.Path, auth.FileResolverConf))
+	fmt.Fprintf(o.Global.Out, "rewrote %s and %s\n", filepath.Join(d.Path, rev.File), filepath.Join(d.Path, auth.FileResolverConf))
 	if !o.Push {
 		fmt.Fprintf(o.Global.Out, "not pushed: running servers still accept these keys until 'fleetctl auth push' or a restart with the new resolver.conf\n")
 		return nil
 	}
 	return pushAccounts(ctx, o.AuthOptions, o.SysCreds, rev.AccountJWT)
-}
-
-func accountFile(account string) string {
-	if account == auth.AccountSystem {
-		return auth.FileSystemJWT
-	}
-	return auth.FileFleetJWT
 }
 
 // pushAccounts sends account JWTs to the server at --nats as the system user.
@@ -372,7 +369,7 @@ func pushAccounts(ctx context.Context, o *AuthOptions, sysCreds string, tokens .
 	defer cancel()
 	nc, err := natsutil.Connect(natsutil.ConnectOptions{
 		URL: o.NATSURL, Name: "fleetctl auth", Creds: sysCreds, TLS: o.TLS,
-		Log: slog.New(slog.NewTextHandler(o.ErrOut, &slog.HandlerOptions{Level: slog.LevelError})),
+		Log: o.connLog(),
 	})
 	if err != nil {
 		return fmt.Errorf("%w; the change is saved in %s: push it with 'fleetctl auth push' once the server answers", err, o.Dir)

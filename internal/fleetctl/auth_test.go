@@ -105,7 +105,8 @@ func TestAuthInitWritesSecretsPrivatelyAndNeverPrintsThem(t *testing.T) {
 	if diff := cmp.Diff(wantSecret, secret); diff != "" {
 		t.Errorf("secret files (-want +got):\n%s", diff)
 	}
-	for _, s := range seeds(t, dir) {
+	allSeeds := seeds(t, dir)
+	for _, s := range allSeeds {
 		if strings.Contains(stdout+stderr, s) {
 			t.Errorf("a seed was printed:\n%s", stdout)
 		}
@@ -115,7 +116,7 @@ func TestAuthInitWritesSecretsPrivatelyAndNeverPrintsThem(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range seeds(t, dir) {
+		for _, s := range allSeeds {
 			if strings.Contains(string(data), s) {
 				t.Errorf("public file %s holds a seed", f)
 			}
@@ -319,13 +320,18 @@ func TestAuthRevokeDisconnectsAgent(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &recs); err != nil {
 		t.Fatal(err)
 	}
+	found := false
 	for _, r := range recs {
 		if r.AgentID != string(id) {
 			continue
 		}
+		found = true
 		if len(r.Keys) != 2 || r.Keys[0].RevokedAt.IsZero() || r.Keys[1].RevokedAt.IsZero() {
 			t.Errorf("agent record after revoking both keys: %+v", r)
 		}
+	}
+	if !found {
+		t.Fatalf("auth ls lists no record of agent %s:\n%s", id, out)
 	}
 	var table bytes.Buffer
 	o := &AuthListOptions{AuthOptions: &AuthOptions{Global: &Global{Out: &table, Now: time.Now}, Dir: dir}, Output: "table"}

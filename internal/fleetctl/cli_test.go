@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
@@ -99,26 +96,9 @@ func TestStatusTableGolden(t *testing.T) {
 		{V: 1, ControllerID: "old", Group: "gone", At: now.Add(-2 * time.Minute), Agents: 9, Versions: rollout.Counts{"0.9.0": {Count: 9}}},
 	}
 	var out bytes.Buffer
-	o := &StatusOptions{Global: &Global{Out: &out, Now: func() time.Time { return now }}, Output: "table"}
-	if err := writeStatusTable(o, BuildStatus(entries, now)); err != nil {
+	if err := writeStatusTable(&out, BuildStatus(entries, now), now); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "status.golden")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), out.String()); diff != "" {
-		t.Errorf("status table (-want +got):\n%s", diff)
-	}
-	for _, line := range strings.Split(out.String(), "\n") {
-		if len(line) > 100 {
-			t.Errorf("line wider than 100 columns: %q", line)
-		}
-	}
+	checkGolden(t, "status.golden", out.String())
+	checkWidth(t, out.String())
 }

@@ -219,10 +219,8 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	case o.Group == "" && o.Mode == nil && o.Timezone == nil:
 		return cliutil.Usagef("nothing to set: give --mode, --timezone, or --group with the settings to change")
 	}
-	if o.Group != "" {
-		if err := rollout.ValidateGroupName(o.Group); err != nil {
-			return cliutil.Usagef("--group: %v", err)
-		}
+	if err := checkGroupFilter(o.Group); err != nil {
+		return err
 	}
 	edit, err := o.parse()
 	if err != nil {
@@ -244,16 +242,16 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	if o.Timezone != nil {
 		next.Timezone = *o.Timezone
 	}
-	created := false
 	if o.Group != "" {
 		i := slices.IndexFunc(next.Groups, func(g rollout.GroupConfig) bool { return g.Name == o.Group })
 		if i < 0 {
+			// A new group makes next differ from the stored config below.
 			next.Groups = append(next.Groups, rollout.DefaultGroup(o.Group))
-			i, created = len(next.Groups)-1, true
+			i = len(next.Groups) - 1
 		}
 		edit(&next.Groups[i])
 	}
-	if !created && reflect.DeepEqual(next, st.Config.Value) && !st.ConfigDefault {
+	if reflect.DeepEqual(next, st.Config.Value) && !st.ConfigDefault {
 		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", configKeyName, st.Config.Revision)
 		return err
 	}
@@ -359,9 +357,7 @@ func cloneConfig(c rollout.Config) rollout.Config {
 	c.Groups = slices.Clone(c.Groups)
 	for i := range c.Groups {
 		c.Groups[i].Days = slices.Clone(c.Groups[i].Days)
-		if c.Groups[i].DependsOn != nil {
-			c.Groups[i].DependsOn = slices.Clone(c.Groups[i].DependsOn)
-		}
+		c.Groups[i].DependsOn = slices.Clone(c.Groups[i].DependsOn)
 	}
 	return c
 }
@@ -372,11 +368,7 @@ func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next
 	if err := validateConfig(next); err != nil {
 		return err
 	}
-	statuses := make(map[string]rollout.GroupStatus, len(st.Groups))
-	for name, e := range st.Groups {
-		statuses[name] = e.Value
-	}
-	if err := rollout.CheckConfigChange(st.Config.Value, next, statuses); err != nil {
+	if err := rollout.CheckConfigChange(st.Config.Value, next, st.Plan().Groups); err != nil {
 		return fmt.Errorf("%w\nnothing was written", err)
 	}
 	rev, err := save(ctx, g, f.Config, kv.KeyConfig, next, st.Config.Revision)
@@ -598,6 +590,14 @@ func RunConfigDeleteGroup(ctx context.Context, o *ConfigDeleteGroupOptions) erro
 func checkGroupFlag(group string) error {
 	if group == "" {
 		return cliutil.Usagef("--group: say which group")
+	}
+	return checkGroupFilter(group)
+}
+
+// checkGroupFilter checks an optional --group value; "" means all groups.
+func checkGroupFilter(group string) error {
+	if group == "" {
+		return nil
 	}
 	if err := rollout.ValidateGroupName(group); err != nil {
 		return cliutil.Usagef("--group: %v", err)

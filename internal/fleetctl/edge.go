@@ -3,10 +3,8 @@ package fleetctl
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
@@ -59,18 +57,13 @@ Idempotent; needs admin credentials. See docs/deployment.md.`,
 func RunEdgeInit(ctx context.Context, o *EdgeInitOptions) error {
 	ctx, cancel := o.withTimeout(ctx)
 	defer cancel()
-	nc, err := natsutil.Connect(natsutil.ConnectOptions{
-		URL: o.NATSURL, Name: "fleetctl edge", Creds: o.Creds, TLS: o.TLS,
-		Log: slog.New(slog.NewTextHandler(o.ErrOut, &slog.HandlerOptions{Level: slog.LevelError})),
+	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
+		URL: o.NATSURL, Name: "fleetctl edge", Creds: o.Creds, TLS: o.TLS, Log: o.connLog(),
 	})
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	b, err := kv.EnsurePlanMirror(ctx, js, o.HubDomain, kv.Options{Replicas: o.Replicas})
 	if err != nil {
 		return err

@@ -324,13 +324,11 @@ func RunResume(ctx context.Context, o *PauseOptions) error {
 
 func setPlanMode(ctx context.Context, g *Global, mode rollout.Mode) error {
 	verb := map[rollout.Mode]string{rollout.ModePaused: "pause", rollout.ModeEnabled: "resume"}[mode]
-	ctx, cancel := g.withTimeout(ctx)
-	defer cancel()
-	f, closeFn, err := g.fleet(ctx)
+	ctx, f, done, err := g.session(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer done()
 	e, err := kv.Get[rollout.Spec](ctx, f.Plan, kv.KeySpec)
 	if errors.Is(err, kv.ErrNotFound) {
 		return fmt.Errorf("no plan to %s: nothing is being rolled out (fleetctl plan set creates one)", verb)

@@ -66,7 +66,7 @@ controller uses. Read commands print a table for people and -o json for scripts.
 func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err error) {
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
 		URL: g.NATSURL, Name: "fleetctl", Creds: g.Creds, TLS: g.TLS,
-		Log: slog.New(slog.NewTextHandler(g.ErrOut, &slog.HandlerOptions{Level: slog.LevelError})),
+		Log: g.connLog(),
 	})
 	if err != nil {
 		return nil, nil, err
@@ -97,6 +97,11 @@ func (g *Global) session(ctx context.Context) (context.Context, *kv.Fleet, func(
 		return nil, nil, nil, err
 	}
 	return ctx, f, func() { closeFn(); cancel() }, nil
+}
+
+// connLog is the NATS connection's logger: errors only, to ErrOut.
+func (g *Global) connLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(g.ErrOut, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 // withTimeout bounds one command's work on the bus.

@@ -146,10 +146,8 @@ the agent expiry.
 			if err := checkOutput(o.Output); err != nil {
 				return err
 			}
-			if o.Group != "" {
-				if err := rollout.ValidateGroupName(o.Group); err != nil {
-					return cliutil.Usagef("--group: %v", err)
-				}
+			if err := checkGroupFilter(o.Group); err != nil {
+				return err
 			}
 			return RunStatus(cmd.Context(), o)
 		},
@@ -184,7 +182,7 @@ func (o *StatusOptions) print(rep StatusReport) error {
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
 	}
-	return writeStatusTable(o, rep)
+	return writeStatusTable(o.Out, rep, o.Now())
 }
 
 // readStatus reads counts, config, spec and group statuses. When warn is
@@ -299,11 +297,13 @@ func BuildStatus(entries []kv.Stats, now time.Time) StatusReport {
 	return rep
 }
 
-func writeStatusTable(o *StatusOptions, rep StatusReport) error {
+// writeStatusTable prints the rollout table when there is a plan, else
+// agents per group and version.
+func writeStatusTable(w io.Writer, rep StatusReport, now time.Time) error {
 	if rep.Plan != nil {
-		return writeRolloutTable(o.Out, rep, o.Now())
+		return writeRolloutTable(w, rep, now)
 	}
-	return writeVersionTable(o.Out, rep, o.Now())
+	return writeVersionTable(w, rep, now)
 }
 
 // writeVersionTable prints agents per group and version.

@@ -248,11 +248,28 @@ func TestStatusWait(t *testing.T) {
 		e.putConfig(rollout.DefaultConfig())
 		e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		g, _, _ := e.global()
+		var polls atomic.Int32
+		now := g.Now
+		g.Now = func() time.Time { polls.Add(1); return now() } // once per poll
 		done := make(chan error, 1)
 		go func() {
 			done <- RunStatus(ctx, &StatusOptions{Global: g, Output: "table", Wait: true, WaitInterval: 10 * time.Millisecond})
 		}()
+		// Cancel only once the wait loop has gone round, so that the cancel
+		// lands in the loop and not before it.
+		natstest.Eventually(t, 10*time.Second, func() error {
+			select {
+			case err := <-done:
+				t.Fatalf("returned before the cancel: %v", err)
+			default:
+			}
+			if polls.Load() < 2 {
+				return errors.New("fewer than 2 polls")
+			}
+			return nil
+		})
 		cancel()
 		natstest.Eventually(t, 10*time.Second, func() error {
 			select {

@@ -130,8 +130,7 @@ const (
 func writeRolloutTable(w io.Writer, rep StatusReport, now time.Time) error {
 	p := rep.Plan
 	version := p.StartVersion + " → " + p.TargetVersion
-	if rollout.ValidateVersion(p.StartVersion) == nil && rollout.ValidateVersion(p.TargetVersion) == nil &&
-		rollout.CompareVersions(p.TargetVersion, p.StartVersion) < 0 {
+	if (rollout.Spec{StartVersion: p.StartVersion, TargetVersion: p.TargetVersion}).Downgrade() {
 		version += " (downgrade)"
 	}
 	critical := "no"

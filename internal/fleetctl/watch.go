@@ -104,10 +104,8 @@ func RunWatch(ctx context.Context, o *WatchOptions) error {
 			cancel()
 			if err != nil {
 				fmt.Fprintf(&screen, "cannot read the status: %v\n", err)
-			} else if rep.Plan != nil {
-				_ = writeRolloutTable(&screen, rep, now)
 			} else {
-				_ = writeVersionTable(&screen, rep, now)
+				_ = writeStatusTable(&screen, rep, now)
 			}
 			fmt.Fprintf(&screen, "\nEvents (%s, latest last), updated %s:\n", kv.EventsPrefix+">", now.UTC().Format(time.TimeOnly))
 			for _, l := range recent {
