@@ -86,6 +86,9 @@ const (
 	DefaultJitter   = 3 * time.Second
 )
 
+// errNoNATS is returned by what needs the bus when no URL is configured.
+var errNoNATS = errors.New("no NATS server: pass --nats, set NATS_URL, or set spec.nats in update.yaml")
+
 // Agent is one host's agent.
 type Agent struct {
 	o   Options
@@ -115,6 +118,7 @@ func New(o Options) (*Agent, error) {
 	if o.Hostname == "" {
 		o.Hostname, _ = os.Hostname()
 	}
+	o.Hostname = heartbeat.CleanText(o.Hostname, heartbeat.MaxHostnameLen)
 	if o.Group != "" {
 		if err := rollout.ValidateGroupName(o.Group); err != nil {
 			return nil, fmt.Errorf("--group: %w", err)
@@ -169,10 +173,7 @@ func (a *Agent) setupInstaller() error {
 	if a.update.Spec.URLTemplate == "" {
 		return nil
 	}
-	if app.BinDir == "" {
-		app.BinDir = DefaultBinDir
-	}
-	tree := install.Tree{Root: a.o.Root, BinDir: app.BinDir}
+	tree := a.tree()
 	switch {
 	case app.Process != "" && app.SystemdUnit != "":
 		return cliutil.Usagef("--app and --systemd-unit exclude each other: the app runs one way")
@@ -180,7 +181,7 @@ func (a *Agent) setupInstaller() error {
 		a.runner = &install.SystemdRunner{Unit: app.SystemdUnit}
 	case app.Process != "":
 		a.runner = &install.ProcessRunner{
-			Path: filepath.Join(app.BinDir, app.Process), Args: app.ProcessArgs,
+			Path: filepath.Join(tree.BinDir, app.Process), Args: app.ProcessArgs,
 			Stdout: os.Stdout, Stderr: os.Stderr,
 		}
 	default:
@@ -223,7 +224,7 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 	st := a.update.Status
 	return heartbeat.Heartbeat{
 		AgentID:        a.id,
-		Hostname:       heartbeat.CleanText(a.o.Hostname, heartbeat.MaxHostnameLen),
+		Hostname:       a.o.Hostname,
 		Group:          a.update.Spec.Group,
 		ActiveVersion:  st.ActiveVersion,
 		StartVersion:   st.StartVersion,
@@ -262,7 +263,7 @@ func (a *Agent) Status() install.Status {
 // is logged and waited out, never fatal.
 func (a *Agent) Run(ctx context.Context) error {
 	if a.o.NATSURL == "" {
-		return errors.New("no NATS server: pass --nats, set NATS_URL, or set spec.nats in update.yaml")
+		return errNoNATS
 	}
 	if a.installer != nil {
 		// Finish what a crash interrupted, then bring the app up.
@@ -308,7 +309,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.pub.JS = js
 	follower.NC, follower.JS = nc, js
 	a.o.Log.Info("agent started", slog.String("agent_id", string(a.id)), slog.String("group", a.Group()),
-		slog.String("active_version", a.Heartbeat().ActiveVersion), slog.Bool("installs", a.installer != nil))
+		slog.String("active_version", a.Status().ActiveVersion), slog.Bool("installs", a.installer != nil))
 
 	// The loops; the first to end stops the others.
 	loops := []func(context.Context) error{a.pub.Run, follower.Run}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
@@ -119,8 +118,9 @@ func newRunCmd() *cobra.Command {
 		Long: `Run the agent until SIGINT or SIGTERM.
 
 On first start it draws the host's agent id (kept in <root>/agent_id) and
-writes <root>/update.yaml; --group, --nats and --url-template are saved there,
-so later starts need only --root. It heartbeats every --heartbeat-interval
+writes <root>/update.yaml; --group, --url-template and --find-url are saved
+there. --nats is not (pass it or NATS_URL each time, or save it as spec.nats
+with 'agentd enable'). It heartbeats every --heartbeat-interval
 (± jitter) and at once after any change, reconnects forever when the bus goes
 away, follows its group's plan, and installs what the plan tells it to when
 update.yaml says enabled (see 'agentd enable').`,
@@ -316,7 +316,7 @@ func (a *Agent) enabled() bool {
 // readPlan reads the plan once from the bus.
 func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
 	if a.o.NATSURL == "" {
-		return Plan{}, errors.New("no NATS server: pass --nats, set NATS_URL, or set spec.nats in update.yaml")
+		return Plan{}, errNoNATS
 	}
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: a.o.NATSURL, Name: "agentd " + string(a.id), Creds: a.o.Creds,
 		TLS: a.o.TLS, InboxPrefix: kv.AgentInboxPrefix(string(a.id)),
@@ -326,9 +326,7 @@ func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
 	}
 	defer nc.Close()
 	f := &PlanFollower{NC: nc, JS: js, Group: a.Group(), Log: a.o.Log}
-	f.init()
-	var bucket jetstream.KeyValue
-	if err := f.read(ctx, &bucket); err != nil {
+	if err := f.read(ctx); err != nil {
 		return Plan{}, fmt.Errorf("read the plan: %w", err)
 	}
 	p := f.Plan()

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
+	"github.com/fleetwave/fleetwave/test/releases"
 )
 
 func runAgentd(t *testing.T, args ...string) (string, int) {
@@ -53,7 +54,7 @@ func TestEnableUpdateStatusWithSystemd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel := releaseServer(t, map[string]string{"1.0.0": "#!/bin/sh\n", "1.1.0": "#!/bin/sh\n"})
+	rel := releaseServer(t, map[string]releases.Behaviour{"1.0.0": releases.Good, "1.1.0": releases.Good})
 
 	fake := t.TempDir()
 	calls := filepath.Join(fake, "calls")
@@ -66,7 +67,7 @@ func TestEnableUpdateStatusWithSystemd(t *testing.T) {
 	root := t.TempDir()
 	common := []string{"--root", root, "--bin-dir", filepath.Join(root, "bin"), "--systemd-unit", "app.service", "--log-level", "error"}
 	out, code := runAgentd(t, append([]string{"enable", "--nats", srv.URL(), "--group", "blue",
-		"--url-template", rel.URL + "/r/{{.Version}}/app.tar.gz"}, common...)...)
+		"--url-template", releases.URLTemplate(rel.URL)}, common...)...)
 	if code != 0 || !strings.Contains(out, "installed 1.0.0") {
 		t.Fatalf("agentd enable: exit %d:\n%s", code, out)
 	}

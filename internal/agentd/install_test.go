@@ -1,15 +1,9 @@
 package agentd_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -23,58 +17,20 @@ import (
 	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
+	"github.com/fleetwave/fleetwave/test/releases"
 )
 
-// releaseTarball builds a release whose bin/app runs script.
-func releaseTarball(t *testing.T, script string) []byte {
+// releaseServer serves the given versions of the stand-in app (see
+// test/releases) at releases.URLTemplate(srv.URL).
+func releaseServer(t *testing.T, versions map[string]releases.Behaviour) *httptest.Server {
 	t.Helper()
-	var raw bytes.Buffer
-	tw := tar.NewWriter(&raw)
-	for _, h := range []*tar.Header{
-		{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755},
-		{Name: "bin/app", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
+	rs := releases.NewServer(nil)
+	for v, b := range versions {
+		if err := rs.Add(v, b); err != nil {
 			t.Fatal(err)
 		}
-		if h.Typeflag == tar.TypeReg {
-			tw.Write([]byte(script))
-		}
 	}
-	tw.Close()
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(raw.Bytes())
-	zw.Close()
-	return gz.Bytes()
-}
-
-// releaseServer serves /r/<v>/app.tar.gz and its .sha256.
-func releaseServer(t *testing.T, scripts map[string]string) *httptest.Server {
-	t.Helper()
-	tarballs := map[string][]byte{}
-	for v, s := range scripts {
-		tarballs[v] = releaseTarball(t, s)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, file, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/r/"), "/")
-		tb, ok := tarballs[v]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		body := tb
-		switch file {
-		case "app.tar.gz":
-		case "app.tar.gz.sha256":
-			sum := sha256.Sum256(tb)
-			body = []byte(hex.EncodeToString(sum[:]) + "\n")
-		default:
-			http.NotFound(w, r)
-			return
-		}
-		http.ServeContent(w, r, file, time.Unix(1_700_000_000, 0), bytes.NewReader(body))
-	}))
+	srv := httptest.NewServer(rs)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -87,10 +43,7 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel := releaseServer(t, map[string]string{
-		"2.0.0": "#!/bin/sh\nexec sleep 300\n",
-		"3.0.0": "#!/bin/sh\necho broken >&2; exit 3\n",
-	})
+	rel := releaseServer(t, map[string]releases.Behaviour{"2.0.0": releases.Good, "3.0.0": releases.Crash})
 	// The group is done on 2.0.0: every agent is told to update.
 	setPlan := func(start, target string) {
 		t.Helper()
@@ -125,7 +78,7 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 	var logs natstest.Buffer
 	a, err := agentd.New(agentd.Options{
 		Root: root, NATSURL: srv.URL(), Interval: time.Hour, Log: slog.New(slog.NewTextHandler(&logs, nil)),
-		App: agentd.AppOptions{URLTemplate: rel.URL + "/r/{{.Version}}/app.tar.gz", BinDir: filepath.Join(root, "bin"), Process: "app"},
+		App: agentd.AppOptions{URLTemplate: releases.URLTemplate(rel.URL), BinDir: filepath.Join(root, "bin"), Process: "app"},
 	})
 	if err != nil {
 		t.Fatal(err)

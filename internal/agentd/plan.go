@@ -51,17 +51,20 @@ func (p Plan) HealthTimes() (timeout, minHealthy time.Duration) {
 // PlanFollower keeps an agent's view of the plan current without a JetStream
 // consumer: the plan bucket republishes every change on fleet.plan.<key>, the
 // follower holds plain subscriptions on its two keys, and re-reads both with
-// direct gets at start, after every reconnect and every RefreshInterval, so
-// a change missed while disconnected (or a lost message) is caught up. The
-// revision in each republished message (Nats-Sequence) decides which of two
-// values is newer.
+// direct gets at start, after every reconnect and every
+// DefaultRefreshInterval, so a change missed while disconnected (or a lost
+// message) is caught up. The revision in each republished message
+// (Nats-Sequence) decides which of two values is newer.
 type PlanFollower struct {
-	NC              *nats.Conn
-	JS              jetstream.JetStream
-	Group           string
-	RefreshInterval time.Duration
-	Clock           clock.Clock
-	Log             *slog.Logger
+	NC    *nats.Conn
+	JS    jetstream.JetStream
+	Group string
+	Clock clock.Clock
+	Log   *slog.Logger
+
+	// bucket is the plan bucket, opened by the first successful read; only
+	// read uses it, from one goroutine (Run's, or readPlan's).
+	bucket jetstream.KeyValue
 
 	mu      sync.Mutex
 	plan    Plan
@@ -107,10 +110,6 @@ func (f *PlanFollower) Refresh() {
 // Run follows the plan until ctx ends.
 func (f *PlanFollower) Run(ctx context.Context) error {
 	f.init()
-	interval := f.RefreshInterval
-	if interval == 0 {
-		interval = DefaultRefreshInterval
-	}
 	for _, key := range []string{kv.KeySpec, kv.GroupKey(f.Group)} {
 		sub, err := f.NC.Subscribe(kv.PlanRepublish+key, f.onMessage)
 		if err != nil {
@@ -118,7 +117,6 @@ func (f *PlanFollower) Run(ctx context.Context) error {
 		}
 		defer sub.Unsubscribe()
 	}
-	var bucket jetstream.KeyValue
 	timer := f.Clock.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -128,25 +126,25 @@ func (f *PlanFollower) Run(ctx context.Context) error {
 		case <-timer.C():
 		case <-f.refresh:
 		}
-		next := interval
-		if err := f.read(ctx, &bucket); err != nil && ctx.Err() == nil {
+		next := DefaultRefreshInterval
+		if err := f.read(ctx); err != nil && ctx.Err() == nil {
 			f.Log.Debug("reading the plan failed; retrying", slog.Any("err", err))
-			next = min(5*time.Second, interval)
+			next = 5 * time.Second
 		}
 		timer.Reset(next)
 	}
 }
 
 // read does the direct gets of both keys.
-func (f *PlanFollower) read(ctx context.Context, bucket *jetstream.KeyValue) error {
+func (f *PlanFollower) read(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if *bucket == nil {
+	if f.bucket == nil {
 		b, err := f.JS.KeyValue(ctx, kv.BucketPlan)
 		if err != nil {
 			return err
 		}
-		*bucket = b
+		f.bucket = b
 	}
 	changed := false
 	// Both keys first, then one signal: a decision must not see the new
@@ -157,7 +155,7 @@ func (f *PlanFollower) read(ctx context.Context, bucket *jetstream.KeyValue) err
 		}
 	}()
 	for _, key := range []string{kv.KeySpec, kv.GroupKey(f.Group)} {
-		e, err := (*bucket).Get(ctx, key)
+		e, err := f.bucket.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 			continue
@@ -169,6 +167,8 @@ func (f *PlanFollower) read(ctx context.Context, bucket *jetstream.KeyValue) err
 	return nil
 }
 
+// signal is safe before init: a send on the nil channel is never ready, so
+// the default case is taken.
 func (f *PlanFollower) signal() {
 	select {
 	case f.changed <- struct{}{}:

@@ -11,7 +11,6 @@ import (
 // the revision, not arrival order, decides.
 func TestPlanApplyOrdersByRevision(t *testing.T) {
 	f := &PlanFollower{Group: "blue", Log: natstest.Logger(t)}
-	f.init()
 	spec := func(target string) []byte {
 		return []byte(`{"v":1,"start_version":"1.0.0","target_version":"` + target + `"}`)
 	}

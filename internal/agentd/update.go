@@ -101,8 +101,6 @@ func (a *Agent) wants(d decision) (string, bool) {
 		return "", false
 	case !enabled:
 		return "", false
-	case a.installer == nil:
-		return "", false
 	case st.Rollback && st.RollbackFrom == v:
 		if a.skipLogged != v {
 			a.skipLogged = v

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -35,15 +34,12 @@ type Server struct {
 // Start runs a JetStream server for the duration of the test.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, storeDir: t.TempDir()}
-	s.start("127.0.0.1:-1")
-	t.Cleanup(s.Shutdown)
-	return s
+	return StartConfig(t, "")
 }
 
 // StartConfig runs a JetStream server from a nats-server config file (for
 // example the resolver.conf "fleetctl auth init" writes, for operator mode)
-// on a random port with a temporary store.
+// on a random port with a temporary store. An empty configFile is Start.
 func StartConfig(t testing.TB, configFile string) *Server {
 	t.Helper()
 	s := &Server{t: t, storeDir: t.TempDir(), configFile: configFile}
@@ -64,9 +60,6 @@ func (s *Server) start(listen string) {
 
 // URL is the client URL.
 func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
-
-// StoreDir is the JetStream store directory.
-func (s *Server) StoreDir() string { return s.storeDir }
 
 // Shutdown stops the server (idempotent).
 func (s *Server) Shutdown() {
@@ -109,7 +102,7 @@ func (s *Server) JetStream(name string) jetstream.JetStream {
 // is silent otherwise, and never writes after the test ended.
 func Logger(t testing.TB) *slog.Logger {
 	if !testing.Verbose() {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
+		return slog.New(slog.DiscardHandler)
 	}
 	w := &tWriter{t: t}
 	t.Cleanup(func() { w.done.Store(true) })
