@@ -29,14 +29,11 @@ func TestRunEmbeddedStartsAndStopsCleanly(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	var logs natstest.Buffer
-	o := &controller.RunOptions{
-		Listen: addr, StoreDir: t.TempDir(), ID: "c1",
-		StatsInterval: time.Second, HeartbeatInterval: time.Second, AgentExpiry: time.Minute,
-		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Replicas: 1,
-	}
+	o := runOptions()
+	o.Listen, o.StoreDir = addr, t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- controller.Run(ctx, o, slog.New(slog.NewTextHandler(&logs, nil))) }()
+	go func() { done <- controller.Run(ctx, &o, slog.New(slog.NewTextHandler(&logs, nil))) }()
 
 	natstest.Eventually(t, 20*time.Second, func() error {
 		nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: "nats://" + addr, Log: natstest.Logger(t)})
@@ -71,9 +68,15 @@ func TestRunEmbeddedStartsAndStopsCleanly(t *testing.T) {
 	ln.Close()
 }
 
-func TestRunRejectsBadFlags(t *testing.T) {
-	base := controller.RunOptions{ID: "c1", StatsInterval: time.Second, HeartbeatInterval: time.Second,
+// runOptions is the valid RunOptions the tests start from: short intervals,
+// and neither a server nor a bus chosen.
+func runOptions() controller.RunOptions {
+	return controller.RunOptions{ID: "c1", StatsInterval: time.Second, HeartbeatInterval: time.Second,
 		AgentExpiry: time.Minute, ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Replicas: 1}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	base := runOptions()
 	cases := map[string]func(o *controller.RunOptions){
 		"--id":           func(o *controller.RunOptions) { o.ID = "has.dot" },
 		"--agent-expiry": func(o *controller.RunOptions) { o.AgentExpiry = time.Second / 2 },

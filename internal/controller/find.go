@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -69,7 +68,9 @@ func (m *PlanMirror) Run(ctx context.Context) error {
 
 func (m *PlanMirror) apply(e jetstream.KeyValueEntry) {
 	deleted := e.Operation() != jetstream.KeyValuePut
-	switch key := e.Key(); {
+	key := e.Key()
+	name, isGroup := kv.GroupFromKey(key)
+	switch {
 	case key == kv.KeySpec && deleted:
 		m.Store.DeleteSpec()
 	case key == kv.KeySpec:
@@ -79,8 +80,7 @@ func (m *PlanMirror) apply(e jetstream.KeyValueEntry) {
 			return
 		}
 		m.Store.SetSpec(s)
-	case strings.HasPrefix(key, "group."):
-		name := strings.TrimPrefix(key, "group.")
+	case isGroup:
 		if deleted {
 			m.Store.DeleteGroup(name)
 			return

@@ -34,15 +34,12 @@ func TestRunEmbeddedOperatorMode(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	var logs natstest.Buffer
-	o := &controller.RunOptions{
-		Listen: addr, StoreDir: t.TempDir(), AuthDir: dir.Path, ID: "c1",
-		StatsInterval: time.Second, HeartbeatInterval: time.Second, AgentExpiry: time.Minute,
-		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Replicas: 1,
-	}
+	o := runOptions()
+	o.Listen, o.StoreDir, o.AuthDir = addr, t.TempDir(), dir.Path
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- controller.Run(ctx, o, slog.New(slog.NewTextHandler(&logs, nil))) }()
+	go func() { done <- controller.Run(ctx, &o, slog.New(slog.NewTextHandler(&logs, nil))) }()
 
 	connect := func(creds string) error {
 		nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: "nats://" + addr, Creds: creds, Log: natstest.Logger(t)})
@@ -73,10 +70,9 @@ func TestRunEmbeddedOperatorMode(t *testing.T) {
 }
 
 func TestRunRejectsServerConfigWithExternalServer(t *testing.T) {
-	o := &controller.RunOptions{NATSURL: "nats://127.0.0.1:1", ServerConfig: "x.conf", ID: "c1",
-		StatsInterval: time.Second, HeartbeatInterval: time.Second, AgentExpiry: time.Minute,
-		ReconcileInterval: time.Second, LeaseTTL: 3 * time.Second, Replicas: 1}
-	err := controller.Run(context.Background(), o, slog.New(slog.DiscardHandler))
+	o := runOptions()
+	o.NATSURL, o.ServerConfig = "nats://127.0.0.1:1", "x.conf"
+	err := controller.Run(context.Background(), &o, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "--server-config") {
 		t.Errorf("got %v, want a usage error naming --server-config", err)
 	}

@@ -49,8 +49,9 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	}
 	cfg, spec := st.Config.Value, st.Spec.Value
 	plan := st.Plan()
-	for _, group := range groupOrder(cfg) {
-		views := c.agg.Views(group, now)
+	byGroup := c.agg.ViewsByGroup(now)
+	for _, group := range cfg.EvalOrder() {
+		views := byGroup[group]
 		prev, had := st.Groups[group]
 		next, events := rollout.Next(rollout.Input{
 			Config:       cfg,
@@ -81,19 +82,6 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// groupOrder is the config's dependency order, or its listed order when the
-// config is invalid (rollout.Next then holds every group and says why).
-func groupOrder(cfg rollout.Config) []string {
-	if order, err := cfg.Order(); err == nil {
-		return order
-	}
-	names := make([]string, 0, len(cfg.Groups))
-	for _, g := range cfg.Groups {
-		names = append(names, g.Name)
-	}
-	return names
 }
 
 func (c *Controller) logEvent(ev rollout.Event) {

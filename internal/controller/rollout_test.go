@@ -3,6 +3,7 @@ package controller_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -120,7 +121,7 @@ func TestLeaderDrivesRolloutInDependencyOrder(t *testing.T) {
 				leader = c2
 			}
 			leader.halt(t)
-			f.ctrls = removeCtrl(f.ctrls, leader)
+			f.ctrls = slices.DeleteFunc(f.ctrls, func(rc *runningController) bool { return rc == leader })
 		}
 		f.advance(reconcileEvery)
 		var err error
@@ -192,14 +193,4 @@ func (f *fixture) waitVersions(rc *runningController) {
 		}
 		return nil
 	})
-}
-
-func removeCtrl(list []*runningController, rc *runningController) []*runningController {
-	out := list[:0]
-	for _, x := range list {
-		if x != rc {
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -115,14 +115,23 @@ func (a *Aggregator) Counts(now time.Time) map[string]rollout.Counts {
 }
 
 // Views returns the established, unexpired agents of group as the rollout
-// engine sees them.
+// engine sees them. To read every group, use ViewsByGroup: one pass, one
+// lock.
 func (a *Aggregator) Views(group string, now time.Time) []rollout.AgentView {
+	return a.ViewsByGroup(now)[group]
+}
+
+// ViewsByGroup returns, per group, the established, unexpired agents of that
+// group as the rollout engine sees them (what Views returns for it), from one
+// pass over the inventory under one lock, so every group's views are of the
+// same instant. A group with no such agent has no entry.
+func (a *Aggregator) ViewsByGroup(now time.Time) map[string][]rollout.AgentView {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []rollout.AgentView
+	out := make(map[string][]rollout.AgentView)
 	for _, e := range a.agents {
-		if e.hb.Group == group && !a.expired(e, now) && a.established(e, now) {
-			out = append(out, view(&e.hb))
+		if !a.expired(e, now) && a.established(e, now) {
+			out[e.hb.Group] = append(out[e.hb.Group], view(&e.hb))
 		}
 	}
 	return out

@@ -2,6 +2,8 @@ package heartbeat_test
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -297,6 +299,48 @@ func TestAggregatorEstablishedAndExpiredMix(t *testing.T) {
 	want := map[string]rollout.Counts{"prod": {"1.0.0": {Count: 1, LowestID: idN(3)}}}
 	if diff := cmp.Diff(want, a.Counts(now)); diff != "" {
 		t.Errorf("Counts mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestAggregatorViewsByGroup(t *testing.T) {
+	t.Parallel()
+	a := heartbeat.NewAggregator(aggInterval, aggExpiry)
+	a.Observe(beat(idN(1), "prod", "1.0.0"), t0, true)
+	a.Observe(failedBeat(idN(2), "prod", "1.1.0"), t0, true)
+	a.Observe(erroredBeat(idN(3), "staging", "1.1.0"), t0, true)
+	a.Observe(beat(idN(4), "staging", ""), t0, true)
+	a.Observe(beat(idN(5), "staging", "1.0.0"), t0.Add(time.Minute), false) // not established yet
+	a.Observe(beat(idN(6), "edge", "1.0.0"), t0.Add(-aggExpiry), false)     // expired
+	a.Observe(beat(idN(7), "fresh", "1.0.0"), t0.Add(time.Minute), false)   // its group has no one established
+	now := t0.Add(time.Minute)
+
+	sorted := func(v []rollout.AgentView) []rollout.AgentView {
+		v = slices.Clone(v)
+		slices.SortFunc(v, func(x, y rollout.AgentView) int { return strings.Compare(string(x.ID), string(y.ID)) })
+		return v
+	}
+	got := a.ViewsByGroup(now)
+	want := map[string][]rollout.AgentView{
+		"prod": {
+			{ID: idN(1), ActiveVersion: "1.0.0"},
+			{ID: idN(2), ActiveVersion: "1.1.0", Rollback: true, RollbackFrom: "9.9.9"},
+		},
+		"staging": {
+			{ID: idN(3), ActiveVersion: "1.1.0", Error: "download: HTTP 404"},
+			{ID: idN(4)},
+		},
+	}
+	sortedGot := map[string][]rollout.AgentView{}
+	for g, v := range got {
+		sortedGot[g] = sorted(v)
+	}
+	if diff := cmp.Diff(want, sortedGot); diff != "" {
+		t.Errorf("ViewsByGroup (-want +got):\n%s", diff)
+	}
+	for _, g := range []string{"prod", "staging", "edge", "fresh", "nobody"} {
+		if diff := cmp.Diff(sorted(a.Views(g, now)), sorted(got[g])); diff != "" {
+			t.Errorf("group %s: Views and ViewsByGroup differ (-Views +ViewsByGroup):\n%s", g, diff)
+		}
 	}
 }
 

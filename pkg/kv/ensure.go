@@ -46,6 +46,14 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// storage is the JetStream storage type Memory selects.
+func (o Options) storage() jetstream.StorageType {
+	if o.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
 // planHistory is how many revisions of each plan key are kept.
 const planHistory = 5
 
@@ -67,10 +75,7 @@ type Fleet struct {
 // is idempotent: controllers call it on every start.
 func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, error) {
 	o := opts.withDefaults()
-	storage := jetstream.FileStorage
-	if o.Memory {
-		storage = jetstream.MemoryStorage
-	}
+	storage := o.storage()
 	f := &Fleet{JS: js}
 	var err error
 	f.HB, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{

@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"strings"
+
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 )
 
@@ -34,8 +36,17 @@ const (
 	EventsPrefix = "fleet.events."
 )
 
+// groupKeyPrefix starts the fleet_plan key of every group's status.
+const groupKeyPrefix = "group."
+
 // GroupKey is the fleet_plan key of a group's status.
-func GroupKey(group string) string { return "group." + group }
+func GroupKey(group string) string { return groupKeyPrefix + group }
+
+// GroupFromKey is the inverse of GroupKey: the group whose status a
+// fleet_plan key holds, and false when the key is not a group status key.
+func GroupFromKey(key string) (group string, ok bool) {
+	return strings.CutPrefix(key, groupKeyPrefix)
+}
 
 // StatsKey is the fleet_stats key a controller writes a group's counts to.
 func StatsKey(group, controllerID string) string { return group + "." + controllerID }

@@ -75,9 +75,6 @@ func (l *Lease) Campaign(ctx context.Context, now time.Time) (bool, error) {
 	return true, nil
 }
 
-// Held reports whether the last Campaign won.
-func (l *Lease) Held() bool { return l.rev != 0 }
-
 // Release gives the lease up at once (on clean shutdown), so the next
 // controller does not wait out the TTL.
 func (l *Lease) Release(ctx context.Context) error {

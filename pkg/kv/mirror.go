@@ -23,15 +23,11 @@ func EnsurePlanMirror(ctx context.Context, js jetstream.JetStream, hubDomain str
 		return nil, fmt.Errorf("plan mirror: the hub's JetStream domain is required")
 	}
 	o := opts.withDefaults()
-	storage := jetstream.FileStorage
-	if o.Memory {
-		storage = jetstream.MemoryStorage
-	}
 	b, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      BucketPlan,
 		Description: "fleetwave plan, mirrored from JetStream domain " + hubDomain,
 		History:     planHistory,
-		Storage:     storage,
+		Storage:     o.storage(),
 		Replicas:    o.Replicas,
 		Mirror:      &jetstream.StreamSource{Name: BucketPlan, Domain: hubDomain},
 		RePublish:   planRePublish(),

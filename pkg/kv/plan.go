@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -51,37 +49,25 @@ func (f *Fleet) ReadState(ctx context.Context) (*State, error) {
 	if s.Config, s.ConfigDefault, err = f.ReadConfig(ctx); err != nil {
 		return nil, err
 	}
-	w, err := f.Plan.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", BucketPlan, err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read %s: %w", BucketPlan, ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("read %s: watcher closed", BucketPlan)
+	err = readAll(ctx, f.Plan, func(e jetstream.KeyValueEntry) error {
+		if e.Key() == KeySpec {
+			if err := decodeEntry(f.Plan, e, &s.Spec.Value); err != nil {
+				return err
 			}
-			if e == nil {
-				return s, nil
+			s.Spec.Revision, s.HasSpec = e.Revision(), true
+		} else if group, ok := GroupFromKey(e.Key()); ok {
+			var st rollout.GroupStatus
+			if err := decodeEntry(f.Plan, e, &st); err != nil {
+				return err
 			}
-			switch key := e.Key(); {
-			case key == KeySpec:
-				if err := json.Unmarshal(e.Value(), &s.Spec.Value); err != nil {
-					return nil, fmt.Errorf("%s/%s: %w: %v", BucketPlan, key, ErrCorrupt, err)
-				}
-				s.Spec.Revision, s.HasSpec = e.Revision(), true
-			case strings.HasPrefix(key, "group."):
-				var st rollout.GroupStatus
-				if err := json.Unmarshal(e.Value(), &st); err != nil {
-					return nil, fmt.Errorf("%s/%s: %w: %v", BucketPlan, key, ErrCorrupt, err)
-				}
-				s.Groups[strings.TrimPrefix(key, "group.")] = Entry[rollout.GroupStatus]{Value: st, Revision: e.Revision()}
-			}
+			s.Groups[group] = Entry[rollout.GroupStatus]{Value: st, Revision: e.Revision()}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return s, nil
 }
 
 // PublishEvent sends ev on fleet.events.<group> (core NATS: events are for

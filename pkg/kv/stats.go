@@ -2,8 +2,6 @@ package kv
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sort"
 	"time"
 
@@ -36,33 +34,22 @@ type GroupStats struct {
 
 // ReadStats returns every entry of fleet_stats, fresh or not.
 func ReadStats(ctx context.Context, b jetstream.KeyValue) ([]Stats, error) {
-	w, err := b.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", b.Bucket(), err)
-	}
-	defer w.Stop()
 	var out []Stats
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read %s: %w", b.Bucket(), ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("read %s: watcher closed", b.Bucket())
-			}
-			if e == nil { // initial values delivered
-				return out, nil
-			}
-			if e.Key() == KeyLeader {
-				continue
-			}
-			var s Stats
-			if err := json.Unmarshal(e.Value(), &s); err != nil {
-				return nil, fmt.Errorf("%s/%s: %w: %v", b.Bucket(), e.Key(), ErrCorrupt, err)
-			}
-			out = append(out, s)
+	err := readAll(ctx, b, func(e jetstream.KeyValueEntry) error {
+		if e.Key() == KeyLeader {
+			return nil
 		}
+		var s Stats
+		if err := decodeEntry(b, e, &s); err != nil {
+			return err
+		}
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // MergeStats turns all controllers' entries into one view per group, sorted

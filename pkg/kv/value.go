@@ -74,3 +74,38 @@ func Save[T any](ctx context.Context, b jetstream.KeyValue, key string, v T, rev
 	}
 	return Update(ctx, b, key, v, rev)
 }
+
+// readAll calls fn with every current entry of b (deleted keys skipped) and
+// returns when all have been delivered, or at fn's first error.
+func readAll(ctx context.Context, b jetstream.KeyValue, fn func(jetstream.KeyValueEntry) error) error {
+	w, err := b.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("read %s: %w", b.Bucket(), err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("read %s: %w", b.Bucket(), ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("read %s: watcher closed", b.Bucket())
+			}
+			if e == nil { // initial values delivered
+				return nil
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// decodeEntry decodes the JSON value of e, read from b, into v; a value that
+// does not decode is ErrCorrupt.
+func decodeEntry(b jetstream.KeyValue, e jetstream.KeyValueEntry, v any) error {
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return fmt.Errorf("%s/%s: %w: %v", b.Bucket(), e.Key(), ErrCorrupt, err)
+	}
+	return nil
+}
