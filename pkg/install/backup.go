@@ -193,7 +193,7 @@ func BackupDB(ctx context.Context, t Tree, version, dbPath string, now time.Time
 	if err := renameio.WriteFile(filepath.Join(tmp, BackupFileName), data, 0o600); err != nil {
 		return fail(err)
 	}
-	if err := backupSyncDir(tmp); err != nil {
+	if err := syncDir(tmp); err != nil {
 		return fail(err)
 	}
 	if err := backupSwapDir(tmp, t.BackupDir(version)); err != nil {
@@ -356,7 +356,7 @@ func backupSwapDir(tmp, dst string) error {
 		}
 		return err
 	}
-	if err := backupSyncDir(parent); err != nil {
+	if err := syncDir(parent); err != nil {
 		return err
 	}
 	if old != "" {
@@ -364,20 +364,6 @@ func backupSwapDir(tmp, dst string) error {
 		_ = os.RemoveAll(old)
 	}
 	return nil
-}
-
-// backupSyncDir fsyncs a directory so the renames and creations in it
-// survive a power loss.
-func backupSyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // backupLikeFile gives f the permission bits and owner of like. The agent
@@ -410,6 +396,25 @@ func backupLikeFile(f *os.File, like fs.FileInfo) error {
 // size and sha256 must match. Any failure is ErrBackup with the reason; a
 // backup that was never taken is also fs.ErrNotExist.
 func LoadBackup(t Tree, version string) (BackupInfo, error) {
+	info, err := readBackupInfo(t, version)
+	if err != nil || !info.HasDB() {
+		return info, err
+	}
+	copyPath := t.BackupDBPath(version)
+	sum, size, err := backupHashFile(copyPath)
+	if err != nil {
+		return BackupInfo{}, backupErr("backup for %s: %w", version, err)
+	}
+	if err := backupCheckCopy(copyPath, info, sum, size); err != nil {
+		return BackupInfo{}, backupErr("backup for %s: %w", version, err)
+	}
+	return info, nil
+}
+
+// readBackupInfo is LoadBackup without reading the copy: backup.yaml is
+// read and validated, and a backup recording no database must have no copy
+// beside it. The copy's size and sha256 are not checked.
+func readBackupInfo(t Tree, version string) (BackupInfo, error) {
 	if err := checkVersion(version); err != nil {
 		return BackupInfo{}, backupErr("load backup: %w", err)
 	}
@@ -429,27 +434,28 @@ func LoadBackup(t Tree, version string) (BackupInfo, error) {
 	if err := backupValidate(f, version); err != nil {
 		return BackupInfo{}, backupErr("backup for %s: %s: %v", version, path, err)
 	}
-	copyPath := t.BackupDBPath(version)
 	if !info.HasDB() {
 		// "No database" with a copy beside it is a backup.yaml that does
 		// not describe its directory; restoring would delete a database
 		// that may have been meant to come back.
+		copyPath := t.BackupDBPath(version)
 		if _, err := os.Lstat(copyPath); !errors.Is(err, fs.ErrNotExist) {
 			return BackupInfo{}, backupErr("backup for %s records no database, but %s exists", version, copyPath)
 		}
-		return info, nil
-	}
-	sum, size, err := backupHashFile(copyPath)
-	if err != nil {
-		return BackupInfo{}, backupErr("backup for %s: %w", version, err)
-	}
-	if size != info.Size {
-		return BackupInfo{}, backupErr("backup for %s: %s is %d bytes, backup.yaml says %d (truncated or replaced)", version, copyPath, size, info.Size)
-	}
-	if sum != info.SHA256 {
-		return BackupInfo{}, backupErr("backup for %s: %s has sha256 %s, backup.yaml says %s (corrupted or replaced)", version, copyPath, sum, info.SHA256)
 	}
 	return info, nil
+}
+
+// backupCheckCopy compares the size and sha256 of the copy at copyPath with
+// what backup.yaml records.
+func backupCheckCopy(copyPath string, info BackupInfo, sum string, size int64) error {
+	if size != info.Size {
+		return fmt.Errorf("%s is %d bytes, backup.yaml says %d (truncated or replaced)", copyPath, size, info.Size)
+	}
+	if sum != info.SHA256 {
+		return fmt.Errorf("%s has sha256 %s, backup.yaml says %s (corrupted or replaced)", copyPath, sum, info.SHA256)
+	}
+	return nil
 }
 
 // backupValidate checks backup.yaml's fields, apart from the copy itself.
@@ -473,7 +479,7 @@ func backupValidate(f backupFile, version string) error {
 	case info.Size < 0:
 		return fmt.Errorf("spec.size %d is negative", info.Size)
 	default:
-		if b, err := hex.DecodeString(info.SHA256); err != nil || len(b) != sha256.Size {
+		if !isSHA256Hex(info.SHA256) {
 			return fmt.Errorf("spec.sha256 %q is not a hex sha256", info.SHA256)
 		}
 	}
@@ -501,14 +507,16 @@ func backupHashFile(path string) (string, int64, error) {
 var backupSidecars = []string{"-wal", "-shm", "-journal"}
 
 // RestoreDB puts version's backup back at dbPath; the caller must have
-// stopped the app. The backup is validated first (LoadBackup). The database
+// stopped the app. The backup is validated as LoadBackup does: backup.yaml
+// before anything is touched, the copy's size and sha256 on the bytes
+// written beside the database, before it replaces anything. The database
 // file is replaced atomically (the copy is written beside it, fsynced, and
 // renamed over it) with the backup's bytes, mode and owner, after removing
 // -wal, -shm and -journal files, so the result is byte-identical to the
 // backed-up database. A backup recording "no database" removes dbPath and
 // those files. A backup taken from another path is refused.
 func RestoreDB(t Tree, version, dbPath string) error {
-	info, err := LoadBackup(t, version)
+	info, err := readBackupInfo(t, version)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", dbPath, err)
 	}
@@ -538,7 +546,7 @@ func RestoreDB(t Tree, version, dbPath string) error {
 				return fail(err)
 			}
 		}
-		if err := backupSyncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fail(err)
 		}
 		return nil
@@ -547,7 +555,7 @@ func RestoreDB(t Tree, version, dbPath string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fail(err)
 	}
-	tmp, err := backupCopyFile(t.BackupDBPath(version), dir, filepath.Base(target), info.SHA256)
+	tmp, err := backupCopyFile(t.BackupDBPath(version), dir, filepath.Base(target), info)
 	if err != nil {
 		return fail(err)
 	}
@@ -569,7 +577,7 @@ func RestoreDB(t Tree, version, dbPath string) error {
 		return fail(err)
 	}
 	tmp = ""
-	if err := backupSyncDir(dir); err != nil {
+	if err := syncDir(dir); err != nil {
 		return fail(err)
 	}
 	return nil
@@ -584,10 +592,11 @@ func backupSidecarPaths(db string) []string {
 }
 
 // backupCopyFile copies src into a new temp file in dir with src's mode and
-// owner, fsyncs it, and checks that the bytes written have checksum sum (the
-// backup could change between LoadBackup and this copy). It returns the temp
-// file's path.
-func backupCopyFile(src, dir, base, sum string) (path string, err error) {
+// owner, fsyncs it, and checks that the bytes written have the size and
+// sha256 that info records: this is the only check of the copy's content
+// RestoreDB makes, on the very bytes it restores. It returns the temp file's
+// path.
+func backupCopyFile(src, dir, base string, info BackupInfo) (path string, err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", err
@@ -609,11 +618,12 @@ func backupCopyFile(src, dir, base, sum string) (path string, err error) {
 		}
 	}()
 	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(out, h), in); err != nil {
+	n, err := io.Copy(io.MultiWriter(out, h), in)
+	if err != nil {
 		return "", err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return "", fmt.Errorf("%s changed while restoring: sha256 %s, backup.yaml says %s", src, got, sum)
+	if err := backupCheckCopy(src, info, hex.EncodeToString(h.Sum(nil)), n); err != nil {
+		return "", err
 	}
 	if err := backupLikeFile(out, like); err != nil {
 		return "", err

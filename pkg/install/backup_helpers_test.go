@@ -230,20 +230,6 @@ func backupEditYAML(t *testing.T, tr install.Tree, v string, edit func(doc, spec
 	}
 }
 
-// backupVersionDirEntries lists a version dir, to catch leftover work dirs.
-func backupVersionDirEntries(t *testing.T, tr install.Tree, v string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(tr.VersionDir(v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 // backupHost plays agentd on one host for the downgrade scenarios: it
 // switches versions the way the installer does (PlanDB, back up the active
 // version, restore when told to) and then "runs" the new version, which

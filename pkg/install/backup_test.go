@@ -125,20 +125,11 @@ func TestBackupRestoreRoundTripIsByteIdentical(t *testing.T) {
 			if diff := cmp.Diff(want, backupSum(t, dbPath)); diff != "" {
 				t.Errorf("reading the restored database changed it (-want +got):\n%s", diff)
 			}
-			if info.Size != int64(len(mustRead(t, dbPath))) {
-				t.Errorf("info.Size = %d, restored file is %d bytes", info.Size, len(mustRead(t, dbPath)))
+			if info.Size != int64(len(readFile(t, dbPath))) {
+				t.Errorf("info.Size = %d, restored file is %d bytes", info.Size, len(readFile(t, dbPath)))
 			}
 		})
 	}
-}
-
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // The copy is one consistent snapshot while another connection keeps
@@ -319,7 +310,7 @@ func TestBackupYAMLFormat(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got map[string]any
-			if err := yaml.Unmarshal(mustRead(t, tr.BackupFilePath("1.4.2")), &got); err != nil {
+			if err := yaml.Unmarshal(readFile(t, tr.BackupFilePath("1.4.2")), &got); err != nil {
 				t.Fatal(err)
 			}
 			spec := map[string]any{
@@ -385,7 +376,7 @@ func TestBackupDBReplacesBackupAtomically(t *testing.T) {
 	if diff := cmp.Diff(wantDump, backupDump(t, backupOpenCopy(t, tr.BackupDBPath("1.0.0")))); diff != "" {
 		t.Errorf("backup content (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"backup"}, backupVersionDirEntries(t, tr, "1.0.0")); diff != "" {
+	if diff := cmp.Diff([]string{"backup"}, dirNames(t, tr.VersionDir("1.0.0"))); diff != "" {
 		t.Errorf("version dir (-want +got):\n%s", diff)
 	}
 }
@@ -457,7 +448,7 @@ func TestBackupDBFailureKeepsPreviousBackup(t *testing.T) {
 			if diff := cmp.Diff(prev, got); diff != "" {
 				t.Errorf("previous backup (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff([]string{"backup"}, backupVersionDirEntries(t, tr, "1.0.0")); diff != "" {
+			if diff := cmp.Diff([]string{"backup"}, dirNames(t, tr.VersionDir("1.0.0"))); diff != "" {
 				t.Errorf("version dir (-want +got):\n%s", diff)
 			}
 		})
@@ -483,7 +474,7 @@ func TestLoadBackupRejects(t *testing.T) {
 		{
 			name: "copy corrupted", want: "corrupted",
 			breakIt: func(t *testing.T, tr install.Tree) {
-				b := mustRead(t, tr.BackupDBPath(v))
+				b := readFile(t, tr.BackupDBPath(v))
 				b[len(b)/2] ^= 0xff
 				backupWrite(t, tr.BackupDBPath(v), b)
 			},
@@ -491,7 +482,7 @@ func TestLoadBackupRejects(t *testing.T) {
 		{
 			name: "copy truncated", want: "truncated",
 			breakIt: func(t *testing.T, tr install.Tree) {
-				backupWrite(t, tr.BackupDBPath(v), mustRead(t, tr.BackupDBPath(v))[:4096])
+				backupWrite(t, tr.BackupDBPath(v), readFile(t, tr.BackupDBPath(v))[:4096])
 			},
 		},
 		{
@@ -644,7 +635,7 @@ func TestRestoreDBDropsTheNewerVersionsWAL(t *testing.T) {
 	next := backupOpenApp(t, dbPath, "wal")
 	backupExec(t, next, "PRAGMA wal_autocheckpoint = 0")
 	backupExec(t, next, `INSERT INTO kv VALUES('from-2.0.0', 'newer')`)
-	wal := mustRead(t, dbPath+"-wal")
+	wal := readFile(t, dbPath+"-wal")
 	if err := next.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -654,7 +645,7 @@ func TestRestoreDBDropsTheNewerVersionsWAL(t *testing.T) {
 	// Control: the same WAL beside a plain copy of the backup is replayed,
 	// so the test would catch a restore that kept it.
 	control := filepath.Join(t.TempDir(), "control.db")
-	backupWrite(t, control, mustRead(t, tr.BackupDBPath("1.0.0")))
+	backupWrite(t, control, readFile(t, tr.BackupDBPath("1.0.0")))
 	backupWrite(t, control+"-wal", wal)
 	if got := backupDumpFile(t, control); !strings.Contains(strings.Join(got, "\n"), "from-2.0.0") {
 		t.Fatal("control: the leftover WAL was not replayed; the test proves nothing")
@@ -896,7 +887,7 @@ func TestDowngradeRefusedOnRealDatabase(t *testing.T) {
 			}
 		}},
 		{name: "backup corrupted", breakIt: func(t *testing.T, tr install.Tree) {
-			b := mustRead(t, tr.BackupDBPath("1.0.0"))
+			b := readFile(t, tr.BackupDBPath("1.0.0"))
 			b[0] ^= 0xff
 			backupWrite(t, tr.BackupDBPath("1.0.0"), b)
 		}},
@@ -949,8 +940,8 @@ func TestBackupDBRollsBackACrashedWritersJournal(t *testing.T) {
 	}
 	// The crash: the files as they are mid-transaction.
 	crashed := filepath.Join(t.TempDir(), "app.db")
-	backupWrite(t, crashed, mustRead(t, dbPath))
-	backupWrite(t, crashed+"-journal", mustRead(t, dbPath+"-journal"))
+	backupWrite(t, crashed, readFile(t, dbPath))
+	backupWrite(t, crashed+"-journal", readFile(t, dbPath+"-journal"))
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func Extract(tarGz string, t Tree, version, sha256hex string, lim Limits) error 
 
 func extract(tarGz string, t Tree, version, sha256hex string, lim Limits) (err error) {
 	sum := strings.ToLower(sha256hex)
-	if b, e := hex.DecodeString(sum); e != nil || len(b) != sha256.Size {
+	if !isSHA256Hex(sum) {
 		return fmt.Errorf("checksum %q is not a sha256 in hex", sha256hex)
 	}
 	final := t.VersionDir(version)
@@ -348,10 +348,7 @@ func (x *extractor) unpack(tarGz string) (string, error) {
 // it cleaned ("./bin//x" → "bin/x").
 func cleanName(raw string) (string, error) {
 	if problem := nameProblem(raw); problem != "" {
-		if len(raw) > 64 {
-			raw = raw[:64] + "…"
-		}
-		return "", hostile(raw, "%s", problem)
+		return "", hostile(truncate(raw, 64), "%s", problem)
 	}
 	return path.Clean(raw), nil
 }

@@ -289,18 +289,9 @@ func TestExtractMarkerWrittenLast(t *testing.T) {
 	if diff := cmp.Diff(extractGoodTree(), atHook); diff != "" {
 		t.Errorf("version dir just before the marker (-want +got):\n%s", diff)
 	}
-	if got := string(extractReadFile(t, tree.MarkerPath(extractVersion))); got != sum+"\n" {
+	if got := string(readFile(t, tree.MarkerPath(extractVersion))); got != sum+"\n" {
 		t.Errorf("marker = %q, want %q", got, sum+"\n")
 	}
-}
-
-func extractReadFile(t testing.TB, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // extractBin is the smallest valid release, to put hostile entries after.
@@ -619,24 +610,11 @@ func TestExtractReplacesIncomplete(t *testing.T) {
 				t.Errorf("version dir (-want +got):\n%s", diff)
 			}
 			wantNames := []string{".extract-" + extractVersion + "-rc.1-777", ".not-an-extract", "1.0.0", extractVersion}
-			if diff := cmp.Diff(wantNames, extractDirNames(t, tree.VersionsDir())); diff != "" {
+			if diff := cmp.Diff(wantNames, dirNames(t, tree.VersionsDir())); diff != "" {
 				t.Errorf("versions/ (-want +got):\n%s", diff)
 			}
 		})
 	}
-}
-
-func extractDirNames(t testing.TB, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }
 
 // TestExtractKeepsComplete: a complete extraction is never redone (it may

@@ -166,7 +166,7 @@ func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Downl
 		}
 	}
 
-	got, err := f.download(ctx, rawURL, part, size, head.Header)
+	got, err := f.download(ctx, rawURL, part, size, have, head.Header)
 	if err != nil {
 		return Download{}, err
 	}
@@ -178,7 +178,7 @@ func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Downl
 			// The fault may be the old part (a crash can leave garbage at
 			// the end of a file that was never fsynced, or the file was
 			// replaced since): one more try, from zero.
-			if got, err = f.download(ctx, rawURL, part, size, head.Header); err != nil {
+			if got, err = f.download(ctx, rawURL, part, size, 0, head.Header); err != nil {
 				return Download{}, err
 			}
 		}
@@ -311,13 +311,16 @@ func parseChecksumFile(b []byte) (string, error) {
 	if rest != "" && !strings.HasPrefix(rest, " ") && !strings.HasPrefix(rest, "*") {
 		return "", fmt.Errorf("checksum file %q: want \"<hex>\" or \"<hex>  <file>\"", s)
 	}
-	if len(sum) != 2*sha256.Size {
+	if !isSHA256Hex(sum) {
 		return "", fmt.Errorf("checksum file: %q is not a sha256 (want %d hex digits)", sum, 2*sha256.Size)
 	}
-	if _, err := hex.DecodeString(sum); err != nil {
-		return "", fmt.Errorf("checksum file: %q is not hex", sum)
-	}
 	return strings.ToLower(sum), nil
+}
+
+// isSHA256Hex reports whether s is a sha256 checksum in hex (either case).
+func isSHA256Hex(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == sha256.Size
 }
 
 // verifySignature checks sig, raw or base64, over the exact bytes of the
@@ -337,11 +340,10 @@ func verifySignature(pub ed25519.PublicKey, sumFile, sig []byte) error {
 	return nil
 }
 
-// download writes the tarball to part, resuming when part holds a prefix,
-// and returns the sha256 of the whole file.
-func (f *Fetcher) download(ctx context.Context, rawURL, part string, size int64, headHdr http.Header) (string, error) {
+// download writes the tarball to part, resuming when part holds a prefix
+// of have bytes (partialSize), and returns the sha256 of the whole file.
+func (f *Fetcher) download(ctx context.Context, rawURL, part string, size, have int64, headHdr http.Header) (string, error) {
 	h := sha256.New()
-	have := partialSize(part, size)
 	if have > 0 {
 		if err := hashPrefix(h, part, have); err != nil {
 			return "", err

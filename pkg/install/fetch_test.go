@@ -155,19 +155,6 @@ func (s *fetchServer) fetcher() *install.Fetcher {
 
 func (s *fetchServer) url() string { return s.URL + fetchTarballPath() }
 
-func fetchDirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := []string{}
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 func TestFetcherURL(t *testing.T) {
 	t.Parallel()
 	osArch := runtime.GOOS + "-" + runtime.GOARCH
@@ -245,7 +232,7 @@ func TestFetchBadVersion(t *testing.T) {
 		if got := s.log(); len(got) != 0 {
 			t.Errorf("Fetch(%q) made requests: %v", v, got)
 		}
-		if diff := cmp.Diff([]string{}, fetchDirNames(t, dir)); diff != "" {
+		if diff := cmp.Diff([]string{}, dirNames(t, dir)); diff != "" {
 			t.Errorf("Fetch(%q) wrote (-want +got):\n%s", v, diff)
 		}
 	}
@@ -272,7 +259,7 @@ func TestFetch(t *testing.T) {
 	if b, err := os.ReadFile(got.Path); err != nil || !bytes.Equal(b, body) {
 		t.Errorf("downloaded file differs from the release (%d bytes, %v)", len(b), err)
 	}
-	if diff := cmp.Diff([]string{".download-" + fetchVersion + ".tar.gz"}, fetchDirNames(t, dir)); diff != "" {
+	if diff := cmp.Diff([]string{".download-" + fetchVersion + ".tar.gz"}, dirNames(t, dir)); diff != "" {
 		t.Errorf("download dir (-want +got):\n%s", diff)
 	}
 	wantLog := []string{"HEAD " + fetchTarballPath(), "GET " + fetchTarballPath() + ".sha256", "GET " + fetchTarballPath()}
@@ -298,7 +285,7 @@ func TestFetchThenExtract(t *testing.T) {
 	if err := install.Extract(dl.Path, tree, fetchVersion, dl.SHA256, install.Limits{}); err != nil {
 		t.Fatalf("Extract: %v", err)
 	}
-	if got := string(extractReadFile(t, tree.MarkerPath(fetchVersion))); got != dl.SHA256+"\n" {
+	if got := string(readFile(t, tree.MarkerPath(fetchVersion))); got != dl.SHA256+"\n" {
 		t.Errorf("marker = %q, want %q", got, dl.SHA256+"\n")
 	}
 }
@@ -349,7 +336,7 @@ func TestFetchChecksumFile(t *testing.T) {
 			if n := s.tarballGETs(); n != 0 {
 				t.Errorf("tarball downloaded %d times with an unusable checksum", n)
 			}
-			if diff := cmp.Diff([]string{}, fetchDirNames(t, dir)); diff != "" {
+			if diff := cmp.Diff([]string{}, dirNames(t, dir)); diff != "" {
 				t.Errorf("download dir (-want +got):\n%s", diff)
 			}
 		})
@@ -369,7 +356,7 @@ func TestFetchBadChecksum(t *testing.T) {
 	if !strings.Contains(err.Error(), fetchSum(body)) || !strings.Contains(err.Error(), s.url()) {
 		t.Errorf("error %q does not name the URL and the checksum computed", err)
 	}
-	if diff := cmp.Diff([]string{}, fetchDirNames(t, dir)); diff != "" {
+	if diff := cmp.Diff([]string{}, dirNames(t, dir)); diff != "" {
 		t.Errorf("download dir after a mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -432,7 +419,7 @@ func TestFetchSignature(t *testing.T) {
 			if n := s.tarballGETs(); n != 0 {
 				t.Errorf("tarball downloaded %d times despite the signature", n)
 			}
-			if diff := cmp.Diff([]string{}, fetchDirNames(t, dir)); diff != "" {
+			if diff := cmp.Diff([]string{}, dirNames(t, dir)); diff != "" {
 				t.Errorf("download dir (-want +got):\n%s", diff)
 			}
 		})
@@ -489,7 +476,7 @@ func TestFetchTruncated(t *testing.T) {
 	if len(got) == 0 || len(got) > half || !bytes.Equal(got, body[:len(got)]) {
 		t.Fatalf(".part holds %d bytes that are not a prefix of the first %d", len(got), half)
 	}
-	if diff := cmp.Diff([]string{".download-" + fetchVersion + ".part"}, fetchDirNames(t, dir)); diff != "" {
+	if diff := cmp.Diff([]string{".download-" + fetchVersion + ".part"}, dirNames(t, dir)); diff != "" {
 		t.Errorf("download dir (-want +got):\n%s", diff)
 	}
 
@@ -546,7 +533,7 @@ func TestFetchTooLong(t *testing.T) {
 			if !errors.Is(err, install.ErrDownload) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Fetch = %v, want ErrDownload saying %q", err, tc.want)
 			}
-			for _, name := range fetchDirNames(t, dir) {
+			for _, name := range dirNames(t, dir) {
 				t.Errorf("left in the download dir: %s", name)
 			}
 		})
@@ -603,7 +590,7 @@ func TestFetchNoSpace(t *testing.T) {
 			if diff := cmp.Diff([]string{"HEAD " + fetchTarballPath()}, s.log()); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff([]string{}, fetchDirNames(t, dir)); diff != "" {
+			if diff := cmp.Diff([]string{}, dirNames(t, dir)); diff != "" {
 				t.Errorf("download dir (-want +got):\n%s", diff)
 			}
 		})
@@ -688,7 +675,7 @@ func TestFetchResume(t *testing.T) {
 					t.Fatalf("Fetch = %v, want %v", err, tc.wantIs)
 				}
 				// A bad download is not resumed from.
-				if diff := cmp.Diff([]string{}, fetchDirNames(t, dir)); diff != "" {
+				if diff := cmp.Diff([]string{}, dirNames(t, dir)); diff != "" {
 					t.Errorf("download dir (-want +got):\n%s", diff)
 				}
 				return
@@ -699,7 +686,7 @@ func TestFetchResume(t *testing.T) {
 			if b, err := os.ReadFile(dl.Path); err != nil || !bytes.Equal(b, body) {
 				t.Errorf("resumed file differs from the release (%v)", err)
 			}
-			if diff := cmp.Diff([]string{".download-" + fetchVersion + ".tar.gz"}, fetchDirNames(t, dir)); diff != "" {
+			if diff := cmp.Diff([]string{".download-" + fetchVersion + ".tar.gz"}, dirNames(t, dir)); diff != "" {
 				t.Errorf("download dir (-want +got):\n%s", diff)
 			}
 		})
@@ -781,7 +768,7 @@ func TestFetchHTTPErrors(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, want)
 				}
 			}
-			if diff := cmp.Diff([]string{}, fetchDirNames(t, dir)); diff != "" {
+			if diff := cmp.Diff([]string{}, dirNames(t, dir)); diff != "" {
 				t.Errorf("download dir (-want +got):\n%s", diff)
 			}
 		})

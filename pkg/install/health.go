@@ -15,8 +15,7 @@ type Health struct {
 	// Command is run; exit status 0 is healthy.
 	Command []string
 	// URL is fetched; a 2xx answer is healthy.
-	URL    string
-	Client *http.Client
+	URL string
 	// Interval between probes (default 1s).
 	Interval time.Duration
 }
@@ -50,7 +49,6 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 	}
 	start := clk.Now()
 	var healthySince time.Time
-	var last error
 	for {
 		now := clk.Now()
 		err := r.Alive(ctx)
@@ -63,11 +61,8 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 			healthySince = now
 		case err != nil && !healthySince.IsZero():
 			return fmt.Errorf("%w: failed after %s healthy: %v", ErrUnhealthy, now.Sub(healthySince).Round(time.Millisecond), err)
-		case err != nil:
-			last = err
-			if now.Sub(start) >= timeout {
-				return fmt.Errorf("%w: not healthy within health_timeout %s: %v", ErrUnhealthy, timeout, last)
-			}
+		case err != nil && now.Sub(start) >= timeout:
+			return fmt.Errorf("%w: not healthy within health_timeout %s: %v", ErrUnhealthy, timeout, err)
 		}
 		if !healthySince.IsZero() && now.Sub(healthySince) >= minHealthy {
 			return nil
@@ -90,10 +85,7 @@ func (h Health) probe(ctx context.Context) error {
 			return fmt.Errorf("health command %s: %w: %s", strings.Join(h.Command, " "), err, truncate(strings.TrimSpace(string(out)), 200))
 		}
 	case h.URL != "":
-		client := h.Client
-		if client == nil {
-			client = &http.Client{Timeout: 10 * time.Second}
-		}
+		client := &http.Client{Timeout: 10 * time.Second}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL, nil)
 		if err != nil {
 			return err

@@ -23,7 +23,6 @@ var ErrSkipped = errors.New("not retrying a version this host rolled back from")
 type Installer struct {
 	Tree    Tree
 	Fetcher *Fetcher
-	Limits  Limits
 	Runner  Runner
 	Health  Health
 	// DBPath is the app's SQLite database ("" when it has none).
@@ -84,7 +83,7 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	// and the current one backed up under the version that wrote it.
 	var action DBAction
 	if in.DBPath != "" {
-		if action, err = PlanDB(cur.VersionHistory, from, target, in.backups()); err != nil {
+		if action, err = PlanDB(cur.VersionHistory, from, target, in.backups(target)); err != nil {
 			return fail("database", err)
 		}
 		if from != "" {
@@ -183,27 +182,21 @@ func (in *Installer) ensureVersion(ctx context.Context, v string) error {
 	if in.Fetcher == nil {
 		return errors.New("no url_template configured to download releases from")
 	}
-	if err := os.MkdirAll(in.Tree.VersionsDir(), 0o755); err != nil {
-		return err
-	}
+	// Fetch creates the versions dir.
 	dl, err := in.Fetcher.Fetch(ctx, v, in.Tree.VersionsDir())
 	if err != nil {
 		return err
 	}
 	defer os.Remove(dl.Path)
-	return Extract(dl.Path, in.Tree, v, dl.SHA256, in.Limits)
+	return Extract(dl.Path, in.Tree, v, dl.SHA256, Limits{})
 }
 
-// backups lists the versions with a usable database backup.
-func (in *Installer) backups() map[string]bool {
-	out := map[string]bool{}
-	entries, _ := os.ReadDir(in.Tree.VersionsDir())
-	for _, e := range entries {
-		if _, err := LoadBackup(in.Tree, e.Name()); err == nil {
-			out[e.Name()] = true
-		}
-	}
-	return out
+// backups says, in PlanDB's terms, whether target has a usable database
+// backup. PlanDB looks up no other version, so no other backup is loaded
+// (LoadBackup hashes the whole copy).
+func (in *Installer) backups(target string) map[string]bool {
+	_, err := LoadBackup(in.Tree, target)
+	return map[string]bool{target: err == nil}
 }
 
 // prune keeps only the active and the last good version (and anything not a

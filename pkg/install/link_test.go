@@ -1,15 +1,19 @@
 package install_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,8 +128,8 @@ func TestLinkNeverClobbersAFile(t *testing.T) {
 
 func runBin(t *testing.T, path string) (string, error) {
 	t.Helper()
-	out, err := osExec(path)
-	return strings.TrimSpace(out), err
+	out, err := exec.Command(path).Output()
+	return strings.TrimSpace(string(out)), err
 }
 
 func TestLockIsExclusiveAndNamesItsHolder(t *testing.T) {
@@ -212,16 +216,77 @@ func TestWaitHealthy(t *testing.T) {
 }
 
 func TestProcessRunnerStopKillsTheGroup(t *testing.T) {
-	// The app ignores SIGTERM: Stop must still end it (SIGKILL after the timeout).
-	r := healthApp(t, "trap '' TERM; sleep 60 & wait")
+	// The app ignores SIGTERM: Stop must still end it (SIGKILL after the
+	// timeout), and with it the child it started in the background, which
+	// only a signal to the whole process group reaches.
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	r := healthApp(t, fmt.Sprintf("trap '' TERM; sleep 60 & echo $! > '%s.tmp' && mv '%[1]s.tmp' '%[1]s'; wait", pidFile))
 	r.StopTimeout = 200 * time.Millisecond
 	if err := r.Alive(context.Background()); err != nil {
 		t.Fatalf("Alive before stop: %v", err)
 	}
+	child := waitChildPid(t, pidFile)
 	if err := r.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Alive(context.Background()); err == nil {
 		t.Fatal("Alive after Stop: nil, want an error")
 	}
+	// Killed, it is gone once reaped, or a zombie until then.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		state, gone := procState(t, child)
+		if gone || state == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app's background child (pid %d) survived Stop (state %s): Stop did not signal the process group", child, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitChildPid reads the pid the app writes to path once it has started.
+func waitChildPid(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 0 {
+				t.Fatalf("%s holds %q, want a pid", path, b)
+			}
+			return pid
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app did not write %s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// procState is the state letter of pid from /proc/<pid>/stat, or gone when
+// there is no such process.
+func procState(t *testing.T, pid int) (state string, gone bool) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return "", true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "pid (comm) state ...": comm may hold spaces and parentheses.
+	var fields []string
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 {
+		fields = strings.Fields(string(b[i+1:]))
+	}
+	if len(fields) == 0 {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	return fields[0], false
 }

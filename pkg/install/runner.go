@@ -25,18 +25,12 @@ type Runner interface {
 // SystemdRunner runs the app as a systemd unit.
 type SystemdRunner struct {
 	Unit string
-	// Systemctl is the systemctl binary (default "systemctl").
-	Systemctl string
 }
 
 func (s *SystemdRunner) systemctl(ctx context.Context, args ...string) error {
-	bin := s.Systemctl
-	if bin == "" {
-		bin = "systemctl"
-	}
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("systemctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -61,7 +55,6 @@ type ProcessRunner struct {
 	Path   string
 	Args   []string
 	Env    []string
-	Dir    string
 	Stdout io.Writer
 	Stderr io.Writer
 	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
@@ -82,7 +75,7 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cmd := exec.Command(p.Path, p.Args...)
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = p.Env, p.Dir, p.Stdout, p.Stderr
+	cmd.Env, cmd.Stdout, cmd.Stderr = p.Env, p.Stdout, p.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Path, err)

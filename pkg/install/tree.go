@@ -29,10 +29,10 @@ func (t Tree) VersionDir(v string) string { return filepath.Join(t.VersionsDir()
 
 // MarkerPath is the sha256 marker of version v: present only once v's
 // extraction is complete, and holding the release tarball's checksum.
-func (t Tree) MarkerPath(v string) string { return filepath.Join(t.VersionDir(v), "sha256") }
+func (t Tree) MarkerPath(v string) string { return filepath.Join(t.VersionDir(v), markerName) }
 
 // BackupDir holds the database backup taken while v was the active version.
-func (t Tree) BackupDir(v string) string { return filepath.Join(t.VersionDir(v), "backup") }
+func (t Tree) BackupDir(v string) string { return filepath.Join(t.VersionDir(v), backupName) }
 
 // LockPath is the updater lock file.
 func (t Tree) LockPath() string { return filepath.Join(t.Root, "lock") }

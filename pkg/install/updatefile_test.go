@@ -37,29 +37,6 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// dirNames lists dir, so tests can see that no temp file was left behind.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 // yamlMap reads a file as generic YAML, to see exactly which keys it holds.
 func yamlMap(t *testing.T, path string) map[string]any {
 	t.Helper()
