@@ -307,7 +307,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer nc.Close()
 	a.pub.JS = js
-	follower.NC, follower.JS = nc, js
+	follower.NC = nc
 	a.o.Log.Info("agent started", slog.String("agent_id", string(a.id)), slog.String("group", a.Group()),
 		slog.String("active_version", a.Status().ActiveVersion), slog.Bool("installs", a.installer != nil))
 

@@ -318,14 +318,14 @@ func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
 	if a.o.NATSURL == "" {
 		return Plan{}, errNoNATS
 	}
-	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: a.o.NATSURL, Name: "agentd " + string(a.id), Creds: a.o.Creds,
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: a.o.NATSURL, Name: "agentd " + string(a.id), Creds: a.o.Creds,
 		TLS: a.o.TLS, InboxPrefix: kv.AgentInboxPrefix(string(a.id)),
 		Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return Plan{}, err
 	}
 	defer nc.Close()
-	f := &PlanFollower{NC: nc, JS: js, Group: a.Group(), Log: a.o.Log}
+	f := &PlanFollower{NC: nc, Group: a.Group(), Log: a.o.Log}
 	if err := f.read(ctx); err != nil {
 		return Plan{}, fmt.Errorf("read the plan: %w", err)
 	}

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -53,28 +51,40 @@ func (p Plan) HealthTimes() (timeout, minHealthy time.Duration) {
 // follower holds plain subscriptions on its two keys, and re-reads both with
 // direct gets at start, after every reconnect and every
 // DefaultRefreshInterval, so a change missed while disconnected (or a lost
-// message) is caught up. The revision in each republished message
-// (Nats-Sequence) decides which of two values is newer.
+// message) is caught up. The revision in each message (Nats-Sequence)
+// decides which of two values is newer.
+//
+// Nothing arriving on those subjects is taken on trust. Any agent of the
+// account can make a request whose reply subject is fleet.plan.group.<g>,
+// so a message is accepted only when the server's own headers say it is a
+// stored value of this agent's keys ($KV.fleet_plan.spec or
+// $KV.fleet_plan.group.<own group>) in the plan bucket's stream, the value is
+// not foreign (kv.StoredMsg.Foreign), and a group status names this agent's
+// group and the spec's target. Anything else is logged and ignored.
 type PlanFollower struct {
 	NC    *nats.Conn
-	JS    jetstream.JetStream
 	Group string
 	Clock clock.Clock
 	Log   *slog.Logger
 
-	// bucket is the plan bucket, opened by the first successful read; only
-	// read uses it, from one goroutine (Run's, or readPlan's).
-	bucket jetstream.KeyValue
-
-	mu      sync.Mutex
-	plan    Plan
-	changed chan struct{}
-	refresh chan struct{}
+	mu       sync.Mutex
+	plan     Plan
+	changed  chan struct{}
+	refresh  chan struct{}
+	lastWarn time.Time // of the last "ignored" warning, to bound the log
 }
 
 // DefaultRefreshInterval is how often an agent re-reads the plan as a safety
 // net behind the republished updates.
 const DefaultRefreshInterval = 3 * time.Minute
+
+// retryInterval is how soon a failed or inconsistent read is retried.
+const retryInterval = 5 * time.Second
+
+// errStale is a group status computed for another target than the spec the
+// agent knows: the controller has not caught up yet, or the read raced a
+// change. It is not applied; the follower reads again shortly.
+var errStale = errors.New("group status is for another target than the plan spec")
 
 func (f *PlanFollower) init() {
 	f.mu.Lock()
@@ -110,7 +120,7 @@ func (f *PlanFollower) Refresh() {
 // Run follows the plan until ctx ends.
 func (f *PlanFollower) Run(ctx context.Context) error {
 	f.init()
-	for _, key := range []string{kv.KeySpec, kv.GroupKey(f.Group)} {
+	for _, key := range f.keys() {
 		sub, err := f.NC.Subscribe(kv.PlanRepublish+key, f.onMessage)
 		if err != nil {
 			return fmt.Errorf("follow plan: %w", err)
@@ -129,23 +139,19 @@ func (f *PlanFollower) Run(ctx context.Context) error {
 		next := DefaultRefreshInterval
 		if err := f.read(ctx); err != nil && ctx.Err() == nil {
 			f.Log.Debug("reading the plan failed; retrying", slog.Any("err", err))
-			next = 5 * time.Second
+			next = retryInterval
 		}
 		timer.Reset(next)
 	}
 }
 
+// keys are the plan keys this agent may read: the spec and its group's.
+func (f *PlanFollower) keys() []string { return []string{kv.KeySpec, kv.GroupKey(f.Group)} }
+
 // read does the direct gets of both keys.
 func (f *PlanFollower) read(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if f.bucket == nil {
-		b, err := f.JS.KeyValue(ctx, kv.BucketPlan)
-		if err != nil {
-			return err
-		}
-		f.bucket = b
-	}
 	changed := false
 	// Both keys first, then one signal: a decision must not see the new
 	// spec with the old (or no) group status.
@@ -154,15 +160,19 @@ func (f *PlanFollower) read(ctx context.Context) error {
 			f.signal()
 		}
 	}()
-	for _, key := range []string{kv.KeySpec, kv.GroupKey(f.Group)} {
-		e, err := f.bucket.Get(ctx, key)
+	for _, key := range f.keys() {
+		m, err := kv.DirectGetLast(ctx, f.NC, kv.PlanStream, kv.KeySubject(kv.BucketPlan, key))
 		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		case errors.Is(err, kv.ErrNotFound):
 			continue
 		case err != nil:
 			return err
 		}
-		changed = f.apply(key, e.Value(), e.Revision()) || changed
+		ok, err := f.accept(m)
+		changed = changed || ok
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -177,46 +187,102 @@ func (f *PlanFollower) signal() {
 }
 
 func (f *PlanFollower) onMessage(m *nats.Msg) {
-	rev, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	sm, err := kv.ParseStored(m.Header, m.Data)
 	if err != nil {
-		f.Refresh() // no revision: cannot order it, read the truth instead
+		f.ignore(m.Subject, err)
 		return
 	}
-	if op := m.Header.Get("KV-Operation"); op != "" {
-		return // a delete or purge: keep the last known plan
-	}
-	key := m.Subject[len(kv.PlanRepublish):]
-	if f.apply(key, m.Data, rev) {
+	ok, err := f.accept(sm)
+	if ok {
 		f.signal()
+	}
+	if errors.Is(err, errStale) {
+		f.Refresh()
 	}
 }
 
+// accept applies a stored plan value if it is one of this agent's keys and
+// newer than what is known, and reports whether it did. A value that is not
+// for this agent is logged (bounded) and ignored.
+func (f *PlanFollower) accept(m kv.StoredMsg) (bool, error) {
+	key, _ := kv.KeyOfSubject(kv.BucketPlan, m.Subject)
+	var err error
+	switch {
+	case m.Stream != kv.PlanStream:
+		err = fmt.Errorf("from stream %q, not %s", m.Stream, kv.PlanStream)
+	case key != kv.KeySpec && key != kv.GroupKey(f.Group):
+		err = fmt.Errorf("for key %q, not %s or %s", key, kv.KeySpec, kv.GroupKey(f.Group))
+	case m.Foreign:
+		err = fmt.Errorf("key %s at revision %d is not a plan value (it carries JetStream's own headers): repair it with fleetctl", key, m.Sequence)
+	}
+	if err != nil {
+		f.ignore(m.Subject, err)
+		return false, nil
+	}
+	if m.Deleted {
+		return false, nil // a delete or purge: keep the last known plan
+	}
+	return f.apply(key, m.Data, m.Sequence)
+}
+
+// ignore logs a plan message the agent will not act on, at most one line
+// every ignoredLogEvery: anyone in the account can aim replies at the plan
+// subjects, and every agent of the group would log each one.
+func (f *PlanFollower) ignore(subject string, err error) {
+	now := time.Now()
+	if f.Clock != nil {
+		now = f.Clock.Now()
+	}
+	f.mu.Lock()
+	quiet := !f.lastWarn.IsZero() && now.Sub(f.lastWarn) < ignoredLogEvery
+	if !quiet {
+		f.lastWarn = now
+	}
+	f.mu.Unlock()
+	if !quiet {
+		f.Log.Warn("ignored a message on a plan subject", slog.String("subject", subject), slog.Any("err", err))
+	}
+}
+
+// ignoredLogEvery bounds the "ignored" warnings.
+const ignoredLogEvery = 10 * time.Second
+
 // apply takes value at rev for key if it is newer than what is known, and
 // reports whether it did.
-func (f *PlanFollower) apply(key string, value []byte, rev uint64) bool {
+func (f *PlanFollower) apply(key string, value []byte, rev uint64) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch key {
 	case kv.KeySpec:
 		if rev <= f.plan.SpecRev {
-			return false
+			return false, nil
 		}
 		var s rollout.Spec
 		if err := json.Unmarshal(value, &s); err != nil {
 			f.Log.Warn("plan spec unreadable; keeping the last good one", slog.Uint64("revision", rev), slog.Any("err", err))
-			return false
+			return false, nil
 		}
 		f.plan.Spec, f.plan.SpecRev = s, rev
 	default:
 		if rev <= f.plan.StatusRev {
-			return false
+			return false, nil
 		}
 		var st rollout.GroupStatus
 		if err := json.Unmarshal(value, &st); err != nil {
 			f.Log.Warn("group status unreadable; keeping the last good one", slog.Uint64("revision", rev), slog.Any("err", err))
-			return false
+			return false, nil
+		}
+		if st.Group != f.Group {
+			f.Log.Warn("ignored a group status that names another group", slog.String("key", key),
+				slog.String("group", st.Group), slog.Uint64("revision", rev))
+			return false, nil
+		}
+		if f.plan.SpecRev != 0 && st.TargetVersion != f.plan.Spec.TargetVersion {
+			f.Log.Debug("group status not applied: computed for another target", slog.String("status_target", st.TargetVersion),
+				slog.String("spec_target", f.plan.Spec.TargetVersion), slog.Uint64("revision", rev))
+			return false, errStale
 		}
 		f.plan.Status, f.plan.StatusRev = st, rev
 	}
-	return true
+	return true, nil
 }

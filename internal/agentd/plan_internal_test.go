@@ -21,8 +21,8 @@ func TestPlanApplyOrdersByRevision(t *testing.T) {
 	if p := f.Plan(); p.Spec.TargetVersion != "1.2.0" || p.SpecRev != 7 {
 		t.Fatalf("plan %+v, want target 1.2.0 at revision 7", p)
 	}
-	f.apply(kv.GroupKey("blue"), []byte(`{"v":1,"group":"blue","state":"active","progress":0.25}`), 3)
-	f.apply(kv.GroupKey("blue"), []byte(`{"v":1,"group":"blue","state":"canary","progress":0}`), 2)
+	f.apply(kv.GroupKey("blue"), []byte(`{"v":1,"group":"blue","target_version":"1.2.0","state":"active","progress":0.25}`), 3)
+	f.apply(kv.GroupKey("blue"), []byte(`{"v":1,"group":"blue","target_version":"1.2.0","state":"canary","progress":0}`), 2)
 	if p := f.Plan(); p.Status.State != "active" || p.StatusRev != 3 {
 		t.Fatalf("status %+v at %d, want active at revision 3", p.Status, p.StatusRev)
 	}
