@@ -14,6 +14,9 @@ var (
 	ErrBadConfig = errors.New("invalid config")
 	// ErrBadSpec reports a fleet_plan spec that breaks a rule of §3.2.
 	ErrBadSpec = errors.New("invalid plan spec")
+	// ErrBadStatus reports a group status no controller could have written
+	// (GroupStatus.Validate).
+	ErrBadStatus = errors.New("invalid group status")
 	// ErrConfigChange reports a config change that would alter a group while
 	// it is rolling out.
 	ErrConfigChange = errors.New("config change rejected")

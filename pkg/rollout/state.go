@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -150,4 +152,61 @@ func newStatus(group string, spec Spec, now time.Time, reason string) GroupStatu
 		TargetVersion: spec.TargetVersion,
 		StartVersion:  spec.StartVersion,
 	}
+}
+
+// Validate checks that st is a group status a controller could have written
+// and an agent can act on: this schema version, a valid group name, one of
+// the five states, versions that are semantic versions (empty only before
+// the first valid spec), a known mode, progress in [0,1], no negative count
+// or duration, and canonical canary ids. Every violation wraps ErrBadStatus.
+//
+// It cannot tell whether st belongs under the key it was read from; readers
+// check that its group is the key's (kv.DecodeGroupStatus).
+func (st GroupStatus) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrBadStatus}, args...)...))
+	}
+	if st.V != SchemaVersion {
+		bad("v %d: this fleetwave reads version %d", st.V, SchemaVersion)
+	}
+	if err := ValidateGroupName(st.Group); err != nil {
+		bad("group: %v", err)
+	}
+	if !st.State.Valid() {
+		bad("state %q must be unstarted, canary, active, done or rolledback", truncate(string(st.State), 40))
+	}
+	for _, v := range []struct{ field, v string }{{"target_version", st.TargetVersion}, {"start_version", st.StartVersion}} {
+		if v.v == "" {
+			continue
+		}
+		if err := ValidateVersion(v.v); err != nil {
+			bad("%s: %v", v.field, err)
+		}
+	}
+	if st.Mode != "" {
+		if err := st.Mode.validate("mode"); err != nil {
+			bad("%v", err)
+		}
+	}
+	if !(st.Progress >= 0 && st.Progress <= 1) {
+		bad("progress %v must be 0-1", st.Progress)
+	}
+	for _, n := range []struct {
+		field string
+		n     int
+	}{{"initial_count", st.InitialCount}, {"failed_count", st.FailedCount}, {"jitter_seconds", st.JitterSeconds}} {
+		if n.n < 0 {
+			bad("%s %d must not be negative", n.field, n.n)
+		}
+	}
+	if st.HealthTimeout < 0 || st.MinHealthyTime < 0 {
+		bad("health_timeout %v and min_healthy_time %v must not be negative", st.HealthTimeout, st.MinHealthyTime)
+	}
+	for i, c := range st.Canaries {
+		if _, err := ParseAgentID(string(c.ID)); err != nil {
+			bad("canaries[%d]: %v", i, err)
+		}
+	}
+	return errors.Join(errs...)
 }
