@@ -12,15 +12,35 @@ import (
 
 // State is the rollout's stored state as one read sees it: config, spec and
 // every group status, each with the revision to write back against.
+//
+// A stored value that is not what its key should hold is not in the fields
+// below but in Problems: a bad config leaves Config zero (with the bad
+// value's revision), a bad spec leaves HasSpec false (Spec.Revision is the
+// bad value's), a bad group status leaves the group out of Groups. A reader
+// that acts on the state must look at Problems first: a group missing from
+// Groups because its status is bad is not a group without a status.
 type State struct {
 	Config Entry[rollout.Config]
 	// ConfigDefault: no config was ever written; Config is the default
 	// (Revision 0, so a write creates it).
 	ConfigDefault bool
 	Spec          Entry[rollout.Spec]
-	// HasSpec: a plan spec exists (no spec means nothing to roll out).
+	// HasSpec: a valid plan spec exists (no spec means nothing to roll out).
 	HasSpec bool
 	Groups  map[string]Entry[rollout.GroupStatus]
+	// Problems are the values skipped, in the order read: config, then the
+	// plan bucket's keys.
+	Problems []Problem
+}
+
+// Problem returns the problem with bucket/key, if that value was skipped.
+func (s *State) Problem(bucket, key string) (*Problem, bool) {
+	for i := range s.Problems {
+		if p := &s.Problems[i]; p.Bucket == bucket && p.Key == key {
+			return p, true
+		}
+	}
+	return nil, false
 }
 
 // Plan returns the statuses as a rollout.Plan (for Predecessors).
@@ -32,33 +52,137 @@ func (s *State) Plan() rollout.Plan {
 	return p
 }
 
-// ReadConfig reads fleet_config/config; when none was written it returns the
-// default config with revision 0 and isDefault true.
+// DecodeConfig decodes and validates the value of fleet_config/config. A
+// value without "v": 1, with an unknown field, or that breaks a rule of
+// rollout.Config.Validate is ErrCorrupt: the controller must not act on it.
+func DecodeConfig(data []byte) (rollout.Config, error) {
+	var c rollout.Config
+	if err := checkSchema(data); err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return rollout.Config{}, corrupt("%v", err)
+	}
+	if err := c.Validate(); err != nil {
+		return rollout.Config{}, corrupt("%v", err)
+	}
+	return c, nil
+}
+
+// DecodeSpec decodes and validates the value of fleet_plan/spec. A value
+// without "v": 1, that breaks a rule of rollout.Spec.Validate, or that is a
+// group status (it has "group" or "state": a status stored under the spec
+// key would otherwise pass, since it carries both versions and the spec
+// skips unknown fields) is ErrCorrupt.
+func DecodeSpec(data []byte) (rollout.Spec, error) {
+	var s rollout.Spec
+	if err := checkSchema(data); err != nil {
+		return s, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return s, corrupt("%v", err)
+	}
+	for _, f := range []string{"group", "state"} {
+		if _, ok := fields[f]; ok {
+			return s, corrupt("has %q: a group status stored under the spec key, not a plan spec", f)
+		}
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return rollout.Spec{}, corrupt("%v", err)
+	}
+	if err := s.Validate(); err != nil {
+		return rollout.Spec{}, corrupt("%v", err)
+	}
+	return s, nil
+}
+
+// DecodeGroupStatus decodes and validates the value of fleet_plan key
+// group.<name>. A value without "v": 1, that breaks a rule of
+// rollout.GroupStatus.Validate, or whose group is not <name> (the status of
+// another group, stored under this key) is ErrCorrupt.
+func DecodeGroupStatus(key string, data []byte) (rollout.GroupStatus, error) {
+	var st rollout.GroupStatus
+	group, ok := GroupFromKey(key)
+	if !ok {
+		return st, corrupt("%q is not a group status key (%s<group>)", key, groupKeyPrefix)
+	}
+	if err := checkSchema(data); err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return rollout.GroupStatus{}, corrupt("%v", err)
+	}
+	if err := st.Validate(); err != nil {
+		return rollout.GroupStatus{}, corrupt("%v", err)
+	}
+	if st.Group != group {
+		return rollout.GroupStatus{}, corrupt("the status of group %q stored under the key of group %q", st.Group, group)
+	}
+	return st, nil
+}
+
+// ReadConfig reads fleet_config/config with its true revision (GetLast);
+// when none was written it returns the default config with revision 0 and
+// isDefault true. A bad value is a *Problem (ErrCorrupt) with e.Revision set.
 func (f *Fleet) ReadConfig(ctx context.Context) (e Entry[rollout.Config], isDefault bool, err error) {
-	e, err = Get[rollout.Config](ctx, f.Config, KeyConfig)
+	e, err = GetLast(ctx, f.JS.Conn(), BucketConfig, KeyConfig, DecodeConfig)
 	if errors.Is(err, ErrNotFound) {
 		return Entry[rollout.Config]{Value: rollout.DefaultConfig()}, true, nil
 	}
 	return e, false, err
 }
 
+// ReadSpec reads fleet_plan/spec with its true revision (GetLast). No spec
+// is ErrNotFound; a bad value is a *Problem (ErrCorrupt) with e.Revision set.
+func (f *Fleet) ReadSpec(ctx context.Context) (Entry[rollout.Spec], error) {
+	return GetLast(ctx, f.JS.Conn(), BucketPlan, KeySpec, DecodeSpec)
+}
+
+// ReadGroupStatus reads fleet_plan/group.<group> with its true revision
+// (GetLast). No status is ErrNotFound; a bad value is a *Problem
+// (ErrCorrupt) with e.Revision set.
+func (f *Fleet) ReadGroupStatus(ctx context.Context, group string) (Entry[rollout.GroupStatus], error) {
+	key := GroupKey(group)
+	return GetLast(ctx, f.JS.Conn(), BucketPlan, key, func(data []byte) (rollout.GroupStatus, error) {
+		return DecodeGroupStatus(key, data)
+	})
+}
+
 // ReadState reads config, spec and every group status of the plan bucket.
+// Values that are not what their key should hold are skipped and listed in
+// State.Problems; the error is for the bus only.
 func (f *Fleet) ReadState(ctx context.Context) (*State, error) {
 	s := &State{Groups: map[string]Entry[rollout.GroupStatus]{}}
 	var err error
-	if s.Config, s.ConfigDefault, err = f.ReadConfig(ctx); err != nil {
+	var p *Problem
+	s.Config, s.ConfigDefault, err = f.ReadConfig(ctx)
+	switch {
+	case errors.As(err, &p):
+		s.Problems = append(s.Problems, *p)
+	case err != nil:
 		return nil, err
 	}
+	// The watch's revisions come from the consumer's delivery, not from
+	// the message's headers, so they are the stream's own; the headers are
+	// hidden, so the values are judged by what they decode to.
 	err = readAll(ctx, f.Plan, func(e jetstream.KeyValueEntry) error {
+		skip := func(err error) {
+			s.Problems = append(s.Problems, Problem{Bucket: BucketPlan, Key: e.Key(), Revision: e.Revision(), Err: err})
+		}
 		if e.Key() == KeySpec {
-			if err := decodeEntry(f.Plan, e, &s.Spec.Value); err != nil {
-				return err
+			s.Spec.Revision = e.Revision()
+			spec, err := DecodeSpec(e.Value())
+			if err != nil {
+				skip(err)
+				return nil
 			}
-			s.Spec.Revision, s.HasSpec = e.Revision(), true
+			s.Spec.Value, s.HasSpec = spec, true
 		} else if group, ok := GroupFromKey(e.Key()); ok {
-			var st rollout.GroupStatus
-			if err := decodeEntry(f.Plan, e, &st); err != nil {
-				return err
+			st, err := DecodeGroupStatus(e.Key(), e.Value())
+			if err != nil {
+				skip(err)
+				return nil
 			}
 			s.Groups[group] = Entry[rollout.GroupStatus]{Value: st, Revision: e.Revision()}
 		}

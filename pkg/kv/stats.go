@@ -2,6 +2,9 @@ package kv
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -32,22 +35,91 @@ type GroupStats struct {
 	Reporting int
 }
 
-// ReadStats returns every entry of fleet_stats, fresh or not.
-func ReadStats(ctx context.Context, b jetstream.KeyValue) ([]Stats, error) {
+// DecodeStats decodes and validates the value of fleet_stats key
+// <group>.<controller_id>. A value without "v": 1, without a valid group,
+// a controller id or a time, with a count that is negative or a version
+// that is not one, or whose group and controller id do not make its key
+// (another group's count stored under this key) is ErrCorrupt.
+func DecodeStats(key string, data []byte) (Stats, error) {
+	var s Stats
+	if err := checkSchema(data); err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Stats{}, corrupt("%v", err)
+	}
+	var errs []error
+	if err := rollout.ValidateGroupName(s.Group); err != nil {
+		errs = append(errs, fmt.Errorf("group: %w", err))
+	}
+	if s.ControllerID == "" {
+		errs = append(errs, errors.New("controller_id: empty"))
+	}
+	if s.At.IsZero() {
+		errs = append(errs, errors.New("at: missing"))
+	}
+	if s.Agents < 0 {
+		errs = append(errs, fmt.Errorf("agents %d: negative", s.Agents))
+	}
+	for v, c := range s.Versions {
+		if v != rollout.NoVersion {
+			if err := rollout.ValidateVersion(v); err != nil {
+				errs = append(errs, fmt.Errorf("versions: %w", err))
+			}
+		}
+		if c.Count < 0 || c.FailedCount < 0 {
+			errs = append(errs, fmt.Errorf("versions: %q: negative count", v))
+		}
+	}
+	if len(errs) == 0 && key != StatsKey(s.Group, s.ControllerID) {
+		errs = append(errs, fmt.Errorf("the count of group %q by controller %q (key %s) stored under key %s",
+			s.Group, s.ControllerID, StatsKey(s.Group, s.ControllerID), key))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Stats{}, corrupt("%v", err)
+	}
+	return s, nil
+}
+
+// ReadValidStats returns every valid entry of fleet_stats, fresh or not,
+// and the entries it skipped because they are not what their key should
+// hold (DecodeStats). The error is for the bus only. The leader lease
+// (KeyLeader) is not a stats entry and is neither returned nor judged.
+func ReadValidStats(ctx context.Context, b jetstream.KeyValue) ([]Stats, []Problem, error) {
 	var out []Stats
+	var skipped []Problem
 	err := readAll(ctx, b, func(e jetstream.KeyValueEntry) error {
 		if e.Key() == KeyLeader {
 			return nil
 		}
-		var s Stats
-		if err := decodeEntry(b, e, &s); err != nil {
-			return err
+		s, err := DecodeStats(e.Key(), e.Value())
+		if err != nil {
+			skipped = append(skipped, Problem{Bucket: b.Bucket(), Key: e.Key(), Revision: e.Revision(), Err: err})
+			return nil
 		}
 		out = append(out, s)
 		return nil
 	})
 	if err != nil {
+		return nil, nil, err
+	}
+	return out, skipped, nil
+}
+
+// ReadStats returns every entry of fleet_stats, fresh or not. An entry that
+// is not what its key should hold is a *Problem (ErrCorrupt): callers that
+// carry on past bad entries use ReadValidStats.
+func ReadStats(ctx context.Context, b jetstream.KeyValue) ([]Stats, error) {
+	out, skipped, err := ReadValidStats(ctx, b)
+	if err != nil {
 		return nil, err
+	}
+	if len(skipped) > 0 {
+		errs := make([]error, len(skipped))
+		for i := range skipped {
+			errs[i] = &skipped[i]
+		}
+		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }
