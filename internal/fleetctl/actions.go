@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -107,19 +108,24 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 	}
 	defer done()
 	key := kv.GroupKey(o.Group)
-	e, err := kv.Get[rollout.GroupStatus](ctx, f.Plan, key)
-	if errors.Is(err, kv.ErrNotFound) {
+	e, err := f.ReadGroupStatus(ctx, o.Group)
+	var bad *kv.Problem
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
 		return fmt.Errorf("group %q has no rollout status yet: is a controller running and is %s in the config (fleetctl config show)?", o.Group, o.Group)
-	}
-	if err != nil {
+	case errors.As(err, &bad) && name == "reset":
+		return removeBadStatus(ctx, o, f, bad)
+	case errors.As(err, &bad):
+		return fmt.Errorf("%s --group %s: %w", name, o.Group, err) // names the fix: reset
+	case err != nil:
 		return err
 	}
-	spec, err := kv.Get[rollout.Spec](ctx, f.Plan, kv.KeySpec)
+	spec, err := f.ReadSpec(ctx)
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
 		return fmt.Errorf("%s --group %s: %w", name, o.Group, errNoPlan)
 	case err != nil:
-		return err
+		return fmt.Errorf("%s --group %s: %w", name, o.Group, err)
 	case e.Value.TargetVersion != spec.Value.TargetVersion:
 		// The controller resets a stale status for the new target at its
 		// next step, and would silently undo this action.
@@ -147,5 +153,42 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 		fmt.Fprintf(o.Out, "group %q (still %s): %s\n", o.Group, ev.To, ev.Reason)
 	}
 	_, err = fmt.Fprintf(o.Out, "written to %s/%s (revision %d); event on %s\n", kv.BucketPlan, key, rev, kv.EventSubject(o.Group))
+	return err
+}
+
+// removeBadStatus is "fleetctl reset" of a group whose stored status is not
+// valid: nothing can be reset in it, and the controller leaves it alone (a
+// fresh status would erase what it held, a halt for one), so the operator's
+// reset deletes it, compare-and-swap on its true revision. The controller
+// then writes a fresh unstarted status at its next pass and the group starts
+// over by its window and predecessors.
+func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, bad *kv.Problem) error {
+	if o.beforeWrite != nil {
+		o.beforeWrite()
+	}
+	err := f.Plan.Delete(ctx, bad.Key, jetstream.LastRevision(bad.Revision))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return &ConflictError{Key: bad.Where(), Revision: bad.Revision, Err: kv.ErrConflict}
+	}
+	if err != nil {
+		return fmt.Errorf("reset --group %s: delete %s: %w", o.Group, bad.Where(), err)
+	}
+	reason := "operator reset: removed a status that was not valid (" + bad.Err.Error() + ")"
+	if o.Note != "" {
+		reason = "operator reset: " + o.Note + "; removed a status that was not valid (" + bad.Err.Error() + ")"
+	}
+	ev := rollout.Event{V: rollout.SchemaVersion, Group: o.Group, Kind: rollout.EventOperator, Reason: reason, At: o.Now().UTC()}
+	err = f.PublishEvent(ev)
+	if err == nil {
+		err = f.JS.Conn().FlushWithContext(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("group %q: the invalid status %s was removed but the event was not published: %w", o.Group, bad.Where(), err)
+	}
+	fmt.Fprintf(o.Out, "group %q: removed %s (revision %d), which was not valid: %v\n", o.Group, bad.Where(), bad.Revision, bad.Err)
+	_, err = fmt.Fprintf(o.Out, "the controller writes a fresh unstarted status at its next step; the group starts over by its window and predecessors (fleetctl pause first to hold it); event on %s\n",
+		kv.EventSubject(o.Group))
 	return err
 }

@@ -2,6 +2,7 @@ package fleetctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -31,8 +33,12 @@ type AgentRow struct {
 // AgentsReport is the JSON of "fleetctl agents ls -o json".
 type AgentsReport struct {
 	Agents []AgentRow `json:"agents"`
-	// Invalid counts heartbeats in the stream that failed validation.
+	// Invalid counts heartbeats in the stream that failed validation or are
+	// foreign (a JetStream response stored on a heartbeat subject).
 	Invalid int `json:"invalid"`
+	// Problems names each of them (key FLEET_HB/<subject>); absent when
+	// there are none.
+	Problems []Problem `json:"problems,omitempty"`
 }
 
 func newAgentsCmd(g *Global) *cobra.Command {
@@ -86,10 +92,15 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	}
 	rep := AgentsReport{Agents: []AgentRow{}}
 	for _, s := range stored {
-		hb, err := heartbeat.DecodeFrom(s.Subject, s.Data)
-		if err != nil {
+		hb, err := s.Decode()
+		var p *kv.Problem
+		if errors.As(err, &p) {
 			rep.Invalid++
+			rep.Problems = append(rep.Problems, problemOf(p))
 			continue
+		}
+		if err != nil {
+			return err
 		}
 		if o.Version != "" && hb.Version() != o.Version {
 			continue
@@ -98,11 +109,10 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	}
 	// The stream yields subjects in storage order; sort for people and diffs.
 	sortAgents(rep.Agents)
+	sort.Slice(rep.Problems, func(i, j int) bool { return rep.Problems[i].Key < rep.Problems[j].Key })
+	warnProblems(o.ErrOut, rep.Problems)
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
-	}
-	if rep.Invalid > 0 {
-		fmt.Fprintf(o.ErrOut, "warning: %d invalid heartbeat(s) in the stream were skipped\n", rep.Invalid)
 	}
 	if len(rep.Agents) == 0 {
 		_, err := fmt.Fprintln(o.Out, "No agents.")

@@ -74,10 +74,7 @@ func RunConfigShow(ctx context.Context, o *ConfigShowOptions) error {
 	defer done()
 	e, isDefault, err := f.ReadConfig(ctx)
 	if err != nil {
-		return err
-	}
-	if err := e.Value.Validate(); err != nil {
-		fmt.Fprintf(o.ErrOut, "warning: the stored config is not valid; the controller holds every group until it is fixed:\n%v\n", err)
+		return err // a config that is not valid names the fix
 	}
 	if o.Output == "json" {
 		return writeJSON(o.Out, e.Value)
@@ -231,7 +228,7 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		return err
 	}
 	defer done()
-	st, err := f.ReadState(ctx)
+	st, err := readStateForEdit(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -368,7 +365,21 @@ func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next
 	if err := validateConfig(next); err != nil {
 		return err
 	}
-	if err := rollout.CheckConfigChange(st.Config.Value, next, st.Plan().Groups); err != nil {
+	statuses := st.Plan().Groups
+	var unreadable []string
+	for _, p := range st.Problems {
+		if group, ok := kv.GroupFromKey(p.Key); ok && p.Bucket == kv.BucketPlan {
+			// Nobody knows where this group stands: protect it as if it
+			// were rolling out.
+			statuses[group] = rollout.GroupStatus{V: rollout.SchemaVersion, Group: group, State: rollout.StateActive}
+			unreadable = append(unreadable, group)
+		}
+	}
+	if err := rollout.CheckConfigChange(st.Config.Value, next, statuses); err != nil {
+		if len(unreadable) > 0 {
+			err = fmt.Errorf("%w\n(a group whose stored status is not valid counts as active: %s; fleetctl reset --group G replaces it)",
+				err, strings.Join(unreadable, ", "))
+		}
 		return fmt.Errorf("%w\nnothing was written", err)
 	}
 	rev, err := save(ctx, g, f.Config, kv.KeyConfig, next, st.Config.Revision)
@@ -476,25 +487,36 @@ func parseConfigFile(data []byte) (rollout.Config, error) {
 	return c, nil
 }
 
-// readStateForReplace is ReadState for the commands that replace the whole
-// config: when the stored config cannot be decoded (someone wrote it by hand
-// with a typo), they are the way out, so they go on with its revision (still
-// compare-and-swap) and an empty previous config. The controller cannot have
-// used an undecodable config, so no group's schedule is at stake.
-func readStateForReplace(ctx context.Context, g *Global, f *kv.Fleet) (*kv.State, error) {
+// readStateForEdit is ReadState for the commands that change the stored
+// config: a config that is not valid cannot be edited, only replaced, and
+// the error says how.
+func readStateForEdit(ctx context.Context, f *kv.Fleet) (*kv.State, error) {
 	st, err := f.ReadState(ctx)
-	if err == nil || !errors.Is(err, kv.ErrCorrupt) || !strings.HasPrefix(err.Error(), configKeyName) {
-		return st, err
-	}
-	raw, gerr := f.Config.Get(ctx, kv.KeyConfig)
-	if gerr != nil {
+	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(g.ErrOut, "warning: replacing a stored config that cannot be read: %v\n", err)
-	return &kv.State{
-		Config: kv.Entry[rollout.Config]{Value: rollout.Config{}, Revision: raw.Revision()},
-		Groups: map[string]kv.Entry[rollout.GroupStatus]{},
-	}, nil
+	if bad, ok := st.Problem(kv.BucketConfig, kv.KeyConfig); ok {
+		return nil, bad
+	}
+	return st, nil
+}
+
+// readStateForReplace is ReadState for the commands that replace the whole
+// config: when the stored config is not valid (someone wrote it by hand with
+// a typo, or it is a JetStream response stored by mistake), they are the way
+// out, so they go on with its true revision (still compare-and-swap) and an
+// empty previous config. The controller does not act on a config that is
+// not valid, so no group's schedule is at stake.
+func readStateForReplace(ctx context.Context, g *Global, f *kv.Fleet) (*kv.State, error) {
+	st, err := f.ReadState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if bad, ok := st.Problem(kv.BucketConfig, kv.KeyConfig); ok {
+		fmt.Fprintf(g.ErrOut, "warning: replacing a stored config that cannot be read: %v\n", bad.Err)
+		st.Config = kv.Entry[rollout.Config]{Revision: bad.Revision}
+	}
+	return st, nil
 }
 
 // ConfigResetOptions are the flags of "fleetctl config reset".
@@ -573,7 +595,7 @@ func RunConfigDeleteGroup(ctx context.Context, o *ConfigDeleteGroupOptions) erro
 		return err
 	}
 	defer done()
-	st, err := f.ReadState(ctx)
+	st, err := readStateForEdit(ctx, f)
 	if err != nil {
 		return err
 	}

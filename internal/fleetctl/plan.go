@@ -63,22 +63,27 @@ func RunPlanShow(ctx context.Context, o *PlanShowOptions) error {
 		return err
 	}
 	defer done()
-	e, err := kv.Get[rollout.Spec](ctx, f.Plan, kv.KeySpec)
+	e, err := f.ReadSpec(ctx)
 	if errors.Is(err, kv.ErrNotFound) {
 		return errNoPlan
 	}
 	if err != nil {
-		return err
-	}
-	if err := e.Value.Validate(); err != nil {
-		fmt.Fprintf(o.ErrOut, "warning: the stored plan spec is not valid; agents keep what they have:\n%v\n", err)
+		return err // a spec that is not valid names the fix
 	}
 	if o.Output == "json" {
 		return writeJSON(o.Out, e.Value)
 	}
 	cfg, _, err := f.ReadConfig(ctx)
-	if err != nil {
+	var bad *kv.Problem
+	switch {
+	case errors.As(err, &bad):
+		fmt.Fprintf(o.ErrOut, "warning: %v\n", bad)
+	case err != nil:
 		return err
+	}
+	effective := describeMode(cfg.Value.Mode, e.Value.Mode)
+	if bad != nil {
+		effective = "unknown: the stored config is not valid, and no group moves until it is replaced"
 	}
 	s := e.Value
 	tw := newTable(o.Out)
@@ -88,7 +93,7 @@ func RunPlanShow(ctx context.Context, o *PlanShowOptions) error {
 	fmt.Fprintf(tw, "strategy\t%s\n", s.Strategy)
 	fmt.Fprintf(tw, "critical\t%t\n", s.Critical)
 	fmt.Fprintf(tw, "mode\t%s\n", s.Mode)
-	fmt.Fprintf(tw, "effective mode\t%s\n", describeMode(cfg.Value.Mode, s.Mode))
+	fmt.Fprintf(tw, "effective mode\t%s\n", effective)
 	fmt.Fprintf(tw, "revision\t%d\n", e.Revision)
 	return tw.Flush()
 }
@@ -189,15 +194,37 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	if err != nil {
 		return err
 	}
+	// The spec as the stream stores it: a watch hides a message's headers,
+	// and a JetStream response stored as the spec is foreign even when its
+	// body reads as a spec. A spec that is not valid is replaced like a
+	// missing one, with compare-and-swap on its revision: it has nothing to
+	// keep, so both versions must be given.
+	spec, err := f.ReadSpec(ctx)
+	var bad *kv.Problem
+	replacing := errors.As(err, &bad)
+	switch {
+	case replacing:
+		st.Spec, st.HasSpec = kv.Entry[rollout.Spec]{Revision: bad.Revision}, false
+	case errors.Is(err, kv.ErrNotFound):
+		st.Spec, st.HasSpec = kv.Entry[rollout.Spec]{}, false
+	case err != nil:
+		return err
+	default:
+		st.Spec, st.HasSpec = spec, true
+	}
 	prev := st.Spec.Value
 	var next rollout.Spec
 	startDefaulted := false
+	noPlan := "no plan yet"
+	if replacing {
+		noPlan = fmt.Sprintf("the stored plan spec is not valid (%v); to replace it", bad.Err)
+	}
 	if !st.HasSpec {
 		switch {
 		case o.Target == nil:
-			return cliutil.Usagef("no plan yet: --target is required (the version to roll out)")
+			return cliutil.Usagef("%s: --target is required (the version to roll out)", noPlan)
 		case o.Start == nil:
-			return cliutil.Usagef("no plan yet: --start is required (the version the fleet runs now)")
+			return cliutil.Usagef("%s: --start is required (the version the fleet runs now)", noPlan)
 		}
 		next = rollout.DefaultSpec(*o.Start, *o.Target)
 	} else {
@@ -233,7 +260,10 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		return err
 	}
 	retarget := !st.HasSpec || next.TargetVersion != prev.TargetVersion
-	if !st.HasSpec {
+	if replacing {
+		fmt.Fprintf(o.Out, "%s replaced (revision %d, was %d, which was not valid): %s → %s, %s, %s\n",
+			specKeyName, rev, st.Spec.Revision, next.StartVersion, next.TargetVersion, next.Schedule, next.Strategy)
+	} else if !st.HasSpec {
 		fmt.Fprintf(o.Out, "%s created (revision %d): %s → %s, %s, %s", specKeyName, rev, next.StartVersion, next.TargetVersion, next.Schedule, next.Strategy)
 		if next.Critical {
 			fmt.Fprint(o.Out, ", critical")
@@ -329,16 +359,18 @@ func setPlanMode(ctx context.Context, g *Global, mode rollout.Mode) error {
 		return err
 	}
 	defer done()
-	e, err := kv.Get[rollout.Spec](ctx, f.Plan, kv.KeySpec)
+	e, err := f.ReadSpec(ctx)
 	if errors.Is(err, kv.ErrNotFound) {
 		return fmt.Errorf("no plan to %s: nothing is being rolled out (fleetctl plan set creates one)", verb)
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", verb, err) // a spec that is not valid names the fix
 	}
-	cfg, _, err := f.ReadConfig(ctx)
-	if err != nil {
-		return err
+	// Pausing must work whatever the config holds: a config that is not
+	// valid only loses the note below.
+	cfg, _, cfgErr := f.ReadConfig(ctx)
+	if cfgErr != nil && !errors.Is(cfgErr, kv.ErrCorrupt) {
+		return cfgErr
 	}
 	if orEnabled(e.Value.Mode) == mode {
 		fmt.Fprintf(g.Out, "plan already %s; nothing written\n", mode)
@@ -355,7 +387,9 @@ func setPlanMode(ctx context.Context, g *Global, mode rollout.Mode) error {
 			fmt.Fprintf(g.Out, "plan resumed (%s revision %d): groups carry on from their progress\n", specKeyName, rev)
 		}
 	}
-	if mode == rollout.ModeEnabled && rollout.EffectiveMode(cfg.Value.Mode, mode) != rollout.ModeEnabled {
+	if cfgErr != nil {
+		fmt.Fprintf(g.ErrOut, "warning: %v\n", cfgErr)
+	} else if mode == rollout.ModeEnabled && rollout.EffectiveMode(cfg.Value.Mode, mode) != rollout.ModeEnabled {
 		fmt.Fprintf(g.ErrOut, "note: the config's mode is %s, so the rollout stays %s: fleetctl config set --mode enabled\n",
 			cfg.Value.Mode, rollout.EffectiveMode(cfg.Value.Mode, mode))
 	}

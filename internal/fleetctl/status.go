@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,6 +35,11 @@ type StatusReport struct {
 	// plan (then groups carry no rollout either).
 	Plan   *PlanReport   `json:"plan,omitempty"`
 	Groups []GroupReport `json:"groups"`
+	// Problems are the stored values that were skipped because they are
+	// not what their key should hold: a bad count leaves its group's counts
+	// out, a bad config or spec leaves the plan out, a bad group status
+	// marks the group's rollout status_invalid. Absent when there are none.
+	Problems []Problem `json:"problems,omitempty"`
 }
 
 // PlanReport is the plan part of a StatusReport.
@@ -71,10 +77,15 @@ type GroupRollout struct {
 	// Requires are the groups that must be done before this one starts.
 	Requires []string `json:"requires"`
 	// State and the fields after it are the controller's group status;
-	// State is absent when it has written none yet.
-	State  rollout.State `json:"state,omitempty"`
-	Reason string        `json:"reason,omitempty"`
-	Since  time.Time     `json:"since,omitzero"`
+	// State is absent when it has written none yet, or when the stored
+	// status is not valid (StatusInvalid).
+	State rollout.State `json:"state,omitempty"`
+	// StatusInvalid: the stored status is not valid (see the report's
+	// problems); the controller does not move the group until it is
+	// replaced (fleetctl reset --group G).
+	StatusInvalid bool      `json:"status_invalid,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	Since         time.Time `json:"since,omitzero"`
 	// Stale: the status is about StatusTarget, not the plan's target; the
 	// controller has not caught up, and agents treat the group as unstarted.
 	Stale        bool      `json:"stale,omitempty"`
@@ -175,6 +186,7 @@ func RunStatus(ctx context.Context, o *StatusOptions) error {
 	if rep, err = filterGroup(rep, o.Group); err != nil {
 		return err
 	}
+	warnProblems(o.ErrOut, rep.Problems)
 	return o.print(rep)
 }
 
@@ -185,11 +197,13 @@ func (o *StatusOptions) print(rep StatusReport) error {
 	return writeStatusTable(o.Out, rep, o.Now())
 }
 
-// readStatus reads counts, config, spec and group statuses. When warn is
-// not nil, a rollout state that cannot be read is a warning on it and the
-// counts are still shown; otherwise it is an error.
+// readStatus reads counts, config, spec and group statuses. Stored values
+// that are not what their key should hold are skipped and listed in the
+// report's Problems. When warn is not nil, a rollout state that cannot be
+// read from the bus is a warning on it and the counts are still shown;
+// otherwise it is an error.
 func readStatus(ctx context.Context, f *kv.Fleet, warn io.Writer, now time.Time) (StatusReport, error) {
-	entries, err := kv.ReadStats(ctx, f.Stats)
+	entries, skipped, err := kv.ReadValidStats(ctx, f.Stats)
 	if err != nil {
 		return StatusReport{}, err
 	}
@@ -201,7 +215,12 @@ func readStatus(ctx context.Context, f *kv.Fleet, warn io.Writer, now time.Time)
 		fmt.Fprintf(warn, "warning: cannot read the rollout state, showing agent counts only: %v\n", err)
 		st = nil
 	}
-	return BuildRolloutStatus(entries, st, now), nil
+	rep := BuildRolloutStatus(entries, st, now)
+	rep.Problems = problemsOf(skipped)
+	if st != nil {
+		rep.Problems = append(rep.Problems, problemsOf(st.Problems)...)
+	}
+	return rep, nil
 }
 
 // filterGroup keeps only group in rep ("" keeps all).
@@ -238,6 +257,9 @@ func runStatusWait(ctx context.Context, o *StatusOptions) error {
 		if err != nil {
 			return err
 		}
+		if err := rolloutProblem(rep.Problems); err != nil {
+			return err
+		}
 		if rep.Plan == nil {
 			return fmt.Errorf("nothing to wait for: %w", errNoPlan)
 		}
@@ -257,6 +279,20 @@ func runStatusWait(ctx context.Context, o *StatusOptions) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// rolloutProblem is the error for waiting on a rollout that cannot finish:
+// the config, the spec or a group status is not valid, and the controller
+// moves nothing (or not that group) until an operator replaces it. Bad
+// counts do not stop a rollout and are not an error here.
+func rolloutProblem(ps []Problem) error {
+	for _, p := range ps {
+		if strings.HasPrefix(p.Key, kv.BucketConfig+"/") || strings.HasPrefix(p.Key, kv.BucketPlan+"/") {
+			return fmt.Errorf("status --wait: %s is not valid, so the rollout does not finish until it is replaced: %s; to repair: %s",
+				p.Key, p.Error, p.Fix)
+		}
+	}
+	return nil
 }
 
 // waitVerdict says whether waiting is over: every configured group done on

@@ -15,11 +15,17 @@ import (
 
 // BuildRolloutStatus is BuildStatus plus the rollout: when st has a plan
 // spec, the report gets the plan and every group its rollout, in config
-// order, then groups with a status but no config, then groups with only
-// agents (each set by name).
+// order, then groups with a status (or a status that is not valid) but no
+// config, then groups with only agents (each set by name). A config that is
+// not valid (in st.Problems) leaves the rollout out, as no spec does: the
+// controller moves nothing then, and the report has no config to place the
+// groups by. The caller adds st.Problems to the report.
 func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusReport {
 	rep := BuildStatus(entries, now)
 	if st == nil || !st.HasSpec {
+		return rep
+	}
+	if _, bad := st.Problem(kv.BucketConfig, kv.KeyConfig); bad {
 		return rep
 	}
 	cfg, spec := st.Config.Value, st.Spec.Value
@@ -52,6 +58,13 @@ func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusR
 	for n := range st.Groups {
 		withStatus = append(withStatus, n)
 	}
+	invalid := map[string]bool{}
+	for _, p := range st.Problems {
+		if n, ok := kv.GroupFromKey(p.Key); ok && p.Bucket == kv.BucketPlan {
+			invalid[n] = true
+			withStatus = append(withStatus, n)
+		}
+	}
 	sort.Strings(withStatus)
 	for _, n := range withStatus {
 		add(n)
@@ -67,6 +80,7 @@ func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusR
 		}
 		e, hasStatus := st.Groups[n]
 		gr.Rollout = groupRollout(gr, cfg, spec, e.Value, hasStatus, now)
+		gr.Rollout.StatusInvalid = invalid[n]
 		groups = append(groups, gr)
 	}
 	rep.Groups = groups
@@ -150,6 +164,9 @@ func writeRolloutTable(w io.Writer, rep StatusReport, now time.Time) error {
 			continue
 		}
 		state, since, progress, timedOut := "-", "-", "-", "-"
+		if r.StatusInvalid {
+			state = "invalid"
+		}
 		if r.State != "" {
 			state = string(r.State)
 			switch {
@@ -199,6 +216,10 @@ func groupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 	var out []string
 	if !r.InConfig {
 		out = append(out, "not in the config: its agents are not rolled out")
+	}
+	if r.StatusInvalid {
+		return append(out, fmt.Sprintf("its stored status (%s/%s) is not valid: the controller does not move the group until it is replaced: fleetctl reset --group %s",
+			kv.BucketPlan, kv.GroupKey(g.Name), g.Name))
 	}
 	switch {
 	case r.State == "":

@@ -106,6 +106,7 @@ func RunWatch(ctx context.Context, o *WatchOptions) error {
 				fmt.Fprintf(&screen, "cannot read the status: %v\n", err)
 			} else {
 				_ = writeStatusTable(&screen, rep, now)
+				warnProblems(&screen, rep.Problems)
 			}
 			fmt.Fprintf(&screen, "\nEvents (%s, latest last), updated %s:\n", kv.EventsPrefix+">", now.UTC().Format(time.TimeOnly))
 			for _, l := range recent {
