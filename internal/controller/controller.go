@@ -62,6 +62,10 @@ type Controller struct {
 
 	lease  *kv.Lease
 	leader bool // last Campaign won (for logging changes only)
+
+	// badValues maps bucket/key of each stored value the last rollout pass
+	// skipped to its revision, so that each is logged once, not every pass.
+	badValues map[string]uint64
 }
 
 // New returns a controller over fleet. Zero options take their defaults.

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
-	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
 // PlanMirror keeps an httpfind.Store equal to the fleet_plan bucket with one
@@ -66,17 +64,28 @@ func (m *PlanMirror) Run(ctx context.Context) error {
 	}
 }
 
+// apply takes one change of the bucket. A value that is not what its key
+// should hold (kv.DecodeSpec, kv.DecodeGroupStatus: undecodable, invalid, a
+// JetStream response, another group's status) is logged and skipped: find
+// keeps answering from the last good value of that key, as agents keep
+// theirs. The watch delivers each revision once, so each bad value is
+// logged once.
 func (m *PlanMirror) apply(e jetstream.KeyValueEntry) {
 	deleted := e.Operation() != jetstream.KeyValuePut
 	key := e.Key()
 	name, isGroup := kv.GroupFromKey(key)
+	skip := func(err error) {
+		p := &kv.Problem{Bucket: kv.BucketPlan, Key: key, Revision: e.Revision(), Err: err}
+		m.Log.Warn("find skips a stored value that is not valid and keeps the last good one",
+			slog.String("key", p.Where()), slog.Uint64("revision", p.Revision), slog.String("err", err.Error()), slog.String("fix", p.Fix()))
+	}
 	switch {
 	case key == kv.KeySpec && deleted:
 		m.Store.DeleteSpec()
 	case key == kv.KeySpec:
-		var s rollout.Spec
-		if err := json.Unmarshal(e.Value(), &s); err != nil {
-			m.Log.Warn("plan spec unreadable; find keeps the last good one", slog.Any("err", err))
+		s, err := kv.DecodeSpec(e.Value())
+		if err != nil {
+			skip(err)
 			return
 		}
 		m.Store.SetSpec(s)
@@ -85,9 +94,9 @@ func (m *PlanMirror) apply(e jetstream.KeyValueEntry) {
 			m.Store.DeleteGroup(name)
 			return
 		}
-		var st rollout.GroupStatus
-		if err := json.Unmarshal(e.Value(), &st); err != nil {
-			m.Log.Warn("group status unreadable; find keeps the last good one", slog.String("group", name), slog.Any("err", err))
+		st, err := kv.DecodeGroupStatus(key, e.Value())
+		if err != nil {
+			skip(err)
 			return
 		}
 		m.Store.SetGroup(name, st)

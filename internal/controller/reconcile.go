@@ -23,6 +23,13 @@ import (
 // A write that loses its compare-and-swap (an operator acted, or another
 // controller wrote after losing the lease unnoticed) stops the pass: the next
 // pass re-reads and decides again. Nothing is overwritten blind.
+//
+// A stored value that is not what its key should hold (kv.State.Problems) is
+// never acted on and never overwritten: a bad config or spec stops the whole
+// pass (no group moves until an operator replaces it), a bad group status
+// skips that group only (replacing it with a fresh status would erase what
+// it held, a halt for one), and its dependants wait for it as for a group
+// that is not done. Each is logged once per bad value, not every pass.
 func (c *Controller) Reconcile(ctx context.Context) error {
 	now := c.o.Clock.Now()
 	held, err := c.lease.Campaign(ctx, now)
@@ -44,6 +51,13 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.noteProblems(st.Problems)
+	if _, bad := st.Problem(kv.BucketConfig, kv.KeyConfig); bad {
+		return nil
+	}
+	if _, bad := st.Problem(kv.BucketPlan, kv.KeySpec); bad {
+		return nil
+	}
 	if !st.HasSpec {
 		return nil // no plan: nothing to roll out
 	}
@@ -51,6 +65,9 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	plan := st.Plan()
 	byGroup := c.agg.ViewsByGroup(now)
 	for _, group := range cfg.EvalOrder() {
+		if _, bad := st.Problem(kv.BucketPlan, kv.GroupKey(group)); bad {
+			continue
+		}
 		views := byGroup[group]
 		prev, had := st.Groups[group]
 		next, events := rollout.Next(rollout.Input{
@@ -82,6 +99,37 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// noteProblems logs each bad value the first time a pass sees it (a new
+// revision is a new value), and that it is gone once a pass no longer sees
+// it. Only Reconcile calls it, from one goroutine.
+func (c *Controller) noteProblems(problems []kv.Problem) {
+	seen := make(map[string]uint64, len(problems))
+	for _, p := range problems {
+		where := p.Where()
+		seen[where] = p.Revision
+		if rev, known := c.badValues[where]; known && rev == p.Revision {
+			continue
+		}
+		attrs := []any{slog.String("key", where), slog.Uint64("revision", p.Revision), slog.String("err", p.Err.Error()), slog.String("fix", p.Fix())}
+		switch {
+		case p.Bucket == kv.BucketConfig:
+			c.o.Log.Error("rollout stopped: the stored config is not valid; no group moves until it is replaced", attrs...)
+		case p.Key == kv.KeySpec:
+			c.o.Log.Error("rollout stopped: the stored plan spec is not valid; no group moves until it is replaced", attrs...)
+		default:
+			group, _ := kv.GroupFromKey(p.Key)
+			c.o.Log.Warn("group skipped: its stored status is not valid; it does not move until it is replaced",
+				append(attrs, slog.String("group", group))...)
+		}
+	}
+	for where := range c.badValues {
+		if _, still := seen[where]; !still {
+			c.o.Log.Info("the bad value was replaced; acting on the key again", slog.String("key", where))
+		}
+	}
+	c.badValues = seen
 }
 
 func (c *Controller) logEvent(ev rollout.Event) {
