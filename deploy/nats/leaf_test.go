@@ -38,31 +38,11 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a hub and a leaf node")
 	}
-	dir, ad := stage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-
-	hub := startNode(t, load(t, dir, "single.conf"))
-	_, leafCreds, err := ad.IssueUser("edge-test", auth.RoleLeaf, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	edgeOpts := load(t, dir, "leaf-edge.conf")
-	remote := edgeOpts.LeafNode.Remotes[0]
-	remote.URLs = []*url.URL{{Scheme: "nats-leaf", Host: fmt.Sprintf("127.0.0.1:%d", hub.opts.LeafNode.Port)}}
-	remote.Credentials = filepath.Join(ad.Path, leafCreds)
-	edge := startNode(t, edgeOpts)
-	waitLeaf := func() {
-		t.Helper()
-		natstest.Eventually(t, 20*time.Second, func() error {
-			if hub.ns.NumLeafNodes() != 1 || edge.ns.NumLeafNodes() != 1 {
-				return fmt.Errorf("leaf connections: hub %d, edge %d", hub.ns.NumLeafNodes(), edge.ns.NumLeafNodes())
-			}
-			return nil
-		})
-	}
-	waitLeaf()
+	ad, hub, edge := startHubAndEdge(t)
+	waitLeaf := func() { t.Helper(); waitLeafConnected(t, hub, edge) }
 
 	// The controller runs at the hub.
 	ctl := runController(t, ctx, ad, hub.url(), 1)
@@ -86,18 +66,7 @@ func TestLeafAgentReachesHub(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The site's plan mirror, made as an operator would.
-	var out, errOut bytes.Buffer
-	cmd := fleetctl.NewCommand()
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs([]string{"--nats", edge.url(), "--creds", filepath.Join(ad.Path, auth.CredsFile(auth.UserAdmin)),
-		"edge", "init", "--hub-domain", "hub"})
-	cliutil.Prepare(cmd)
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		t.Fatalf("fleetctl edge init: %v\n%s", err, errOut.String())
-	}
-	t.Logf("fleetctl edge init: %s", out.String())
+	edgeInit(t, ctx, ad, edge)
 
 	// An agent of the site, attached to the leaf node.
 	root := t.TempDir()
@@ -156,19 +125,25 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	// The agent's view at the site: the mirror, at the hub's revisions.
 	siteAgent := connect(t, ad, edge.url(), agentCredsRel,
 		nats.CustomInboxPrefix(kv.AgentInboxPrefix(string(id))))
-	siteJS := jsFor(t, siteAgent)
+	// The same bare direct gets agentd makes (its grants allow no more).
 	sitePlan := func() (spec kv.Entry[rollout.Spec], st kv.Entry[rollout.GroupStatus], err error) {
-		b, err := within(ctx, 2*time.Second, func(ctx context.Context) (jetstream.KeyValue, error) {
-			return siteJS.KeyValue(ctx, kv.BucketPlan)
-		})
-		if err != nil {
-			return spec, st, err
+		for _, k := range []struct {
+			key string
+			dst any
+			rev *uint64
+		}{{kv.KeySpec, &spec.Value, &spec.Revision}, {kv.GroupKey("blue"), &st.Value, &st.Revision}} {
+			m, err := within(ctx, 2*time.Second, func(ctx context.Context) (kv.StoredMsg, error) {
+				return kv.DirectGetLast(ctx, siteAgent, kv.PlanStream, kv.KeySubject(kv.BucketPlan, k.key))
+			})
+			if err != nil {
+				return spec, st, err
+			}
+			if err := json.Unmarshal(m.Data, k.dst); err != nil {
+				return spec, st, err
+			}
+			*k.rev = m.Sequence
 		}
-		if spec, err = kv.Get[rollout.Spec](ctx, b, kv.KeySpec); err != nil {
-			return spec, st, err
-		}
-		st, err = kv.Get[rollout.GroupStatus](ctx, b, kv.GroupKey("blue"))
-		return spec, st, err
+		return spec, st, nil
 	}
 	natstest.Eventually(t, 20*time.Second, func() error {
 		s, st, err := sitePlan()
@@ -282,4 +257,51 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	stopAgent()
 	<-agentDone
 	_ = ctl.halt()
+}
+
+// startHubAndEdge starts a hub (single.conf) and an edge site's leaf node
+// (leaf-edge.conf) attached to it with a minted leaf user, and waits for the
+// leaf connection.
+func startHubAndEdge(t *testing.T) (ad auth.Dir, hub, edge *node) {
+	t.Helper()
+	dir, ad := stage(t)
+	hub = startNode(t, load(t, dir, "single.conf"))
+	_, leafCreds, err := ad.IssueUser("edge-test", auth.RoleLeaf, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edgeOpts := load(t, dir, "leaf-edge.conf")
+	remote := edgeOpts.LeafNode.Remotes[0]
+	remote.URLs = []*url.URL{{Scheme: "nats-leaf", Host: fmt.Sprintf("127.0.0.1:%d", hub.opts.LeafNode.Port)}}
+	remote.Credentials = filepath.Join(ad.Path, leafCreds)
+	edge = startNode(t, edgeOpts)
+	waitLeafConnected(t, hub, edge)
+	return ad, hub, edge
+}
+
+func waitLeafConnected(t *testing.T, hub, edge *node) {
+	t.Helper()
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if hub.ns.NumLeafNodes() != 1 || edge.ns.NumLeafNodes() != 1 {
+			return fmt.Errorf("leaf connections: hub %d, edge %d", hub.ns.NumLeafNodes(), edge.ns.NumLeafNodes())
+		}
+		return nil
+	})
+}
+
+// edgeInit makes the site's plan mirror as an operator would: fleetctl edge
+// init with admin creds, at the leaf node.
+func edgeInit(t *testing.T, ctx context.Context, ad auth.Dir, edge *node) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := fleetctl.NewCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"--nats", edge.url(), "--creds", filepath.Join(ad.Path, auth.CredsFile(auth.UserAdmin)),
+		"edge", "init", "--hub-domain", "hub"})
+	cliutil.Prepare(cmd)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatalf("fleetctl edge init: %v\n%s", err, errOut.String())
+	}
+	t.Logf("fleetctl edge init: %s", out.String())
 }

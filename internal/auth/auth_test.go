@@ -15,14 +15,14 @@ import (
 )
 
 // TestAgentPermissionsAreDesignSix pins an agent's grants to DESIGN §6,
-// subject for subject.
+// subject for subject: no stream info (agentd reads with bare direct gets)
+// and no response permission (an agent answers no requests).
 func TestAgentPermissionsAreDesignSix(t *testing.T) {
 	const id = rollout.AgentID("1b4e28ba-2fa1-4d2e-883f-0016d3cca427")
 	p := auth.AgentPermissions(id, "prod")
 	want := jwt.Permissions{
 		Pub: jwt.Permission{Allow: jwt.StringList{
 			"fleet.hb.prod." + string(id),
-			"$JS.API.STREAM.INFO.KV_fleet_plan",
 			"$JS.API.DIRECT.GET.KV_fleet_plan.$KV.fleet_plan.spec",
 			"$JS.API.DIRECT.GET.KV_fleet_plan.$KV.fleet_plan.group.prod",
 		}},
@@ -31,7 +31,6 @@ func TestAgentPermissionsAreDesignSix(t *testing.T) {
 			"fleet.plan.group.prod",
 			"_INBOX_" + string(id) + ".>",
 		}},
-		Resp: &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute},
 	}
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("agent permissions (-want +got):\n%s", diff)
@@ -45,8 +44,10 @@ func TestMintedUsers(t *testing.T) {
 	}
 	fleetPub, _ := op.FleetKey.PublicKey()
 	signerPub, _ := op.FleetSigner.PublicKey()
+	agentsPub, _ := op.AgentsKey.PublicKey()
+	agentsSignerPub, _ := op.AgentsSigner.PublicKey()
 	is := auth.Issuer{Account: fleetPub, Signer: op.FleetSigner}
-	agent, err := is.Agent("1b4e28ba-2fa1-4d2e-883f-0016d3cca427", "prod")
+	agent, err := auth.Issuer{Account: agentsPub, Signer: op.AgentsSigner}.Agent("1b4e28ba-2fa1-4d2e-883f-0016d3cca427", "prod")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestMintedUsers(t *testing.T) {
 		want view
 	}{
 		// Signed by the account's signing key: the identity key can stay offline.
-		{"agent", agent, view{signerPub, fleetPub, []string{jwt.ConnectionTypeStandard}, 16, false}},
+		{"agent", agent, view{agentsSignerPub, agentsPub, []string{jwt.ConnectionTypeStandard}, 16, false}},
 		{"leaf", leaf, view{signerPub, fleetPub, []string{jwt.ConnectionTypeLeafnode}, -1, true}},
 		{"admin", admin, view{signerPub, fleetPub, nil, -1, true}},
 	}
@@ -98,6 +99,24 @@ func TestMintedUsers(t *testing.T) {
 			}
 		})
 	}
+	// The AGENTS account holds nothing but imports, each of a FLEET export.
+	ac, err := jwt.DecodeAccountClaims(op.AgentsJWT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := jwt.DecodeAccountClaims(op.FleetJWT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ac.Exports) != 0 || ac.Limits.IsJSEnabled() || len(ac.Imports) != len(fc.Exports) {
+		t.Errorf("AGENTS account: %d exports, JetStream %v, %d imports of FLEET's %d exports",
+			len(ac.Exports), ac.Limits.IsJSEnabled(), len(ac.Imports), len(fc.Exports))
+	}
+	for _, im := range ac.Imports {
+		if im.Account != fleetPub {
+			t.Errorf("import %s from %s, not FLEET", im.Subject, im.Account)
+		}
+	}
 	if _, err := is.Agent("NOT-AN-ID", "prod"); err == nil {
 		t.Error("agent with a bad id minted")
 	}
@@ -110,7 +129,7 @@ func TestMintedUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ac, err := jwt.DecodeAccountClaims(revoked)
+	ac, err = jwt.DecodeAccountClaims(revoked)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 )
 
 // ResolverConf is the nats-server configuration include that makes a server
-// trust the operator: the operator JWT, the system account, and both
-// account JWTs as resolver preloads. It holds no secrets. Every fleetwave
+// trust the operator: the operator JWT, the system account, and every
+// account JWT (SYS, FLEET, AGENTS) as resolver preloads. It holds no secrets. Every fleetwave
 // server (single, cluster node, edge leaf, the controller's embedded one)
 // includes the same file; "fleetctl auth revoke" rewrites it.
 //
@@ -18,7 +18,7 @@ import (
 // pushed updates and syncs them across a cluster, and keeps the newer of a
 // stored and a preloaded JWT, so a revocation survives restarts even on a
 // server whose copy of this file is stale.
-func ResolverConf(operatorJWT, systemJWT, fleetJWT string) ([]byte, error) {
+func ResolverConf(operatorJWT string, accountJWTs ...string) ([]byte, error) {
 	oc, err := jwt.DecodeOperatorClaims(operatorJWT)
 	if err != nil {
 		return nil, fmt.Errorf("operator jwt: %w", err)
@@ -32,7 +32,7 @@ operator: %q
 system_account: %s
 resolver_preload: {
 `, oc.Name, operatorJWT, oc.SystemAccount)
-	for _, token := range []string{systemJWT, fleetJWT} {
+	for _, token := range accountJWTs {
 		ac, err := jwt.DecodeAccountClaims(token)
 		if err != nil {
 			return nil, fmt.Errorf("account jwt: %w", err)

@@ -25,16 +25,26 @@ const (
 	FileOperatorJWT  = "operator.jwt"
 	FileSystemJWT    = "accounts/SYS.jwt"
 	FileFleetJWT     = "accounts/FLEET.jwt"
+	FileAgentsJWT    = "accounts/AGENTS.jwt"
 
 	// Identity seeds: needed by nothing after init. Keep them offline.
 	FileOperatorSeed = "keys/operator.nk"
 	FileSystemSeed   = "keys/SYS.nk"
 	FileFleetSeed    = "keys/FLEET.nk"
-	// Signing seeds: "auth revoke" needs the operator's, "auth agent" and
-	// "auth user" the FLEET account's.
+	FileAgentsSeed   = "keys/AGENTS.nk"
+	// Signing seeds: "auth revoke" and "auth upgrade" need the operator's,
+	// "auth user" the FLEET account's, "auth agent" the AGENTS account's.
 	FileOperatorSigningSeed = "keys/operator-signing.nk"
 	FileFleetSigningSeed    = "keys/FLEET-signing.nk"
+	FileAgentsSigningSeed   = "keys/AGENTS-signing.nk"
 )
+
+// accountJWTFile is where each account's JWT is kept.
+var accountJWTFile = map[string]string{
+	AccountSystem: FileSystemJWT,
+	AccountFleet:  FileFleetJWT,
+	AccountAgents: FileAgentsJWT,
+}
 
 // CredsFile is where a named user's creds are written (creds/<name>.creds).
 func CredsFile(name string) string { return filepath.Join("creds", name+".creds") }
@@ -69,9 +79,20 @@ type Record struct {
 
 // KeyRecord is one issued user key.
 type KeyRecord struct {
-	UserKey   string    `json:"user_key"`
+	UserKey string `json:"user_key"`
+	// Account is the key's account when it differs from the record's: an
+	// agent minted into FLEET before the AGENTS account existed.
+	Account   string    `json:"account,omitempty"`
 	IssuedAt  time.Time `json:"issued_at"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+// keyAccount is the account key k of rec lives in.
+func (rec Record) keyAccount(k KeyRecord) string {
+	if k.Account != "" {
+		return k.Account
+	}
+	return rec.Account
 }
 
 // Dir is an auth directory.
@@ -89,11 +110,11 @@ func (d Dir) read(name string) ([]byte, error) {
 
 // InitResult says what Init minted (public keys only).
 type InitResult struct {
-	Operator, SystemAccount, FleetAccount string
-	Files                                 []string
+	Operator, SystemAccount, FleetAccount, AgentsAccount string
+	Files                                                []string
 }
 
-// Init mints an operator, the system and FLEET accounts and the
+// Init mints an operator, the SYS, FLEET and AGENTS accounts and the
 // controller, admin and sys users into an empty directory. It refuses to
 // overwrite an existing operator (ErrExists).
 func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
@@ -112,6 +133,7 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 	}{
 		{FileOperatorSeed, op.OperatorKey}, {FileOperatorSigningSeed, op.OperatorSigner},
 		{FileSystemSeed, op.SystemKey}, {FileFleetSeed, op.FleetKey}, {FileFleetSigningSeed, op.FleetSigner},
+		{FileAgentsSeed, op.AgentsKey}, {FileAgentsSigningSeed, op.AgentsSigner},
 	} {
 		seed, err := k.kp.Seed()
 		if err != nil {
@@ -123,8 +145,9 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 		File{Name: FileOperatorJWT, Data: []byte(op.OperatorJWT + "\n")},
 		File{Name: FileSystemJWT, Data: []byte(op.SystemJWT + "\n")},
 		File{Name: FileFleetJWT, Data: []byte(op.FleetJWT + "\n")},
+		File{Name: FileAgentsJWT, Data: []byte(op.AgentsJWT + "\n")},
 	)
-	conf, err := ResolverConf(op.OperatorJWT, op.SystemJWT, op.FleetJWT)
+	conf, err := ResolverConf(op.OperatorJWT, op.SystemJWT, op.FleetJWT, op.AgentsJWT)
 	if err != nil {
 		return InitResult{}, err
 	}
@@ -172,31 +195,49 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 	if err := WriteFiles(d.Path, files...); err != nil {
 		return InitResult{}, err
 	}
-	res := InitResult{Operator: pub(op.OperatorKey), SystemAccount: pub(op.SystemKey), FleetAccount: pub(op.FleetKey)}
+	res := InitResult{Operator: pub(op.OperatorKey), SystemAccount: pub(op.SystemKey), FleetAccount: pub(op.FleetKey),
+		AgentsAccount: pub(op.AgentsKey)}
 	for _, f := range files {
 		res.Files = append(res.Files, f.Name)
 	}
 	return res, nil
 }
 
-// fleetIssuer loads the FLEET account's public key and signing key.
-func (d Dir) fleetIssuer() (Issuer, error) {
-	token, err := d.read(FileFleetJWT)
+// issuer loads an account's public key and its signing key.
+func (d Dir) issuer(account, seedFile string) (Issuer, error) {
+	ac, err := d.account(account)
 	if err != nil {
 		return Issuer{}, err
 	}
-	ac, err := jwt.DecodeAccountClaims(string(bytes.TrimSpace(token)))
-	if err != nil {
-		return Issuer{}, fmt.Errorf("%s: %w", FileFleetJWT, err)
-	}
-	kp, err := d.seed(FileFleetSigningSeed)
+	kp, err := d.seed(seedFile)
 	if err != nil {
 		return Issuer{}, err
 	}
 	if !ac.SigningKeys.Contains(pub(kp)) {
-		return Issuer{}, fmt.Errorf("%s is not a signing key of the FLEET account in %s", FileFleetSigningSeed, FileFleetJWT)
+		return Issuer{}, fmt.Errorf("%s is not a signing key of the %s account in %s", seedFile, account, accountJWTFile[account])
 	}
 	return Issuer{Account: ac.Subject, Signer: kp}, nil
+}
+
+// account reads and decodes an account's JWT. A directory minted before
+// the AGENTS account existed says how to upgrade.
+func (d Dir) account(name string) (*jwt.AccountClaims, error) {
+	file := accountJWTFile[name]
+	token, err := os.ReadFile(d.path(file))
+	if errors.Is(err, fs.ErrNotExist) && name == AccountAgents {
+		if _, ferr := os.Stat(d.path(FileFleetJWT)); ferr == nil {
+			return nil, fmt.Errorf("%w: %s predates the AGENTS account (agents lived in FLEET, where any agent could aim replies at the buckets); run 'fleetctl auth upgrade --dir %s' (docs/security.md, \"Upgrading\")",
+				ErrLegacy, d.Path, d.Path)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auth dir %s: %w", d.Path, err)
+	}
+	ac, err := jwt.DecodeAccountClaims(string(bytes.TrimSpace(token)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return ac, nil
 }
 
 func (d Dir) seed(name string) (nkeys.KeyPair, error) {
@@ -219,7 +260,7 @@ func (d Dir) seed(name string) (nkeys.KeyPair, error) {
 // or a rotation) adds a key to the agent's record; the old key stays valid
 // until revoked ("auth revoke --id ID --keep-current").
 func (d Dir) IssueAgent(id rollout.AgentID, group, out string) (User, string, error) {
-	is, err := d.fleetIssuer()
+	is, err := d.issuer(AccountAgents, FileAgentsSigningSeed)
 	if err != nil {
 		return User{}, "", err
 	}
@@ -229,11 +270,12 @@ func (d Dir) IssueAgent(id rollout.AgentID, group, out string) (User, string, er
 	}
 	rec, err := d.loadRecord(agentRecordFile(id))
 	if errors.Is(err, ErrUnknown) {
-		rec, err = Record{V: 1, Name: u.Name, Role: RoleAgent, Account: AccountFleet, AgentID: string(id)}, nil
+		rec, err = Record{V: 1, Name: u.Name, Role: RoleAgent, Account: AccountAgents, AgentID: string(id)}, nil
 	}
 	if err != nil {
 		return User{}, "", err
 	}
+	rec.moveTo(AccountAgents)
 	rec.Group = group
 	if out == "" {
 		out = AgentCredsFile(id)
@@ -248,7 +290,7 @@ func (d Dir) IssueUser(name string, role Role, out string) (User, string, error)
 	if !namePattern(name) {
 		return User{}, "", fmt.Errorf("user name %q: use 1-64 of a-z 0-9 - _", name)
 	}
-	is, err := d.fleetIssuer()
+	is, err := d.issuer(AccountFleet, FileFleetSigningSeed)
 	if err != nil {
 		return User{}, "", err
 	}
@@ -282,6 +324,18 @@ func namePattern(s string) bool {
 		}
 	}
 	return true
+}
+
+// moveTo makes account the record's account, pinning every earlier key to
+// the account it was issued in.
+func (rec *Record) moveTo(account string) {
+	if rec.Account == account {
+		return
+	}
+	for i := range rec.Keys {
+		rec.Keys[i].Account = rec.keyAccount(rec.Keys[i])
+	}
+	rec.Account = account
 }
 
 func (d Dir) saveIssued(rec Record, recFile string, u User, out string) error {
@@ -338,92 +392,123 @@ func (d Dir) Records() ([]Record, error) {
 	return out, nil
 }
 
-// Revocation is the result of a revoke: the re-signed account JWT to push
-// to running servers, and the keys it revokes.
+// Revocation is the result of a revoke in one account: the re-signed
+// account JWT to push to running servers, and the keys it revokes.
 type Revocation struct {
-	Account    string // FLEET or SYS
+	Account    string // SYS, FLEET or AGENTS
 	File       string // the account JWT's file in the directory
 	AccountJWT string
 	Keys       []string
 }
 
 // RevokeAgent revokes every key ever issued to agent id, or every key but
-// the newest with keepCurrent (the end of a rotation).
-func (d Dir) RevokeAgent(id rollout.AgentID, keepCurrent bool, now time.Time) (Revocation, error) {
+// the newest with keepCurrent (the end of a rotation). Keys issued before
+// "auth upgrade" live in FLEET, later ones in AGENTS: one Revocation per
+// account touched.
+func (d Dir) RevokeAgent(id rollout.AgentID, keepCurrent bool, now time.Time) ([]Revocation, error) {
 	return d.revokeRecord(agentRecordFile(id), keepCurrent, now)
 }
 
 // RevokeUser revokes a named user's keys, like RevokeAgent.
-func (d Dir) RevokeUser(name string, keepCurrent bool, now time.Time) (Revocation, error) {
+func (d Dir) RevokeUser(name string, keepCurrent bool, now time.Time) ([]Revocation, error) {
 	return d.revokeRecord(userRecordFile(name), keepCurrent, now)
 }
 
-func (d Dir) revokeRecord(recFile string, keepCurrent bool, now time.Time) (Revocation, error) {
+func (d Dir) revokeRecord(recFile string, keepCurrent bool, now time.Time) ([]Revocation, error) {
 	rec, err := d.loadRecord(recFile)
 	if err != nil {
-		return Revocation{}, err
+		return nil, err
 	}
-	var keys []string
+	byAccount := map[string][]string{}
+	var accounts []string
 	for i := range rec.Keys {
 		if keepCurrent && i == len(rec.Keys)-1 {
 			break
 		}
-		keys = append(keys, rec.Keys[i].UserKey)
+		acc := rec.keyAccount(rec.Keys[i])
+		if _, ok := byAccount[acc]; !ok {
+			accounts = append(accounts, acc)
+		}
+		byAccount[acc] = append(byAccount[acc], rec.Keys[i].UserKey)
 		if rec.Keys[i].RevokedAt.IsZero() {
 			rec.Keys[i].RevokedAt = now.UTC().Truncate(time.Second)
 		}
 	}
-	if len(keys) == 0 {
-		return Revocation{}, fmt.Errorf("%s has only its current key; nothing to revoke with --keep-current", rec.Name)
+	if len(accounts) == 0 {
+		return nil, fmt.Errorf("%s has only its current key; nothing to revoke with --keep-current", rec.Name)
 	}
-	rev, err := d.RevokeKeys(rec.Account, keys, now)
-	if err != nil {
-		return Revocation{}, err
+	var revs []Revocation
+	for _, acc := range accounts {
+		rev, err := d.RevokeKeys(acc, byAccount[acc], now)
+		if err != nil {
+			return nil, err
+		}
+		revs = append(revs, rev)
 	}
 	data, err := encodeRecord(rec)
 	if err != nil {
-		return Revocation{}, err
+		return nil, err
 	}
-	return rev, WriteFiles(d.Path, File{Name: recFile, Data: data})
+	return revs, WriteFiles(d.Path, File{Name: recFile, Data: data})
 }
 
-// RevokeKeys revokes user keys of account (FLEET or SYS) issued up to now:
-// it re-signs the account JWT with the operator's signing key and rewrites
-// it and resolver.conf. Running servers learn of it when the JWT is pushed.
+// RevokeKeys revokes user keys of account (SYS, FLEET or AGENTS) issued up
+// to now: it re-signs the account JWT with the operator's signing key and
+// rewrites it and resolver.conf. Running servers learn of it when the JWT
+// is pushed.
 func (d Dir) RevokeKeys(account string, keys []string, now time.Time) (Revocation, error) {
-	accFile := FileFleetJWT
-	switch account {
-	case AccountFleet:
-	case AccountSystem:
-		accFile = FileSystemJWT
-	default:
-		return Revocation{}, fmt.Errorf("account %q: want %s or %s", account, AccountFleet, AccountSystem)
+	accFile, ok := accountJWTFile[account]
+	if !ok {
+		return Revocation{}, fmt.Errorf("account %q: want %s, %s or %s", account, AccountFleet, AccountAgents, AccountSystem)
 	}
 	signer, err := d.seed(FileOperatorSigningSeed)
 	if err != nil {
 		return Revocation{}, err
 	}
-	tokens := map[string]string{}
-	for _, f := range []string{FileOperatorJWT, FileSystemJWT, FileFleetJWT} {
-		b, err := d.read(f)
-		if err != nil {
-			return Revocation{}, err
-		}
-		tokens[f] = string(bytes.TrimSpace(b))
-	}
-	updated, err := Revoke(tokens[accFile], signer, keys, now)
+	token, err := d.read(accFile)
 	if err != nil {
 		return Revocation{}, err
 	}
-	tokens[accFile] = updated
-	conf, err := ResolverConf(tokens[FileOperatorJWT], tokens[FileSystemJWT], tokens[FileFleetJWT])
+	updated, err := Revoke(string(bytes.TrimSpace(token)), signer, keys, now)
 	if err != nil {
 		return Revocation{}, err
 	}
-	if err := WriteFiles(d.Path, File{Name: accFile, Data: []byte(updated + "\n")}, File{Name: FileResolverConf, Data: conf}); err != nil {
+	if err := d.writeAccounts(map[string]string{account: updated}); err != nil {
 		return Revocation{}, err
 	}
 	return Revocation{Account: account, File: accFile, AccountJWT: updated, Keys: keys}, nil
+}
+
+// writeAccounts writes updated account JWTs (by account name) and
+// resolver.conf with every account the directory holds.
+func (d Dir) writeAccounts(updated map[string]string) error {
+	op, err := d.read(FileOperatorJWT)
+	if err != nil {
+		return err
+	}
+	var files []File
+	var tokens []string
+	for _, acc := range []string{AccountSystem, AccountFleet, AccountAgents} {
+		token, ok := updated[acc]
+		if ok {
+			files = append(files, File{Name: accountJWTFile[acc], Data: []byte(token + "\n")})
+		} else {
+			b, err := os.ReadFile(d.path(accountJWTFile[acc]))
+			if errors.Is(err, fs.ErrNotExist) && acc == AccountAgents {
+				continue // a directory from before the AGENTS account
+			}
+			if err != nil {
+				return fmt.Errorf("auth dir %s: %w", d.Path, err)
+			}
+			token = string(bytes.TrimSpace(b))
+		}
+		tokens = append(tokens, token)
+	}
+	conf, err := ResolverConf(string(bytes.TrimSpace(op)), tokens...)
+	if err != nil {
+		return err
+	}
+	return WriteFiles(d.Path, append(files, File{Name: FileResolverConf, Data: conf})...)
 }
 
 // RevokeKey revokes one user key: of the agent or user whose record lists
@@ -438,7 +523,7 @@ func (d Dir) RevokeKey(key string, now time.Time) (Revocation, error) {
 			if rec.Keys[i].UserKey != key {
 				continue
 			}
-			rev, err := d.RevokeKeys(rec.Account, []string{key}, now)
+			rev, err := d.RevokeKeys(rec.keyAccount(rec.Keys[i]), []string{key}, now)
 			if err != nil {
 				return Revocation{}, err
 			}
@@ -459,13 +544,17 @@ func (d Dir) RevokeKey(key string, now time.Time) (Revocation, error) {
 	return d.RevokeKeys(AccountFleet, []string{key}, now)
 }
 
-// AccountJWTs are the directory's FLEET and SYS account JWTs, for pushing.
+// AccountJWTs are the directory's account JWTs (FLEET, AGENTS, SYS), for
+// pushing.
 func (d Dir) AccountJWTs() ([]string, error) {
 	var out []string
-	for _, f := range []string{FileFleetJWT, FileSystemJWT} {
-		b, err := d.read(f)
+	for _, acc := range []string{AccountFleet, AccountAgents, AccountSystem} {
+		b, err := os.ReadFile(d.path(accountJWTFile[acc]))
+		if errors.Is(err, fs.ErrNotExist) && acc == AccountAgents {
+			continue
+		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("auth dir %s: %w", d.Path, err)
 		}
 		out = append(out, string(bytes.TrimSpace(b)))
 	}

@@ -12,4 +12,7 @@ var (
 	// ErrUnknown is returned for an agent or user the directory has no
 	// record of.
 	ErrUnknown = errors.New("no record")
+	// ErrLegacy is returned when a directory was minted before the AGENTS
+	// account existed and needs "fleetctl auth upgrade".
+	ErrLegacy = errors.New("auth directory needs an upgrade")
 )

@@ -12,7 +12,12 @@ import (
 
 // Account names inside the operator.
 const (
-	AccountFleet  = "FLEET"
+	// AccountFleet holds the stream and buckets, the controller and admins.
+	AccountFleet = "FLEET"
+	// AccountAgents holds one user per host and nothing but imports from
+	// FLEET (FleetExports): no reply subject an agent writes names anything
+	// in FLEET.
+	AccountAgents = "AGENTS"
 	AccountSystem = "SYS"
 )
 
@@ -29,19 +34,20 @@ type JetStreamLimits struct {
 // keys per group, and only controllers and fleetctl create consumers.
 var DefaultJetStreamLimits = JetStreamLimits{MemoryBytes: 256 << 20, DiskBytes: 10 << 30, Streams: 32, Consumers: -1}
 
-// Operator is a freshly minted trust root: the operator, the system account
-// and the FLEET account, each with an identity key and a signing key where
-// day-to-day signing happens, so identity keys can be kept offline.
+// Operator is a freshly minted trust root: the operator, the system account,
+// the FLEET and the AGENTS account, each with an identity key and a signing
+// key where day-to-day signing happens, so identity keys can be kept offline.
 type Operator struct {
 	OperatorKey, OperatorSigner nkeys.KeyPair
 	SystemKey                   nkeys.KeyPair
 	FleetKey, FleetSigner       nkeys.KeyPair
+	AgentsKey, AgentsSigner     nkeys.KeyPair
 
-	OperatorJWT, SystemJWT, FleetJWT string
+	OperatorJWT, SystemJWT, FleetJWT, AgentsJWT string
 }
 
-// NewOperator mints an operator named name, its system account and the
-// FLEET account with JetStream limits js.
+// NewOperator mints an operator named name, its system account, the FLEET
+// account with JetStream limits js and the AGENTS account.
 func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
 	o := &Operator{}
 	var err error
@@ -52,6 +58,7 @@ func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
 		{&o.OperatorKey, nkeys.CreateOperator}, {&o.OperatorSigner, nkeys.CreateOperator},
 		{&o.SystemKey, nkeys.CreateAccount},
 		{&o.FleetKey, nkeys.CreateAccount}, {&o.FleetSigner, nkeys.CreateAccount},
+		{&o.AgentsKey, nkeys.CreateAccount}, {&o.AgentsSigner, nkeys.CreateAccount},
 	} {
 		if *k.dst, err = k.create(); err != nil {
 			return nil, fmt.Errorf("new key: %w", err)
@@ -79,10 +86,38 @@ func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
 		MemoryStorage: js.MemoryBytes, DiskStorage: js.DiskBytes, Streams: js.Streams, Consumer: js.Consumers,
 	}
 	fc.SigningKeys.Add(pub(o.FleetSigner))
-	if o.FleetJWT, err = fc.Encode(o.OperatorSigner); err != nil {
-		return nil, fmt.Errorf("FLEET account jwt: %w", err)
+	fc.Exports = FleetExports()
+	if o.FleetJWT, err = encodeAccount(fc, o.OperatorSigner); err != nil {
+		return nil, err
+	}
+	if o.AgentsJWT, err = encodeAccount(AgentsAccount(pub(o.AgentsKey), pub(o.AgentsSigner), fleetPub), o.OperatorSigner); err != nil {
+		return nil, err
 	}
 	return o, nil
+}
+
+// AgentsAccount is the AGENTS account: no JetStream, no exports, the imports
+// of AgentsImports from the FLEET account fleet, users signed by signer.
+func AgentsAccount(account, signer, fleet string) *jwt.AccountClaims {
+	ac := jwt.NewAccountClaims(account)
+	ac.Name = AccountAgents
+	ac.SigningKeys.Add(signer)
+	ac.Imports = AgentsImports(fleet)
+	return ac
+}
+
+// encodeAccount validates and signs an account JWT.
+func encodeAccount(ac *jwt.AccountClaims, signer nkeys.KeyPair) (string, error) {
+	vr := jwt.CreateValidationResults()
+	ac.Validate(vr)
+	if errs := vr.Errors(); len(errs) > 0 {
+		return "", fmt.Errorf("%s account jwt: %v", ac.Name, errs[0])
+	}
+	token, err := ac.Encode(signer)
+	if err != nil {
+		return "", fmt.Errorf("%s account jwt: %w", ac.Name, err)
+	}
+	return token, nil
 }
 
 // User is a minted user: the creds file's contents (JWT and seed) and the

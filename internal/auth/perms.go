@@ -37,34 +37,72 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("role %q: want controller, admin or leaf", s)
 }
 
+// What the FLEET account shares with the AGENTS account: the only ways an
+// agent reaches anything in FLEET. Services, so that every request crosses
+// with its reply subject replaced by one the server makes up (_R_…): across a
+// service import the reply lives in the importer's account, so no reply an
+// agent writes can name a FLEET subject. (Inside one account the server does
+// not check a request's reply subject against the requester's permissions,
+// and JetStream answers into whatever reply it is given: that is how one
+// agent's credentials once overwrote fleet_config, the plan spec and the
+// leader lease.) The plan's changes cross as a stream, FLEET to AGENTS only.
+//
+// A response that lands in AGENTS on a subject AGENTS imports as a service
+// (a reply aimed at fleet.hb.<g>.<other id>) does not travel on into FLEET:
+// JetStream answers from internal clients that skip service-import
+// subscriptions, a response that arrives over a route is never re-imported,
+// and one that comes back over a leaf connection is a cycle through the same
+// export. internal/auth/attack_test.go proves each case.
+func planDirectGet(key string) string {
+	return "$JS.API.DIRECT.GET." + kv.PlanStream + "." + kv.KeySubject(kv.BucketPlan, key)
+}
+
+// FleetExports are the FLEET account's exports (see above).
+func FleetExports() jwt.Exports {
+	return jwt.Exports{
+		{Name: "agent heartbeats", Subject: jwt.Subject(heartbeat.SubjectPrefix + "*.*"), Type: jwt.Service},
+		{Name: "plan spec", Subject: jwt.Subject(planDirectGet(kv.KeySpec)), Type: jwt.Service},
+		{Name: "group status", Subject: jwt.Subject(planDirectGet(kv.GroupKey("*"))), Type: jwt.Service},
+		{Name: "plan changes", Subject: jwt.Subject(kv.PlanRepublish + ">"), Type: jwt.Stream},
+	}
+}
+
+// AgentsImports are the AGENTS account's imports: each of FleetExports, from
+// the FLEET account fleet, under the same subject.
+func AgentsImports(fleet string) jwt.Imports {
+	var out jwt.Imports
+	for _, e := range FleetExports() {
+		out.Add(&jwt.Import{Name: e.Name, Subject: e.Subject, Account: fleet, Type: e.Type})
+	}
+	return out
+}
+
 // Agent limits: what a well-behaved agentd needs, with room to spare.
 const (
 	agentMaxSubs    = 16       // 2 plan subjects + the reply mux, per connection
 	agentMaxPayload = 64 << 10 // the heartbeat stream's own message cap
 )
 
-// AgentPermissions are an agent's grants (DESIGN §6): publish its own
-// heartbeat subject and the two JetStream API calls that read its plan keys
-// (the plan stream's info and a direct get of "spec" and of its group's
-// key); subscribe to the two republished plan subjects and its own inbox.
-// Everything else is denied by omission: other agents' subjects, other
-// groups' plan keys, writes to any bucket, fleet_config, fleet_stats,
-// consumers, stream administration, events.
+// AgentPermissions are an agent's grants inside the AGENTS account
+// (DESIGN §6): publish its own heartbeat subject and the direct gets of the
+// plan keys "spec" and its group's; subscribe to the two republished plan
+// subjects and its own inbox. Everything else is denied by omission: other
+// agents' subjects, other groups' plan keys, the imports' other subjects.
+// The account boundary does the rest: nothing else of FLEET is reachable at
+// all. No stream info (agentd reads with bare direct gets) and no
+// permission to answer requests (an agent serves none).
 func AgentPermissions(id rollout.AgentID, group string) jwt.Permissions {
-	directGet := "$JS.API.DIRECT.GET." + kv.PlanStream + ".$KV." + kv.BucketPlan + "."
 	var p jwt.Permissions
 	p.Pub.Allow.Add(
 		heartbeat.SubjectFor(group, id),
-		"$JS.API.STREAM.INFO."+kv.PlanStream,
-		directGet+kv.KeySpec,
-		directGet+kv.GroupKey(group),
+		planDirectGet(kv.KeySpec),
+		planDirectGet(kv.GroupKey(group)),
 	)
 	p.Sub.Allow.Add(
 		kv.PlanRepublish+kv.KeySpec,
 		kv.PlanRepublish+kv.GroupKey(group),
 		kv.AgentInboxPrefix(string(id))+".>",
 	)
-	p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
 	return p
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -37,13 +38,17 @@ func newAuthCmd(g *Global) *cobra.Command {
 		Use:   "auth",
 		Short: "Mint and revoke the fleet's NATS credentials (operator, accounts, users, agents)",
 		Long: `fleetctl auth keeps the fleet's decentralized NATS security in one directory:
-an operator, the system account, the FLEET account (with JetStream limits),
-the controller, admin and sys users, and one user per agent that may publish
-only its own heartbeat and read only its own plan keys. Seeds and creds are
-written 0600 and never printed. What each identity may do: docs/security.md.`,
+an operator, the system account, the FLEET account (the stream and buckets,
+with JetStream limits; the controller, admin and sys users), and the AGENTS
+account, which holds one user per agent and nothing but imports from FLEET:
+an agent may publish only its own heartbeat and read only its own plan keys,
+and no reply subject it writes can name anything in FLEET. Seeds and creds
+are written 0600 and never printed. What each identity may do:
+docs/security.md.`,
 	}
 	cmd.PersistentFlags().StringVar(&o.Dir, "dir", cliutil.Env("", "FLEETWAVE_AUTH_DIR"), "auth directory (env FLEETWAVE_AUTH_DIR)")
-	cmd.AddCommand(newAuthInitCmd(o), newAuthAgentCmd(o), newAuthUserCmd(o), newAuthRevokeCmd(o), newAuthPushCmd(o), newAuthListCmd(o))
+	cmd.AddCommand(newAuthInitCmd(o), newAuthAgentCmd(o), newAuthUserCmd(o), newAuthRevokeCmd(o), newAuthPushCmd(o), newAuthListCmd(o),
+		newAuthUpgradeCmd(o))
 	return cmd
 }
 
@@ -58,16 +63,16 @@ func newAuthInitCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthInitOptions{AuthOptions: ao, JetStream: auth.DefaultJetStreamLimits}
 	cmd := &cobra.Command{
 		Use:   "init",
-		Short: "Mint an operator, the SYS and FLEET accounts and the controller, admin and sys users",
+		Short: "Mint an operator, the SYS, FLEET and AGENTS accounts and the controller, admin and sys users",
 		Long: `Create the fleet's trust root in an empty --dir:
 
   resolver.conf        include in every nats-server config: operator JWT, system
-                       account, both account JWTs preloaded (no secrets)
+                       account, every account JWT preloaded (no secrets)
   fleet-account.conf   FLEET_ACCOUNT, for leaf node remotes (deploy/nats/leaf-edge.conf)
-  operator.jwt, accounts/SYS.jwt, accounts/FLEET.jwt
+  operator.jwt, accounts/SYS.jwt, accounts/FLEET.jwt, accounts/AGENTS.jwt
   creds/controller.creds, creds/admin.creds, creds/sys.creds   (0600)
-  keys/*.nk            seeds (0600); operator.nk, SYS.nk and FLEET.nk are needed
-                       by nothing after init: keep them offline
+  keys/*.nk            seeds (0600); operator.nk, SYS.nk, FLEET.nk and AGENTS.nk
+                       are needed by nothing after init: keep them offline
   users/*.json         what was issued to whom, for revocation
 
 It refuses to overwrite an existing operator: that would lock out every
@@ -102,12 +107,13 @@ func RunAuthInit(_ context.Context, o *AuthInitOptions) error {
 	fmt.Fprintf(o.Out, "  account SYS    %s\n", res.SystemAccount)
 	fmt.Fprintf(o.Out, "  account FLEET  %s (JetStream: memory %s, disk %s, streams %s, consumers %s)\n", res.FleetAccount,
 		byteSize(js.MemoryBytes), byteSize(js.DiskBytes), limit(js.Streams), limit(js.Consumers))
+	fmt.Fprintf(o.Out, "  account AGENTS %s (one user per host; imports from FLEET only)\n", res.AgentsAccount)
 	fmt.Fprintf(o.Out, "wrote %s:\n", d.Path)
 	for _, f := range res.Files {
 		fmt.Fprintf(o.Out, "  %s\n", f)
 	}
 	fmt.Fprintf(o.Out, "next: 'controller run --auth-dir %s', or include %s from a server config (deploy/nats);\n"+
-		"      move keys/operator.nk, keys/SYS.nk and keys/FLEET.nk offline\n", d.Path, filepath.Join(d.Path, auth.FileResolverConf))
+		"      move keys/operator.nk, keys/SYS.nk, keys/FLEET.nk and keys/AGENTS.nk offline\n", d.Path, filepath.Join(d.Path, auth.FileResolverConf))
 	return nil
 }
 
@@ -133,16 +139,18 @@ func newAuthAgentCmd(ao *AuthOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Mint one agent's credentials: its own heartbeat subject and its plan keys, nothing else",
-		Long: `Mint a user for one agent. It may publish only fleet.hb.<group>.<id>, read only
-the fleet_plan keys "spec" and "group.<group>" (stream info and direct gets),
-subscribe only to fleet.plan.spec, fleet.plan.group.<group> and its own inbox
-(_INBOX_<id>, which agentd uses), and connect only as a client.
+		Long: `Mint a user for one agent in the AGENTS account. It may publish only
+fleet.hb.<group>.<id>, read only the fleet_plan keys "spec" and "group.<group>"
+(direct gets), subscribe only to fleet.plan.spec, fleet.plan.group.<group> and
+its own inbox (_INBOX_<id>, which agentd uses), and connect only as a client.
+It reaches FLEET only through the AGENTS account's imports, so no reply
+subject it writes can name a bucket, the stream or another host's subject.
 
 --id is the host's agent id (<root>/agent_id, 'agentd status'); without it a
 new id is drawn and printed: write it to <root>/agent_id before agentd first
 starts (deploy/systemd/install.sh --agent-id does). Minting again for the same
 id (another group, a rotation) adds a key; the old one stays valid until
-'auth revoke --id ID --keep-current'. Needs only keys/FLEET-signing.nk.`,
+'auth revoke --id ID --keep-current'. Needs only keys/AGENTS-signing.nk.`,
 		Example: `  fleetctl auth agent --dir /etc/fleetwave/auth --group prod --id 1b4e28ba-2fa1-4d2e-883f-0016d3cca427
   fleetctl auth agent --group canary -o json | jq -r .agent_id
   fleetctl auth agent --group prod --id "$ID" --out /srv/provision/$HOST/agent.creds`,
@@ -336,32 +344,45 @@ func RunAuthRevoke(ctx context.Context, o *AuthRevokeOptions) error {
 		return err
 	}
 	now := o.Now()
-	var rev auth.Revocation
+	var revs []auth.Revocation
 	switch {
 	case o.ID != "":
-		rev, err = d.RevokeAgent(rollout.AgentID(o.ID), o.KeepCurrent, now)
+		revs, err = d.RevokeAgent(rollout.AgentID(o.ID), o.KeepCurrent, now)
 	case o.User != "":
-		rev, err = d.RevokeUser(o.User, o.KeepCurrent, now)
+		revs, err = d.RevokeUser(o.User, o.KeepCurrent, now)
 	default:
+		var rev auth.Revocation
 		rev, err = d.RevokeKey(o.Key, now)
+		revs = []auth.Revocation{rev}
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Global.Out, "revoked %d key(s) in account %s:\n", len(rev.Keys), rev.Account)
-	for _, k := range rev.Keys {
-		fmt.Fprintf(o.Global.Out, "  %s\n", k)
+	return reportRevocations(ctx, o.AuthOptions, o.Push, o.SysCreds, revs...)
+}
+
+// reportRevocations says what was revoked and pushes the account JWTs.
+func reportRevocations(ctx context.Context, o *AuthOptions, push bool, sysCreds string, revs ...auth.Revocation) error {
+	d := auth.Dir{Path: o.Dir}
+	var tokens []string
+	for _, rev := range revs {
+		fmt.Fprintf(o.Global.Out, "revoked %d key(s) in account %s:\n", len(rev.Keys), rev.Account)
+		for _, k := range rev.Keys {
+			fmt.Fprintf(o.Global.Out, "  %s\n", k)
+		}
+		fmt.Fprintf(o.Global.Out, "rewrote %s and %s\n", filepath.Join(d.Path, rev.File), filepath.Join(d.Path, auth.FileResolverConf))
+		tokens = append(tokens, rev.AccountJWT)
 	}
-	fmt.Fprintf(o.Global.Out, "rewrote %s and %s\n", filepath.Join(d.Path, rev.File), filepath.Join(d.Path, auth.FileResolverConf))
-	if !o.Push {
+	if !push {
 		fmt.Fprintf(o.Global.Out, "not pushed: running servers still accept these keys until 'fleetctl auth push' or a restart with the new resolver.conf\n")
 		return nil
 	}
-	return pushAccounts(ctx, o.AuthOptions, o.SysCreds, rev.AccountJWT)
+	return pushAccounts(ctx, o, o.Global.Out, sysCreds, tokens...)
 }
 
-// pushAccounts sends account JWTs to the server at --nats as the system user.
-func pushAccounts(ctx context.Context, o *AuthOptions, sysCreds string, tokens ...string) error {
+// pushAccounts sends account JWTs to the server at --nats as the system
+// user, saying so on w.
+func pushAccounts(ctx context.Context, o *AuthOptions, w io.Writer, sysCreds string, tokens ...string) error {
 	if sysCreds == "" {
 		sysCreds = filepath.Join(o.Dir, auth.CredsFile(auth.UserSystem))
 	}
@@ -380,7 +401,7 @@ func pushAccounts(ctx context.Context, o *AuthOptions, sysCreds string, tokens .
 		if err != nil {
 			return fmt.Errorf("%w; the change is saved in %s: push it with 'fleetctl auth push' once the server answers", err, o.Dir)
 		}
-		fmt.Fprintf(o.Global.Out, "pushed to %s (server %s)\n", nc.ConnectedUrlRedacted(), server)
+		fmt.Fprintf(w, "pushed to %s (server %s)\n", nc.ConnectedUrlRedacted(), server)
 	}
 	return nil
 }
@@ -396,8 +417,8 @@ func newAuthPushCmd(ao *AuthOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "push",
 		Short: "Push the directory's account JWTs (and their revocations) to a running server",
-		Long: `Send accounts/FLEET.jwt and accounts/SYS.jwt to the server at --nats as the
-system user. 'auth revoke' does this itself; use push for servers it could
+		Long: `Send accounts/FLEET.jwt, accounts/AGENTS.jwt and accounts/SYS.jwt to the
+server at --nats as the system user. 'auth revoke' does this itself; use push for servers it could
 not reach, such as an edge site's leaf node, or after '--push=false'.`,
 		Example: `  fleetctl auth push --dir /etc/fleetwave/auth --nats nats://edge-berlin:4222`,
 		Args:    cobra.NoArgs,
@@ -417,7 +438,7 @@ func RunAuthPush(ctx context.Context, o *AuthPushOptions) error {
 	if err != nil {
 		return err
 	}
-	return pushAccounts(ctx, o.AuthOptions, o.SysCreds, tokens...)
+	return pushAccounts(ctx, o.AuthOptions, o.Global.Out, o.SysCreds, tokens...)
 }
 
 // AuthListOptions are the flags of "fleetctl auth ls".
@@ -546,4 +567,134 @@ func limit(n int64) string {
 		return "unlimited"
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// AuthUpgradeOptions are the flags of "fleetctl auth upgrade".
+type AuthUpgradeOptions struct {
+	*AuthOptions
+	Finish   bool
+	Push     bool
+	SysCreds string
+	Output   string
+}
+
+// AuthUpgradeReport is the JSON of "fleetctl auth upgrade -o json".
+type AuthUpgradeReport struct {
+	AgentsAccount string            `json:"agents_account"`
+	Created       bool              `json:"created"`
+	Reissued      []AuthAgentReport `json:"reissued"`
+	Skipped       []string          `json:"skipped_revoked"`
+	Revoked       []string          `json:"revoked,omitempty"`
+}
+
+func newAuthUpgradeCmd(ao *AuthOptions) *cobra.Command {
+	o := &AuthUpgradeOptions{AuthOptions: ao}
+	cmd := &cobra.Command{
+		Use:   "upgrade",
+		Short: "Move a directory minted before the AGENTS account to it, re-minting every agent's creds",
+		Long: `Directories minted by fleetctl before the AGENTS account existed keep every
+agent in the FLEET account, where any agent's credentials can aim a reply
+subject at the buckets (docs/security.md). Upgrade in three steps:
+
+  1. fleetctl auth upgrade       mints the AGENTS account, adds its imports to
+                                 the FLEET account JWT, rewrites resolver.conf,
+                                 writes new agents/<id>.creds for every agent
+                                 with a valid key (same id, same group), and
+                                 pushes the account JWTs to --nats
+  2. ship each agents/<id>.creds to its host and restart agentd there (the
+     old creds keep working meanwhile; agentd needs no other change)
+  3. fleetctl auth upgrade --finish
+                                 revokes every agent key still in FLEET and
+                                 pushes: a host still on its old creds is
+                                 disconnected
+
+Servers the push does not reach (edge leaf nodes) need 'fleetctl auth push'
+or a restart with the new resolver.conf. Running step 1 again resumes an
+interrupted run and otherwise does nothing. Agents whose every key is revoked
+get no new creds.`,
+		Example: `  fleetctl auth upgrade --dir /etc/fleetwave/auth --nats nats://nats-a:4222
+  fleetctl auth upgrade -o json --push=false | jq -r '.reissued[].creds'
+  fleetctl auth upgrade --finish --nats nats://nats-a:4222`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(o.Output); err != nil {
+				return err
+			}
+			return RunAuthUpgrade(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.Finish, "finish", false, "revoke every agent key still in the FLEET account (the last step)")
+	f.BoolVar(&o.Push, "push", true, "push the changed account JWTs to the running servers (--nats)")
+	f.StringVar(&o.SysCreds, "sys-creds", "", "system account creds for the push (default <dir>/creds/sys.creds)")
+	outputFlag(cmd, &o.Output)
+	return cmd
+}
+
+// RunAuthUpgrade is "fleetctl auth upgrade".
+func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
+	d, err := o.dir()
+	if err != nil {
+		return err
+	}
+	if o.Finish {
+		rev, err := d.RevokeLegacyAgents(o.Now())
+		if err != nil {
+			return err
+		}
+		if o.Output == "json" {
+			if err := writeJSON(o.Global.Out, AuthUpgradeReport{Revoked: rev.Keys, Reissued: []AuthAgentReport{}, Skipped: []string{}}); err != nil {
+				return err
+			}
+			if !o.Push {
+				return nil
+			}
+			return pushAccounts(ctx, o.AuthOptions, o.Global.ErrOut, o.SysCreds, rev.AccountJWT)
+		}
+		return reportRevocations(ctx, o.AuthOptions, o.Push, o.SysCreds, rev)
+	}
+	res, err := d.Upgrade()
+	if err != nil {
+		return err
+	}
+	rep := AuthUpgradeReport{AgentsAccount: res.AgentsAccount, Created: res.Created, Reissued: []AuthAgentReport{}, Skipped: []string{}}
+	for _, r := range res.Reissued {
+		rep.Reissued = append(rep.Reissued, AuthAgentReport{AgentID: r.AgentID, Group: r.Group,
+			Creds: inDir(d, auth.AgentCredsFile(rollout.AgentID(r.AgentID)))})
+	}
+	for _, r := range res.Skipped {
+		rep.Skipped = append(rep.Skipped, r.AgentID)
+	}
+	if o.Output == "json" {
+		if err := writeJSON(o.Global.Out, rep); err != nil {
+			return err
+		}
+	} else {
+		w := o.Global.Out
+		if res.Created {
+			fmt.Fprintf(w, "minted account AGENTS %s; FLEET now exports heartbeats, plan reads and plan changes to it\n", res.AgentsAccount)
+		} else {
+			fmt.Fprintf(w, "account AGENTS %s already exists\n", res.AgentsAccount)
+		}
+		fmt.Fprintf(w, "new AGENTS creds for %d agent(s) in %s\n", len(res.Reissued), filepath.Join(d.Path, "agents"))
+		for _, r := range rep.Reissued {
+			fmt.Fprintf(w, "  %s  %s\n", r.AgentID, r.Group)
+		}
+		if len(res.Skipped) > 0 {
+			fmt.Fprintf(w, "skipped %d agent(s) whose every key is revoked\n", len(res.Skipped))
+		}
+		fmt.Fprintf(w, "next: ship each agents/<id>.creds to its host and restart agentd; then 'fleetctl auth upgrade --finish'\n")
+	}
+	if !o.Push || !res.Created {
+		return nil
+	}
+	tokens, err := d.AccountJWTs()
+	if err != nil {
+		return err
+	}
+	w := o.Global.Out
+	if o.Output == "json" {
+		w = o.Global.ErrOut
+	}
+	return pushAccounts(ctx, o.AuthOptions, w, o.SysCreds, tokens...)
 }

@@ -100,8 +100,8 @@ func TestAuthInitWritesSecretsPrivatelyAndNeverPrintsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantSecret := []string{"creds/admin.creds", "creds/controller.creds", "creds/sys.creds", "keys/FLEET-signing.nk",
-		"keys/FLEET.nk", "keys/SYS.nk", "keys/operator-signing.nk", "keys/operator.nk"}
+	wantSecret := []string{"creds/admin.creds", "creds/controller.creds", "creds/sys.creds", "keys/AGENTS-signing.nk",
+		"keys/AGENTS.nk", "keys/FLEET-signing.nk", "keys/FLEET.nk", "keys/SYS.nk", "keys/operator-signing.nk", "keys/operator.nk"}
 	if diff := cmp.Diff(wantSecret, secret); diff != "" {
 		t.Errorf("secret files (-want +got):\n%s", diff)
 	}
