@@ -2,9 +2,13 @@ package kv
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -21,6 +25,9 @@ type Options struct {
 	StatsTTL time.Duration
 	// Memory selects memory storage (tests, throw-away demos). Default file.
 	Memory bool
+	// Retry paces Ensure while a JetStream cluster settles. Zero values
+	// take the defaults of Retry.
+	Retry Retry
 }
 
 // Defaults for Options.
@@ -72,13 +79,26 @@ type Fleet struct {
 }
 
 // Ensure creates the stream and buckets, or brings existing ones to opts. It
-// is idempotent: controllers call it on every start.
+// is idempotent: controllers call it on every start, several at once.
+//
+// On a JetStream cluster that is still forming, or when several controllers
+// create the same stream at the same instant, the server may leave a request
+// unanswered: no error code comes back at all (nats-server 2.15.2, measured
+// in TestEnsureConcurrentOnFreshCluster: until a node has had no meta leader
+// for 10 s it drops JetStream API requests without a word, and concurrent
+// creates and updates of one stream can go unanswered although they took
+// effect). Ensure therefore bounds every attempt (opts.Retry) and tries each
+// step again, with
+// capped exponential backoff and jitter, until it succeeds, ctx ends, or the
+// server gives an answer that retrying cannot change (see Transient): a
+// config it rejects, a permissions violation, an existing stream whose config
+// cannot be updated to ours.
 func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, error) {
 	o := opts.withDefaults()
+	r := o.Retry.withDefaults()
 	storage := o.storage()
 	f := &Fleet{JS: js}
-	var err error
-	f.HB, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	hbCfg := jetstream.StreamConfig{
 		Name:              StreamHB,
 		Description:       "fleetwave heartbeats: the last one of every agent (the inventory)",
 		Subjects:          []string{HBSubjects},
@@ -89,6 +109,10 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 		Storage:           storage,
 		Replicas:          o.Replicas,
 		AllowDirect:       true,
+	}
+	var err error
+	f.HB, err = retry(ctx, js, r, "stream "+StreamHB, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, hbCfg)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamHB, err)
@@ -119,7 +143,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 	}
 	for _, b := range buckets {
 		b.cfg.Storage, b.cfg.Replicas = storage, o.Replicas
-		kv, err := js.CreateOrUpdateKeyValue(ctx, b.cfg)
+		kv, err := retry(ctx, js, r, "bucket "+b.cfg.Bucket, func(ctx context.Context) (jetstream.KeyValue, error) {
+			return js.CreateOrUpdateKeyValue(ctx, b.cfg)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("ensure bucket %s: %w", b.cfg.Bucket, err)
 		}
@@ -145,4 +171,223 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Fleet, error) {
 		}
 	}
 	return f, nil
+}
+
+// Retry is how Ensure waits out a JetStream cluster that is still settling.
+type Retry struct {
+	// AttemptTimeout bounds the first create-or-update of a stream or
+	// bucket; each further attempt may take twice as long as the one
+	// before, up to MaxAttemptTimeout. A request the cluster drops is
+	// never answered: only this bound ends it, so it starts short (a
+	// healthy cluster answers in milliseconds, an R3 create in well under
+	// a second) and grows so that a slow cluster still gets its answer
+	// through. Defaults 2s and 10s.
+	AttemptTimeout, MaxAttemptTimeout time.Duration
+	// MinDelay and MaxDelay bound the wait between attempts: it starts at
+	// MinDelay and doubles up to MaxDelay, and each wait is drawn from
+	// [d/2, d) so that controllers started together do not retry in step.
+	// Defaults 250ms and 5s.
+	MinDelay, MaxDelay time.Duration
+	// After returns a channel that delivers once d has passed. Default
+	// time.After; tests pass a manual clock's.
+	After func(d time.Duration) <-chan time.Time
+	// Rand returns a number in [0, 1) for the jitter. Default
+	// math/rand/v2.Float64.
+	Rand func() float64
+	// OnRetry, when set, is told of every failed attempt Ensure retries,
+	// before it waits: the controller logs what it is waiting for.
+	OnRetry func(Retrying)
+}
+
+// Retrying is one failed attempt that Ensure retries.
+type Retrying struct {
+	// What is being ensured: "stream FLEET_HB", "bucket fleet_config".
+	What string
+	// Attempt counts the attempts at What so far, from 1.
+	Attempt int
+	// Err is why the attempt failed.
+	Err error
+	// Delay is the wait before the next attempt.
+	Delay time.Duration
+}
+
+// Defaults of Retry.
+const (
+	DefaultAttemptTimeout    = 2 * time.Second
+	DefaultMaxAttemptTimeout = 10 * time.Second
+	DefaultMinRetryDelay     = 250 * time.Millisecond
+	DefaultMaxRetryDelay     = 5 * time.Second
+)
+
+func (r Retry) withDefaults() Retry {
+	if r.AttemptTimeout <= 0 {
+		r.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if r.MaxAttemptTimeout <= 0 {
+		r.MaxAttemptTimeout = DefaultMaxAttemptTimeout
+	}
+	r.MaxAttemptTimeout = max(r.MaxAttemptTimeout, r.AttemptTimeout)
+	if r.MinDelay <= 0 {
+		r.MinDelay = DefaultMinRetryDelay
+	}
+	if r.MaxDelay <= 0 {
+		r.MaxDelay = DefaultMaxRetryDelay
+	}
+	r.MaxDelay = max(r.MaxDelay, r.MinDelay)
+	if r.After == nil {
+		r.After = time.After
+	}
+	if r.Rand == nil {
+		r.Rand = rand.Float64
+	}
+	return r
+}
+
+// Backoff is the wait after the attempt-th failed attempt (from 1): minD
+// doubled attempt-1 times, capped at maxD, then scaled into [d/2, d) by
+// jitter, a number in [0, 1).
+func Backoff(attempt int, minD, maxD time.Duration, jitter float64) time.Duration {
+	d := doubled(minD, attempt-1, maxD)
+	return d/2 + time.Duration(jitter*float64(d/2))
+}
+
+// doubled is d doubled n times, capped at limit.
+func doubled(d time.Duration, n int, limit time.Duration) time.Duration {
+	for ; n > 0 && d < limit; n-- {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// retry runs op, each attempt bounded by a timeout that grows from
+// r.AttemptTimeout, until it succeeds, fails for good, or ctx ends.
+func retry[T any](ctx context.Context, js jetstream.JetStream, r Retry, what string, op func(context.Context) (T, error)) (T, error) {
+	var zero T
+	var last error // why the last attempt failed, unless ctx ended it
+	for attempt := 1; ; attempt++ {
+		before := js.Conn().LastError()
+		timeout := doubled(r.AttemptTimeout, attempt-1, r.MaxAttemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		v, err := op(actx)
+		cancel()
+		if err == nil {
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			if !isContextErr(err) {
+				last = err
+			}
+			return zero, gaveUp(ctx, attempt, last)
+		}
+		if isNoAnswer(err) {
+			// The server does not answer a request it denies either; the
+			// reason only reaches the connection's error handler.
+			if denied := newPermissionViolation(before, js.Conn().LastError()); denied != nil {
+				return zero, fmt.Errorf("the server denied a JetStream API request: these credentials may not create or update streams (the controller's may): %w", denied)
+			}
+			err = fmt.Errorf("%w within %v: %w", errNoAnswer, timeout, err)
+		}
+		last = err
+		if !Transient(err) {
+			return zero, explain(err)
+		}
+		d := Backoff(attempt, r.MinDelay, r.MaxDelay, r.Rand())
+		if r.OnRetry != nil {
+			r.OnRetry(Retrying{What: what, Attempt: attempt, Err: err, Delay: d})
+		}
+		select {
+		case <-ctx.Done():
+			return zero, gaveUp(ctx, attempt, last)
+		case <-r.After(d):
+		}
+	}
+}
+
+// Transient reports whether creating or updating a stream or bucket failed
+// in a way another attempt can fix: the cluster has not answered (no meta
+// leader yet, or a reply lost to a concurrent create), says it is not ready,
+// the connection is reconnecting, or a concurrent creator raced us.
+// Everything else (a config the server rejects, an existing stream whose
+// config cannot be changed to ours, JetStream off, a closed connection) is
+// for good.
+func Transient(err error) bool {
+	if isNoAnswer(err) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		return true
+	}
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode {
+	case jsErrClusterNotAvail:
+		// "JetStream system temporarily unavailable": no meta leader
+		// for a while, or this node has lost contact with it.
+		return true
+	case jsErrClusterNoPeers:
+		// "no suitable peers for placement": fewer nodes have joined
+		// the cluster than the replicas asked for, so far.
+		return true
+	case jetstream.JSErrCodeStreamNameInUse:
+		// The update found no stream, then the create found one with
+		// another config: a concurrent creator (of another version)
+		// won. The next attempt updates it, and that answer is final.
+		return true
+	}
+	return false
+}
+
+// Error codes of nats-server that nats.go does not name.
+const (
+	jsErrClusterNotAvail jetstream.ErrorCode = 10008 // JSClusterNotAvailErr
+	jsErrClusterNoPeers  jetstream.ErrorCode = 10005 // JSClusterNoPeersErrF
+)
+
+// gaveUp is the error of a retry loop that ctx ended: it wraps both why it
+// ended and the last failure, which says what the bus was doing meanwhile.
+func gaveUp(ctx context.Context, attempts int, last error) error {
+	if last == nil {
+		return fmt.Errorf("gave up after %d attempts: %w", attempts, context.Cause(ctx))
+	}
+	return fmt.Errorf("gave up after %d attempts: %w (last error: %w)", attempts, context.Cause(ctx), last)
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// errNoAnswer marks an attempt the server left unanswered.
+var errNoAnswer = errors.New("no answer from the JetStream cluster (no meta leader yet, or a reply lost to a concurrent create)")
+
+// isNoAnswer: the request went unanswered within the attempt's bound.
+func isNoAnswer(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+}
+
+// newPermissionViolation returns the connection's last error if it is a
+// permissions violation on a JetStream API subject or on a subscription (the
+// reply inbox) that arrived since before was read, and nil otherwise.
+func newPermissionViolation(before, after error) error {
+	// errors.Is first: after is then a pointer, so == cannot panic.
+	if !errors.Is(after, nats.ErrPermissionViolation) || after == before {
+		return nil
+	}
+	if msg := after.Error(); strings.Contains(msg, "$JS.") || strings.Contains(strings.ToLower(msg), "subscription") {
+		return after
+	}
+	return nil
+}
+
+// explain adds what to do about the permanent failures an operator meets.
+func explain(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return fmt.Errorf("JetStream is not enabled on the server (a jetstream block in its config): %w", err)
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return fmt.Errorf("JetStream is not enabled for this account (give it JetStream limits): %w", err)
+	}
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return fmt.Errorf("the server refuses it: %w", err)
+	}
+	return err
 }
