@@ -76,9 +76,11 @@ nats-server config instead (TLS, limits, a JetStream domain). See
 docs/security.md.
 
 On start it creates (or brings up to date) the FLEET_HB stream and the
-fleet_config, fleet_plan and fleet_stats buckets, rebuilds the inventory from
-the last heartbeat of every agent in the stream, and then writes counts every
---stats-interval.
+fleet_config, fleet_plan and fleet_stats buckets; on a cluster that is still
+forming it waits for it, saying so every few seconds, and it stops at once on
+what waiting cannot fix (a config the server refuses, denied credentials).
+It then rebuilds the inventory from the last heartbeat of every agent in the
+stream, and writes counts every --stats-interval.
 
 Several controllers may run against one bus: all of them count, one of them
 (the holder of the leader lease in fleet_stats/leader) drives the rollout,
@@ -157,12 +159,20 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 		return err
 	}
 	defer nc.Close()
-	ensureCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	fleet, err := kv.Ensure(ensureCtx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry})
-	cancel()
+	// No deadline here: a bus that is still settling (a fresh cluster
+	// electing its meta leader, other controllers creating the same
+	// stream) is waited for, with a log line every few seconds, until the
+	// operator stops us. Ensure fails at once on what waiting cannot fix.
+	waiting := &settleLog{log: log, every: settleLogEvery, now: time.Now}
+	fleet, err := kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry, Retry: kv.Retry{OnRetry: waiting.retrying}})
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("controller stopping before the stream and buckets were ready", slog.Any("err", err))
+			return nil
+		}
 		return err
 	}
+	waiting.ready()
 	c, err := New(fleet, Options{
 		ID: o.ID, StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
 		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, Log: log,
@@ -186,6 +196,43 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// settleLogEvery is the least time between two "waiting for the bus" lines.
+const settleLogEvery = 5 * time.Second
+
+// settleLog tells the operator what the controller waits for while it
+// creates the stream and buckets on a bus that is not ready: the first
+// failure at once, then at most one line every interval, so a cluster that
+// takes a minute to form does not flood the log.
+type settleLog struct {
+	log     *slog.Logger
+	every   time.Duration
+	now     func() time.Time
+	last    time.Time // of the last line; zero before the first
+	retries int       // failed attempts so far
+	quiet   int       // failed attempts since the last line
+}
+
+// retrying is kv.Retry.OnRetry. Ensure calls it from one goroutine.
+func (s *settleLog) retrying(r kv.Retrying) {
+	s.retries++
+	now := s.now()
+	if !s.last.IsZero() && now.Sub(s.last) < s.every {
+		s.quiet++
+		return
+	}
+	s.log.Warn("waiting for the NATS JetStream bus to accept the stream and buckets; retrying",
+		slog.String("ensuring", r.What), slog.Any("err", r.Err), slog.Int("attempt", r.Attempt),
+		slog.Duration("retry_in", r.Delay), slog.Int("failures_since_last_line", s.quiet))
+	s.last, s.quiet = now, 0
+}
+
+// ready says the wait is over, if there was one.
+func (s *settleLog) ready() {
+	if s.retries > 0 {
+		s.log.Info("stream and buckets ready", slog.Int("failed_attempts", s.retries))
+	}
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
