@@ -195,17 +195,34 @@ type testController struct {
 
 func runController(t *testing.T, ctx context.Context, ad auth.Dir, serverURLs string, replicas int) *testController {
 	t.Helper()
+	return startController(t, ctx, ad, serverURLs, replicas, "c1", nil)
+}
+
+// startController is runController for the controller named id, which
+// starts when start is closed (nil: at once), so that several controllers
+// can be started at the same instant. Its log is shown, under its id, when
+// the test fails.
+func startController(t *testing.T, ctx context.Context, ad auth.Dir, serverURLs string, replicas int, id string, start <-chan struct{}) *testController {
+	t.Helper()
 	c := &testController{done: make(chan error, 1)}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("controller log:\n%s", c.log.String())
+			t.Logf("controller %s log:\n%s", id, c.log.String())
 		}
 	})
 	ctx, c.stop = context.WithCancel(ctx)
 	t.Cleanup(c.stop)
 	go func() {
+		if start != nil {
+			select {
+			case <-start:
+			case <-ctx.Done():
+				c.done <- ctx.Err()
+				return
+			}
+		}
 		c.done <- controller.Run(ctx, &controller.RunOptions{
-			NATSURL: serverURLs, Creds: filepath.Join(ad.Path, auth.CredsFile(auth.UserController)), ID: "c1",
+			NATSURL: serverURLs, Creds: filepath.Join(ad.Path, auth.CredsFile(auth.UserController)), ID: id,
 			StatsInterval: 200 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond, AgentExpiry: time.Minute,
 			ReconcileInterval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second, Replicas: replicas,
 		}, slog.New(slog.NewTextHandler(&c.log, nil)))
