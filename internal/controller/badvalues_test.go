@@ -223,7 +223,7 @@ func (f *fixture) statusAtNow() fleetctl.StatusReport {
 	f.t.Helper()
 	now := f.clk.Now().UTC()
 	natstest.Eventually(f.t, waitLong, func() error {
-		entries, _, err := kv.ReadValidStats(f.ctx, f.fleet.Stats)
+		entries, _, err := f.fleet.ReadValidStats(f.ctx)
 		if err != nil {
 			return err
 		}
@@ -330,11 +330,14 @@ func TestPlanMirrorSkipsBadValues(t *testing.T) {
 	f := newFixture(t)
 	store := &httpfind.Store{}
 	var logs natstest.Buffer
-	m := &controller.PlanMirror{Plan: f.fleet.Plan, Store: store, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	m := &controller.PlanMirror{NC: f.fleet.JS.Conn(), Store: store, Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	// Loaded first: from then on every change arrives in order. (A mirror
+	// that starts when the spec is already bad has no last good value.)
+	natstest.Eventually(t, waitLong, m.Ready)
 
 	put := func(key string, v any) {
 		t.Helper()

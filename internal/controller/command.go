@@ -183,7 +183,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	log.Info("controller started", slog.String("id", o.ID), slog.String("version", version.Version))
 	loops := []func(context.Context) error{c.Run}
 	if o.HTTPAddr != "" {
-		mirror := &PlanMirror{Plan: fleet.Plan, NC: nc, Store: &httpfind.Store{}, Log: log}
+		mirror := &PlanMirror{NC: nc, Store: &httpfind.Store{}, Log: log}
 		srv := &httpfind.Server{
 			Handler:  &httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log},
 			CertFile: o.HTTPCert, KeyFile: o.HTTPKey, Log: log,

@@ -118,36 +118,17 @@ func (c *Controller) Counters() (received, rejected uint64) {
 
 // Run follows the heartbeat stream and writes stats until ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
-	info, err := c.fleet.HB.Info(ctx)
-	if err != nil {
+	feed := &inventoryFeed{nc: c.fleet.JS.Conn(), c: c}
+	if err := feed.start(); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	recoveredUpTo := info.State.LastSeq
-	if info.State.Msgs == 0 {
-		c.markReady()
-	}
-	cons, err := c.fleet.HB.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{kv.HBSubjects},
-		// The last heartbeat of every agent first (the inventory as it
-		// stands), then every new one.
-		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("controller: follow %s: %w", kv.StreamHB, err)
-	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) { c.handle(msg, recoveredUpTo) })
-	if err != nil {
-		return fmt.Errorf("controller: follow %s: %w", kv.StreamHB, err)
-	}
-	defer cc.Stop()
-
+	defer feed.stop()
 	// Counts are written only once the inventory is recovered: a partial
 	// count after a restart would look like agents vanishing.
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.ready:
+	if err := feed.scan(ctx, true); err != nil {
+		return fmt.Errorf("controller: read the inventory: %w", err)
 	}
+	c.markReady()
 	c.o.Log.Info("inventory recovered from the stream", slog.Int("agents", c.agg.Len()))
 
 	defer func() {
@@ -168,6 +149,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-stats.C():
 			pctx, cancel := c.passContext(ctx)
+			feed.rescan(pctx)
 			if err := c.WriteStats(pctx); err != nil && ctx.Err() == nil {
 				c.o.Log.Warn("writing stats failed; retrying next interval", slog.Any("err", err))
 			}
@@ -204,28 +186,22 @@ func (c *Controller) passContext(ctx context.Context) (context.Context, context.
 
 func (c *Controller) markReady() { c.readyOnce.Do(func() { close(c.ready) }) }
 
-func (c *Controller) handle(msg jetstream.Msg, recoveredUpTo uint64) {
+// observe takes one stored heartbeat into the inventory. fromScan: read
+// from the stream, not just stored; recovered: by the scan at start, so the
+// agent counts at once.
+func (c *Controller) observe(m kv.StoredMsg, recovered, fromScan bool) {
 	c.received.Add(1)
-	md, err := msg.Metadata()
+	hb, err := kv.StoredHeartbeatOf(m).Decode()
 	if err != nil {
-		c.reject(msg.Subject(), err)
-		return
-	}
-	if md.NumPending == 0 {
-		defer c.markReady()
-	}
-	hb, err := heartbeat.DecodeFrom(msg.Subject(), msg.Data())
-	if err != nil {
-		c.reject(msg.Subject(), err)
+		c.reject(m.Subject, err)
 		return
 	}
 	now := c.o.Clock.Now()
-	recovered := md.Sequence.Stream <= recoveredUpTo
 	seen := now
-	if recovered && md.Timestamp.Before(now) {
-		// Heard by the stream before we started: that is when the agent
+	if fromScan && !m.Time.IsZero() && m.Time.Before(now) {
+		// Heard by the stream before we read it: that is when the agent
 		// was last alive, not now.
-		seen = md.Timestamp
+		seen = m.Time
 	}
 	c.agg.Observe(hb, seen, recovered)
 }
@@ -282,8 +258,11 @@ func (c *Controller) saveStats(ctx context.Context, group string, s kv.Stats) er
 		c.o.Log.Info("counting group", slog.String("group", group), slog.Int("agents", s.Agents))
 		// First write of this process: take over whatever an earlier run
 		// with the same id left.
-		if cur, err := c.fleet.Stats.Get(ctx, key); err == nil {
-			rev = cur.Revision()
+		// The stream's own sequence: a foreign message's headers would
+		// forge the revision jetstream's Get reports.
+		cur, err := kv.DirectGetLast(ctx, c.fleet.JS.Conn(), kv.StreamOf(kv.BucketStats), kv.KeySubject(kv.BucketStats, key))
+		if err == nil && !cur.Deleted {
+			rev = cur.Sequence
 		}
 	}
 	next, err := kv.Save(ctx, c.fleet.Stats, key, s, rev)

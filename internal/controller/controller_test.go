@@ -247,7 +247,7 @@ func (f *fixture) waitStatus(want fleetctl.StatusReport, controllers int) {
 	f.t.Helper()
 	now := f.clk.Now()
 	natstest.Eventually(f.t, waitLong, func() error {
-		entries, err := kv.ReadStats(f.ctx, f.fleet.Stats)
+		entries, err := f.fleet.ReadStats(f.ctx)
 		if err != nil {
 			return err
 		}

@@ -203,7 +203,7 @@ func (o *StatusOptions) print(rep StatusReport) error {
 // read from the bus is a warning on it and the counts are still shown;
 // otherwise it is an error.
 func readStatus(ctx context.Context, f *kv.Fleet, warn io.Writer, now time.Time) (StatusReport, error) {
-	entries, skipped, err := kv.ReadValidStats(ctx, f.Stats)
+	entries, skipped, err := f.ReadValidStats(ctx)
 	if err != nil {
 		return StatusReport{}, err
 	}

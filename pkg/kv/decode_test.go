@@ -310,7 +310,7 @@ func TestReadValidStats(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	entries, skipped, err := kv.ReadValidStats(ctx, f.Stats)
+	entries, skipped, err := f.ReadValidStats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestReadValidStats(t *testing.T) {
 	if diff := cmp.Diff([]string{"fleet_stats/staging.c2", "fleet_stats/x"}, bad); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
 	}
-	if _, err := kv.ReadStats(ctx, f.Stats); !errors.Is(err, kv.ErrCorrupt) || !strings.Contains(err.Error(), "fleet_stats/x") {
+	if _, err := f.ReadStats(ctx); !errors.Is(err, kv.ErrCorrupt) || !strings.Contains(err.Error(), "fleet_stats/x") {
 		t.Errorf("ReadStats: %v, want ErrCorrupt naming fleet_stats/x", err)
 	}
 }

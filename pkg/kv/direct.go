@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -112,3 +113,98 @@ func KeyOfSubject(bucket, subject string) (key string, ok bool) {
 
 // StreamOf is the stream behind a bucket: KV_<bucket>.
 func StreamOf(bucket string) string { return "KV_" + bucket }
+
+// BatchRequest is a batched direct get (nats-server 2.11+): the messages
+// from Seq on whose subject matches NextFor, at most Batch of them; or,
+// with MultiLast, the last message of every subject matching one of its
+// filters (at most 1,024 subjects).
+type BatchRequest struct {
+	Seq       uint64   `json:"seq,omitempty"`
+	NextFor   string   `json:"next_by_subj,omitempty"`
+	Batch     int      `json:"batch,omitempty"`
+	MultiLast []string `json:"multi_last,omitempty"`
+	UpToSeq   uint64   `json:"up_to_seq,omitempty"`
+}
+
+// BatchEnd is what the server says at the end of a batch: how many matching
+// messages are left after it, and the sequence of the last one sent.
+type BatchEnd struct {
+	Pending  uint64
+	LastSent uint64
+}
+
+// DirectGetBatch sends req to stream's direct get API
+// ($JS.API.DIRECT.GET.<stream>, one request, no consumer) and calls fn with
+// every message of the answer, in stream order. No matching message is a
+// zero BatchEnd and no error.
+func DirectGetBatch(ctx context.Context, nc *nats.Conn, stream string, req BatchRequest, fn func(StoredMsg) error) (BatchEnd, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return BatchEnd{}, err
+	}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return BatchEnd{}, err
+	}
+	defer sub.Unsubscribe()
+	subject := "$JS.API.DIRECT.GET." + stream
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
+		return BatchEnd{}, err
+	}
+	for {
+		resp, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return BatchEnd{}, fmt.Errorf("direct get batch %s: %w", stream, err)
+		}
+		if len(resp.Data) == 0 && resp.Header.Get("Status") != "" {
+			switch resp.Header.Get("Status") {
+			case "204": // end of batch
+				var end BatchEnd
+				end.Pending, _ = strconv.ParseUint(resp.Header.Get("Nats-Num-Pending"), 10, 64)
+				end.LastSent, _ = strconv.ParseUint(resp.Header.Get(jetstream.LastSequenceHeader), 10, 64)
+				return end, nil
+			case "404":
+				return BatchEnd{}, nil
+			case "503":
+				return BatchEnd{}, fmt.Errorf("direct get batch %s: %w", stream, nats.ErrNoResponders)
+			default:
+				return BatchEnd{}, fmt.Errorf("direct get batch %s: status %s %s", stream, resp.Header.Get("Status"), resp.Header.Get("Description"))
+			}
+		}
+		m, err := ParseStored(resp.Header, resp.Data)
+		if err != nil {
+			return BatchEnd{}, fmt.Errorf("direct get batch %s: %w", stream, err)
+		}
+		if m.Stream != stream {
+			return BatchEnd{}, fmt.Errorf("direct get batch %s: answered for stream %s", stream, m.Stream)
+		}
+		if err := fn(m); err != nil {
+			return BatchEnd{}, err
+		}
+	}
+}
+
+// scanPage is how many messages one batch of ScanFrom asks for.
+const scanPage = 1000
+
+// ScanFrom calls fn with every message of stream from sequence from on whose
+// subject matches filter, in stream order, a page of batched direct gets at
+// a time, until none is left. It returns the sequence of the last message
+// it delivered (from-1 when none). Messages stored while it runs are
+// delivered too, up to the moment the last page is read.
+func ScanFrom(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, fn func(StoredMsg) error) (uint64, error) {
+	last := max(from, 1) - 1
+	for {
+		end, err := DirectGetBatch(ctx, nc, stream, BatchRequest{Seq: last + 1, NextFor: filter, Batch: scanPage}, func(m StoredMsg) error {
+			last = m.Sequence
+			return fn(m)
+		})
+		if err != nil {
+			return last, err
+		}
+		if end.Pending == 0 || end.LastSent == 0 {
+			return last, nil
+		}
+	}
+}

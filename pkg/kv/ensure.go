@@ -109,6 +109,10 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 		Storage:           storage,
 		Replicas:          o.Replicas,
 		AllowDirect:       true,
+		// Every stored heartbeat again on fleet.inventory.<group>.<id>:
+		// controllers follow the inventory with a core subscription, not
+		// a consumer (internal/controller/inventory.go).
+		RePublish: &jetstream.RePublish{Source: HBSubjects, Destination: InventoryRepublish + ">"},
 	}
 	var err error
 	f.HB, err = retry(ctx, js, r, "stream "+StreamHB, func(ctx context.Context) (jetstream.Stream, error) {

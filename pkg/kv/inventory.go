@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 )
 
@@ -32,7 +29,7 @@ func (s StoredHeartbeat) Decode() (*heartbeat.Heartbeat, error) {
 		return &Problem{Bucket: StreamHB, Key: s.Subject, Revision: s.Sequence, Err: err}
 	}
 	if s.Foreign {
-		return nil, problem(errForeignMsg)
+		return nil, problem(ErrForeign)
 	}
 	hb, err := heartbeat.DecodeFrom(s.Subject, s.Data)
 	if err != nil {
@@ -41,82 +38,26 @@ func (s StoredHeartbeat) Decode() (*heartbeat.Heartbeat, error) {
 	return hb, nil
 }
 
-// ServerHeaders reports whether h, the headers of a message a consumer
-// delivered, carries a header the server adds only to what it sends out
-// itself (direct get responses, republished messages): a consumer delivers
-// the stored headers as they are, so these were stored with the message,
-// which is then a JetStream response captured by the stream, not a value a
-// client published.
-func ServerHeaders(h nats.Header) bool {
-	for _, name := range []string{jetstream.StreamHeader, jetstream.SequenceHeader, jetstream.SubjectHeader,
-		jetstream.TimeStampHeaer, jetstream.LastSequenceHeader} {
-		if len(h.Values(name)) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // LastHeartbeats reads the last heartbeat of every agent in group (all groups
 // when group is empty) straight from the stream: the inventory as the bus
-// sees it, with no controller involved. It uses one short-lived ordered
-// consumer.
+// sees it, with no controller involved. It pages through the stream with
+// batched direct gets (ScanFrom), so it creates no consumer: a script polling
+// `fleetctl agents ls` costs the server nothing to clean up, and a user that
+// may not create consumers (a controller) can read it too.
 func (f *Fleet) LastHeartbeats(ctx context.Context, group string) ([]StoredHeartbeat, error) {
-	filter := HBFilter(group)
-	info, err := f.HB.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", StreamHB, err)
-	}
-	// One message per subject (MaxMsgsPerSubject 1): this many to read.
-	want := len(info.State.Subjects)
-	if want == 0 {
-		return nil, nil
-	}
-	cons, err := f.HB.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	var out []StoredHeartbeat
+	_, err := ScanFrom(ctx, f.JS.Conn(), StreamHB, HBFilter(group), 1, func(m StoredMsg) error {
+		out = append(out, StoredHeartbeatOf(m))
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", StreamHB, err)
 	}
-	// Delete the consumer when done rather than leave it to expire: a
-	// script polling `fleetctl agents ls` must not pile up consumers
-	// against the stream's limit.
-	defer func() {
-		if info := cons.CachedInfo(); info != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = f.HB.DeleteConsumer(dctx, info.Name)
-		}
-	}()
-	out := make([]StoredHeartbeat, 0, want)
-	for len(out) < want {
-		batch, err := cons.Fetch(min(want-len(out), 1000), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", StreamHB, err)
-		}
-		n := 0
-		for msg := range batch.Messages() {
-			n++
-			md, err := msg.Metadata()
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", StreamHB, err)
-			}
-			out = append(out, StoredHeartbeat{
-				Subject: msg.Subject(), Data: msg.Data(), Stored: md.Timestamp,
-				Sequence: md.Sequence.Stream, Foreign: ServerHeaders(msg.Headers()),
-			})
-			if md.NumPending == 0 {
-				return out, nil
-			}
-		}
-		if err := batch.Error(); err != nil {
-			return nil, fmt.Errorf("read %s: %w", StreamHB, err)
-		}
-		if n == 0 {
-			// Messages aged out between Info and Fetch.
-			return out, nil
-		}
-	}
 	return out, nil
+}
+
+// StoredHeartbeatOf is a heartbeat message as a direct get or the stream's
+// republish delivers it.
+func StoredHeartbeatOf(m StoredMsg) StoredHeartbeat {
+	return StoredHeartbeat{Subject: m.Subject, Data: m.Data, Stored: m.Time, Sequence: m.Sequence, Foreign: m.Foreign}
 }

@@ -12,6 +12,11 @@ const (
 	StreamHB = "FLEET_HB"
 	// HBSubjects is the heartbeat subject space, fleet.hb.<group>.<agent_id>.
 	HBSubjects = heartbeat.SubjectPrefix + ">"
+	// InventoryRepublish is where the heartbeat stream republishes every
+	// heartbeat it stores, as fleet.inventory.<group>.<agent_id>: the
+	// controllers follow the inventory with a core subscription, not a
+	// consumer (the CONTROL account may create none).
+	InventoryRepublish = "fleet.inventory."
 
 	// BucketConfig holds the rollout config under KeyConfig.
 	BucketConfig = "fleet_config"

@@ -512,7 +512,7 @@ func TestReadStats(t *testing.T) {
 	t.Parallel()
 	_, f := ensure(t)
 
-	got, err := kv.ReadStats(ctxT(t), f.Stats)
+	got, err := f.ReadStats(ctxT(t))
 	if err != nil {
 		t.Fatalf("ReadStats of an empty bucket: %v", err)
 	}
@@ -544,7 +544,7 @@ func TestReadStats(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got, err = kv.ReadStats(ctxT(t), f.Stats)
+	got, err = f.ReadStats(ctxT(t))
 	if err != nil {
 		t.Fatalf("ReadStats: %v", err)
 	}
@@ -563,7 +563,7 @@ func TestReadStats(t *testing.T) {
 	if _, err := f.Stats.Put(ctxT(t), kv.StatsKey("prod", "broken"), []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.ReadStats(ctxT(t), f.Stats); !errors.Is(err, kv.ErrCorrupt) {
+	if _, err := f.ReadStats(ctxT(t)); !errors.Is(err, kv.ErrCorrupt) {
 		t.Errorf("ReadStats with a corrupt entry: %v, want ErrCorrupt", err)
 	}
 }

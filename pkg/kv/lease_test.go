@@ -41,7 +41,7 @@ func TestLeaseOneHolderFailoverAndFencing(t *testing.T) {
 		t.Fatalf("lease value: %+v, %v", e.Value, err)
 	}
 	// The stats reader does not mistake the lease for stats.
-	if stats, err := kv.ReadStats(ctx, f.Stats); err != nil || len(stats) != 0 {
+	if stats, err := f.ReadStats(ctx); err != nil || len(stats) != 0 {
 		t.Fatalf("ReadStats with only a lease present: %v, %v", stats, err)
 	}
 

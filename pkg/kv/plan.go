@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -163,28 +161,34 @@ func (f *Fleet) ReadState(ctx context.Context) (*State, error) {
 	case err != nil:
 		return nil, err
 	}
-	// The watch's revisions come from the consumer's delivery, not from
-	// the message's headers, so they are the stream's own; the headers are
-	// hidden, so the values are judged by what they decode to.
-	err = readAll(ctx, f.Plan, func(e jetstream.KeyValueEntry) error {
+	// The last value of every key, with the server's own sequence and
+	// headers: one batched direct get, no consumer.
+	err = ReadLatest(ctx, f.JS.Conn(), BucketPlan, func(key string, m StoredMsg) error {
 		skip := func(err error) {
-			s.Problems = append(s.Problems, Problem{Bucket: BucketPlan, Key: e.Key(), Revision: e.Revision(), Err: err})
+			s.Problems = append(s.Problems, Problem{Bucket: BucketPlan, Key: key, Revision: m.Sequence, Err: err})
 		}
-		if e.Key() == KeySpec {
-			s.Spec.Revision = e.Revision()
-			spec, err := DecodeSpec(e.Value())
+		if m.Foreign {
+			if key == KeySpec {
+				s.Spec.Revision = m.Sequence
+			}
+			skip(ErrForeign)
+			return nil
+		}
+		if key == KeySpec {
+			s.Spec.Revision = m.Sequence
+			spec, err := DecodeSpec(m.Data)
 			if err != nil {
 				skip(err)
 				return nil
 			}
 			s.Spec.Value, s.HasSpec = spec, true
-		} else if group, ok := GroupFromKey(e.Key()); ok {
-			st, err := DecodeGroupStatus(e.Key(), e.Value())
+		} else if group, ok := GroupFromKey(key); ok {
+			st, err := DecodeGroupStatus(key, m.Data)
 			if err != nil {
 				skip(err)
 				return nil
 			}
-			s.Groups[group] = Entry[rollout.GroupStatus]{Value: st, Revision: e.Revision()}
+			s.Groups[group] = Entry[rollout.GroupStatus]{Value: st, Revision: m.Sequence}
 		}
 		return nil
 	})

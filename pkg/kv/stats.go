@@ -8,8 +8,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -83,25 +81,32 @@ func DecodeStats(key string, data []byte) (Stats, error) {
 
 // ReadValidStats returns every valid entry of fleet_stats, fresh or not,
 // and the entries it skipped because they are not what their key should
-// hold (DecodeStats). The error is for the bus only. The leader lease
-// (KeyLeader) is not a stats entry and is neither returned nor judged.
-func ReadValidStats(ctx context.Context, b jetstream.KeyValue) ([]Stats, []Problem, error) {
+// hold (DecodeStats, or a foreign message). The error is for the bus only.
+// The leader lease (KeyLeader) is not a stats entry and is neither returned
+// nor judged. The bucket keeps one message per key, so a scan of the stream
+// (batched direct gets, no consumer) reads exactly the current entries.
+func (f *Fleet) ReadValidStats(ctx context.Context) ([]Stats, []Problem, error) {
 	var out []Stats
 	var skipped []Problem
-	err := readAll(ctx, b, func(e jetstream.KeyValueEntry) error {
-		if e.Key() == KeyLeader {
+	_, err := ScanFrom(ctx, f.JS.Conn(), StreamOf(BucketStats), KeySubject(BucketStats, ">"), 1, func(m StoredMsg) error {
+		key, ok := KeyOfSubject(BucketStats, m.Subject)
+		if !ok || key == KeyLeader || m.Deleted {
 			return nil
 		}
-		s, err := DecodeStats(e.Key(), e.Value())
+		if m.Foreign {
+			skipped = append(skipped, Problem{Bucket: BucketStats, Key: key, Revision: m.Sequence, Err: ErrForeign})
+			return nil
+		}
+		s, err := DecodeStats(key, m.Data)
 		if err != nil {
-			skipped = append(skipped, Problem{Bucket: b.Bucket(), Key: e.Key(), Revision: e.Revision(), Err: err})
+			skipped = append(skipped, Problem{Bucket: BucketStats, Key: key, Revision: m.Sequence, Err: err})
 			return nil
 		}
 		out = append(out, s)
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("read %s: %w", BucketStats, err)
 	}
 	return out, skipped, nil
 }
@@ -109,8 +114,8 @@ func ReadValidStats(ctx context.Context, b jetstream.KeyValue) ([]Stats, []Probl
 // ReadStats returns every entry of fleet_stats, fresh or not. An entry that
 // is not what its key should hold is a *Problem (ErrCorrupt): callers that
 // carry on past bad entries use ReadValidStats.
-func ReadStats(ctx context.Context, b jetstream.KeyValue) ([]Stats, error) {
-	out, skipped, err := ReadValidStats(ctx, b)
+func (f *Fleet) ReadStats(ctx context.Context) ([]Stats, error) {
+	out, skipped, err := f.ReadValidStats(ctx)
 	if err != nil {
 		return nil, err
 	}

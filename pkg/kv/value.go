@@ -67,7 +67,7 @@ func GetLast[T any](ctx context.Context, nc *nats.Conn, bucket, key string, deco
 	}
 	e.Revision = m.Sequence
 	if m.Foreign {
-		return e, &Problem{Bucket: bucket, Key: key, Revision: m.Sequence, Err: errForeignMsg}
+		return e, &Problem{Bucket: bucket, Key: key, Revision: m.Sequence, Err: ErrForeign}
 	}
 	v, err := decode(m.Data)
 	if err != nil {
@@ -77,10 +77,10 @@ func GetLast[T any](ctx context.Context, nc *nats.Conn, bucket, key string, deco
 	return e, nil
 }
 
-// errForeignMsg is a stored message whose headers say the server delivered
+// ErrForeign is a stored message whose headers say the server delivered
 // it once already: a JetStream response stored under a key, not a value
 // fleetwave wrote, whatever its body looks like.
-var errForeignMsg = fmt.Errorf("%w: the stored message carries JetStream's own headers (Nats-Sequence, Nats-Subject, …): "+
+var ErrForeign = fmt.Errorf("%w: the stored message carries JetStream's own headers (Nats-Sequence, Nats-Subject, …): "+
 	"it is a JetStream response stored under the key, not a value fleetwave wrote", ErrCorrupt)
 
 // Problem is a stored value a reader skipped because it is not what its key
@@ -197,28 +197,22 @@ func Save[T any](ctx context.Context, b jetstream.KeyValue, key string, v T, rev
 	return Update(ctx, b, key, v, rev)
 }
 
-// readAll calls fn with every current entry of b (deleted keys skipped) and
-// returns when all have been delivered, or at fn's first error.
-func readAll(ctx context.Context, b jetstream.KeyValue, fn func(jetstream.KeyValueEntry) error) error {
-	w, err := b.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("read %s: %w", b.Bucket(), err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("read %s: %w", b.Bucket(), ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("read %s: watcher closed", b.Bucket())
-			}
-			if e == nil { // initial values delivered
-				return nil
-			}
-			if err := fn(e); err != nil {
-				return err
-			}
+// ReadLatest calls fn with the last message of every key of bucket that is
+// not deleted, in stream order: one batched direct get (multi_last), no
+// consumer, with the server's own sequences and the stored headers (so a
+// foreign message shows). A bucket with more than 1,024 keys is an error
+// (the server's cap on one such request).
+func ReadLatest(ctx context.Context, nc *nats.Conn, bucket string, fn func(key string, m StoredMsg) error) error {
+	req := BatchRequest{MultiLast: []string{KeySubject(bucket, ">")}}
+	_, err := DirectGetBatch(ctx, nc, StreamOf(bucket), req, func(m StoredMsg) error {
+		key, ok := KeyOfSubject(bucket, m.Subject)
+		if !ok || m.Deleted {
+			return nil
 		}
+		return fn(key, m)
+	})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", bucket, err)
 	}
+	return nil
 }

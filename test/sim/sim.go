@@ -280,7 +280,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	// Warm up: every agent established in the controller and counted in
 	// fleet_stats, so initial_count is the whole group.
 	if err := s.until(ctx, 30*time.Second+20*o.HeartbeatInterval, func() (bool, error) {
-		stats, err := kv.ReadStats(ctx, fleet.Stats)
+		stats, err := fleet.ReadStats(ctx)
 		if err != nil {
 			return false, err
 		}
