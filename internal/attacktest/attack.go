@@ -169,11 +169,11 @@ func Run(t *testing.T, f Fleet) Report {
 	// Watch both accounts: everything published in FLEET (on every server
 	// whose FLEET account a reflection could reach), and every answer that
 	// lands in AGENTS.
-	var spies []*recorder
+	var spies []*Recorder
 	for _, u := range f.AdminURLs {
-		spies = append(spies, record(t, connect(t, u, filepath.Join(f.Dir.Path, auth.CredsFile(auth.UserAdmin)))))
+		spies = append(spies, Record(t, connect(t, u, filepath.Join(f.Dir.Path, auth.CredsFile(auth.UserAdmin)))))
 	}
-	observer := record(t, connect(t, f.AgentURL, observerCreds(t, f.Dir)))
+	observer := Record(t, connect(t, f.AgentURL, ObserverCreds(t, f.Dir, auth.AccountAgents)))
 
 	// The attack: every request the agent may make, with every reply subject
 	// that once reached something.
@@ -222,14 +222,14 @@ func Run(t *testing.T, f Fleet) Report {
 	// request, in AGENTS.
 	natstest.Eventually(t, 20*time.Second, func() error {
 		for _, r := range replies {
-			if n := observer.count(r); n < len(requests) {
+			if n := observer.Count(r); n < len(requests) {
 				return fmt.Errorf("%d of %d answers seen on %s in AGENTS", n, len(requests), r)
 			}
 		}
 		return nil
 	})
 	for _, r := range replies {
-		rep.Answered += observer.count(r)
+		rep.Answered += observer.Count(r)
 	}
 
 	// And nothing of it crossed. Answers take other paths than the ones
@@ -370,10 +370,10 @@ func snapshot(t *testing.T, ctx context.Context, f *kv.Fleet) state {
 	return s
 }
 
-// observerCreds mints, for the test, a user of the AGENTS account that may
-// subscribe to everything and publish nothing: it sees every answer that
-// lands in AGENTS, to prove the attack fired.
-func observerCreds(t *testing.T, d auth.Dir) string {
+// ObserverCreds mints, for a test, a user of account (AGENTS or CONTROL)
+// that may subscribe to everything and publish nothing: it sees every
+// answer that lands in the account, to prove an attack fired.
+func ObserverCreds(t *testing.T, d auth.Dir, account string) string {
 	t.Helper()
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(d.Path, name))
@@ -382,11 +382,11 @@ func observerCreds(t *testing.T, d auth.Dir) string {
 		}
 		return bytes.TrimSpace(b)
 	}
-	ac, err := jwt.DecodeAccountClaims(string(read(auth.FileAgentsJWT)))
+	ac, err := jwt.DecodeAccountClaims(string(read("accounts/" + account + ".jwt")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := nkeys.FromSeed(read(auth.FileAgentsSigningSeed))
+	signer, err := nkeys.FromSeed(read("keys/" + account + "-signing.nk"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,21 +415,27 @@ func observerCreds(t *testing.T, d auth.Dir) string {
 	return path
 }
 
-// recorder keeps every message one connection sees on ">".
-type recorder struct {
+// Recorder keeps every message one connection sees on ">".
+type Recorder struct {
 	mu   sync.Mutex
 	msgs []*nats.Msg
 }
 
-func record(t *testing.T, nc *nats.Conn) *recorder {
+// Record starts a Recorder on nc, for subjects (default ">").
+func Record(t *testing.T, nc *nats.Conn, subjects ...string) *Recorder {
 	t.Helper()
-	r := &recorder{}
-	if _, err := nc.Subscribe(">", func(m *nats.Msg) {
-		r.mu.Lock()
-		r.msgs = append(r.msgs, m)
-		r.mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
+	r := &Recorder{}
+	if len(subjects) == 0 {
+		subjects = []string{">"}
+	}
+	for _, subj := range subjects {
+		if _, err := nc.Subscribe(subj, func(m *nats.Msg) {
+			r.mu.Lock()
+			r.msgs = append(r.msgs, m)
+			r.mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
@@ -437,7 +443,8 @@ func record(t *testing.T, nc *nats.Conn) *recorder {
 	return r
 }
 
-func (r *recorder) count(subject string) int {
+// Count is how many messages on subject the recorder saw.
+func (r *Recorder) Count(subject string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -454,7 +461,7 @@ func (r *recorder) count(subject string) int {
 // there: the lease renewed by the controller, a group status or an event
 // of prod written by the controller, a change republished by the plan
 // bucket. Nothing else is legitimate on those subjects during the attack.
-func (r *recorder) foreign(replies []string, controller string) error {
+func (r *Recorder) foreign(replies []string, controller string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, m := range r.msgs {

@@ -108,13 +108,26 @@ func TestMintedUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ac.Exports) != 0 || ac.Limits.IsJSEnabled() || len(ac.Imports) != len(fc.Exports) {
-		t.Errorf("AGENTS account: %d exports, JetStream %v, %d imports of FLEET's %d exports",
-			len(ac.Exports), ac.Limits.IsJSEnabled(), len(ac.Imports), len(fc.Exports))
+	cc, err := jwt.DecodeAccountClaims(op.ControlJWT)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, im := range ac.Imports {
-		if im.Account != fleetPub {
-			t.Errorf("import %s from %s, not FLEET", im.Subject, im.Account)
+	exported := map[jwt.Subject]bool{}
+	for _, e := range fc.Exports {
+		exported[e.Subject] = true
+	}
+	for _, a := range []*jwt.AccountClaims{ac, cc} {
+		if len(a.Exports) != 0 || a.Limits.IsJSEnabled() || len(a.Imports) == 0 {
+			t.Errorf("%s account: %d exports, JetStream %v, %d imports", a.Name, len(a.Exports), a.Limits.IsJSEnabled(), len(a.Imports))
+		}
+		for _, im := range a.Imports {
+			if im.Account != fleetPub || !exported[im.Subject] {
+				t.Errorf("%s imports %s from %s, which FLEET does not export", a.Name, im.Subject, im.Account)
+			}
+			if im.Subject == "$KV.fleet_plan.spec" || strings.HasPrefix(string(im.Subject), "$KV.fleet_config") ||
+				strings.Contains(string(im.Subject), "STREAM.UPDATE") || strings.Contains(string(im.Subject), "CONSUMER") {
+				t.Errorf("%s imports %s: a way to change the target or the config", a.Name, im.Subject)
+			}
 		}
 	}
 	if _, err := is.Agent("NOT-AN-ID", "prod"); err == nil {

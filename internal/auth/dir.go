@@ -26,24 +26,41 @@ const (
 	FileSystemJWT    = "accounts/SYS.jwt"
 	FileFleetJWT     = "accounts/FLEET.jwt"
 	FileAgentsJWT    = "accounts/AGENTS.jwt"
+	FileControlJWT   = "accounts/CONTROL.jwt"
 
 	// Identity seeds: needed by nothing after init. Keep them offline.
 	FileOperatorSeed = "keys/operator.nk"
 	FileSystemSeed   = "keys/SYS.nk"
 	FileFleetSeed    = "keys/FLEET.nk"
 	FileAgentsSeed   = "keys/AGENTS.nk"
+	FileControlSeed  = "keys/CONTROL.nk"
 	// Signing seeds: "auth revoke" and "auth upgrade" need the operator's,
-	// "auth user" the FLEET account's, "auth agent" the AGENTS account's.
+	// "auth user" the FLEET account's (the CONTROL account's for a
+	// controller), "auth agent" the AGENTS account's.
 	FileOperatorSigningSeed = "keys/operator-signing.nk"
 	FileFleetSigningSeed    = "keys/FLEET-signing.nk"
 	FileAgentsSigningSeed   = "keys/AGENTS-signing.nk"
+	FileControlSigningSeed  = "keys/CONTROL-signing.nk"
 )
+
+// signingSeedFile is the seed that signs each account's users.
+var signingSeedFile = map[string]string{
+	AccountFleet:   FileFleetSigningSeed,
+	AccountAgents:  FileAgentsSigningSeed,
+	AccountControl: FileControlSigningSeed,
+}
+
+// importing are the accounts that hold nothing but imports from FLEET, in
+// the order resolver.conf lists them. A directory minted before they
+// existed lacks them ("auth upgrade").
+var importing = []string{AccountAgents, AccountControl}
 
 // accountJWTFile is where each account's JWT is kept.
 var accountJWTFile = map[string]string{
-	AccountSystem: FileSystemJWT,
-	AccountFleet:  FileFleetJWT,
-	AccountAgents: FileAgentsJWT,
+	AccountSystem:  FileSystemJWT,
+	AccountFleet:   FileFleetJWT,
+	AccountAgents:  FileAgentsJWT,
+	AccountControl: FileControlJWT,
 }
 
 // CredsFile is where a named user's creds are written (creds/<name>.creds).
@@ -81,7 +98,8 @@ type Record struct {
 type KeyRecord struct {
 	UserKey string `json:"user_key"`
 	// Account is the key's account when it differs from the record's: an
-	// agent minted into FLEET before the AGENTS account existed.
+	// agent or a controller minted into FLEET before the AGENTS and CONTROL
+	// accounts existed.
 	Account   string    `json:"account,omitempty"`
 	IssuedAt  time.Time `json:"issued_at"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
@@ -114,8 +132,8 @@ type InitResult struct {
 	Files                                                []string
 }
 
-// Init mints an operator, the SYS, FLEET and AGENTS accounts and the
-// controller, admin and sys users into an empty directory. It refuses to
+// Init mints an operator, the SYS, FLEET, AGENTS and CONTROL accounts and
+// the controller, admin and sys users into an empty directory. It refuses to
 // overwrite an existing operator (ErrExists).
 func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 	if _, err := os.Stat(d.path(FileOperatorJWT)); err == nil {
@@ -134,6 +152,7 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 		{FileOperatorSeed, op.OperatorKey}, {FileOperatorSigningSeed, op.OperatorSigner},
 		{FileSystemSeed, op.SystemKey}, {FileFleetSeed, op.FleetKey}, {FileFleetSigningSeed, op.FleetSigner},
 		{FileAgentsSeed, op.AgentsKey}, {FileAgentsSigningSeed, op.AgentsSigner},
+		{FileControlSeed, op.ControlKey}, {FileControlSigningSeed, op.ControlSigner},
 	} {
 		seed, err := k.kp.Seed()
 		if err != nil {
@@ -146,8 +165,9 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 		File{Name: FileSystemJWT, Data: []byte(op.SystemJWT + "\n")},
 		File{Name: FileFleetJWT, Data: []byte(op.FleetJWT + "\n")},
 		File{Name: FileAgentsJWT, Data: []byte(op.AgentsJWT + "\n")},
+		File{Name: FileControlJWT, Data: []byte(op.ControlJWT + "\n")},
 	)
-	conf, err := ResolverConf(op.OperatorJWT, op.SystemJWT, op.FleetJWT, op.AgentsJWT)
+	conf, err := ResolverConf(op.OperatorJWT, op.SystemJWT, op.FleetJWT, op.AgentsJWT, op.ControlJWT)
 	if err != nil {
 		return InitResult{}, err
 	}
@@ -158,6 +178,7 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 	files = append(files, File{Name: FileResolverConf, Data: conf}, File{Name: FileAccountConf, Data: acc})
 
 	fleet := Issuer{Account: pub(op.FleetKey), Signer: op.FleetSigner}
+	control := Issuer{Account: pub(op.ControlKey), Signer: op.ControlSigner}
 	system := Issuer{Account: pub(op.SystemKey), Signer: op.SystemKey}
 	for _, u := range []struct {
 		name string
@@ -165,7 +186,7 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 		is   Issuer
 		acc  string
 	}{
-		{UserController, RoleController, fleet, AccountFleet},
+		{UserController, RoleController, control, AccountControl},
 		{UserAdmin, RoleAdmin, fleet, AccountFleet},
 		{UserSystem, RoleAdmin, system, AccountSystem},
 	} {
@@ -220,14 +241,14 @@ func (d Dir) issuer(account, seedFile string) (Issuer, error) {
 }
 
 // account reads and decodes an account's JWT. A directory minted before
-// the AGENTS account existed says how to upgrade.
+// the AGENTS and CONTROL accounts existed says how to upgrade.
 func (d Dir) account(name string) (*jwt.AccountClaims, error) {
 	file := accountJWTFile[name]
 	token, err := os.ReadFile(d.path(file))
-	if errors.Is(err, fs.ErrNotExist) && name == AccountAgents {
+	if errors.Is(err, fs.ErrNotExist) && slices.Contains(importing, name) {
 		if _, ferr := os.Stat(d.path(FileFleetJWT)); ferr == nil {
-			return nil, fmt.Errorf("%w: %s predates the AGENTS account (agents lived in FLEET, where any agent could aim replies at the buckets); run 'fleetctl auth upgrade --dir %s' (docs/security.md, \"Upgrading\")",
-				ErrLegacy, d.Path, d.Path)
+			return nil, fmt.Errorf("%w: %s predates the %s account (agents and controllers lived in FLEET, where their replies could name the buckets); run 'fleetctl auth upgrade --dir %s' (docs/security.md, \"Upgrading\")",
+				ErrLegacy, d.Path, name, d.Path)
 		}
 	}
 	if err != nil {
@@ -260,7 +281,7 @@ func (d Dir) seed(name string) (nkeys.KeyPair, error) {
 // or a rotation) adds a key to the agent's record; the old key stays valid
 // until revoked ("auth revoke --id ID --keep-current").
 func (d Dir) IssueAgent(id rollout.AgentID, group, out string) (User, string, error) {
-	is, err := d.issuer(AccountAgents, FileAgentsSigningSeed)
+	is, err := d.issuer(AccountAgents, signingSeedFile[AccountAgents])
 	if err != nil {
 		return User{}, "", err
 	}
@@ -283,14 +304,24 @@ func (d Dir) IssueAgent(id rollout.AgentID, group, out string) (User, string, er
 	return u, out, d.saveIssued(rec, agentRecordFile(id), u, out)
 }
 
-// IssueUser mints another FLEET user with role (a second controller, an
-// admin per person, a leaf node per site), written to out (default
-// creds/<name>.creds).
+// UserAccount is the account a user of role lives in: CONTROL for a
+// controller, FLEET for an admin or a leaf node.
+func UserAccount(role Role) string {
+	if role == RoleController {
+		return AccountControl
+	}
+	return AccountFleet
+}
+
+// IssueUser mints another user with role (a second controller, an admin
+// per person, a leaf node per site) in its account (UserAccount), written to
+// out (default creds/<name>.creds).
 func (d Dir) IssueUser(name string, role Role, out string) (User, string, error) {
 	if !namePattern(name) {
 		return User{}, "", fmt.Errorf("user name %q: use 1-64 of a-z 0-9 - _", name)
 	}
-	is, err := d.issuer(AccountFleet, FileFleetSigningSeed)
+	acc := UserAccount(role)
+	is, err := d.issuer(acc, signingSeedFile[acc])
 	if err != nil {
 		return User{}, "", err
 	}
@@ -301,12 +332,13 @@ func (d Dir) IssueUser(name string, role Role, out string) (User, string, error)
 	rec, err := d.loadRecord(userRecordFile(name))
 	switch {
 	case errors.Is(err, ErrUnknown):
-		rec = Record{V: 1, Name: name, Role: role, Account: AccountFleet}
+		rec = Record{V: 1, Name: name, Role: role, Account: acc}
 	case err != nil:
 		return User{}, "", err
-	case rec.Account != AccountFleet:
+	case rec.Account == AccountSystem:
 		return User{}, "", fmt.Errorf("user %q belongs to the %s account; pick another name", name, rec.Account)
 	}
+	rec.moveTo(acc)
 	rec.Role = role
 	if out == "" {
 		out = CredsFile(name)
@@ -395,7 +427,7 @@ func (d Dir) Records() ([]Record, error) {
 // Revocation is the result of a revoke in one account: the re-signed
 // account JWT to push to running servers, and the keys it revokes.
 type Revocation struct {
-	Account    string // SYS, FLEET or AGENTS
+	Account    string // SYS, FLEET, AGENTS or CONTROL
 	File       string // the account JWT's file in the directory
 	AccountJWT string
 	Keys       []string
@@ -452,14 +484,14 @@ func (d Dir) revokeRecord(recFile string, keepCurrent bool, now time.Time) ([]Re
 	return revs, WriteFiles(d.Path, File{Name: recFile, Data: data})
 }
 
-// RevokeKeys revokes user keys of account (SYS, FLEET or AGENTS) issued up
+// RevokeKeys revokes user keys of account (SYS, FLEET, AGENTS, CONTROL) issued up
 // to now: it re-signs the account JWT with the operator's signing key and
 // rewrites it and resolver.conf. Running servers learn of it when the JWT
 // is pushed.
 func (d Dir) RevokeKeys(account string, keys []string, now time.Time) (Revocation, error) {
 	accFile, ok := accountJWTFile[account]
 	if !ok {
-		return Revocation{}, fmt.Errorf("account %q: want %s, %s or %s", account, AccountFleet, AccountAgents, AccountSystem)
+		return Revocation{}, fmt.Errorf("account %q: want %s, %s, %s or %s", account, AccountFleet, AccountAgents, AccountControl, AccountSystem)
 	}
 	signer, err := d.seed(FileOperatorSigningSeed)
 	if err != nil {
@@ -488,14 +520,14 @@ func (d Dir) writeAccounts(updated map[string]string) error {
 	}
 	var files []File
 	var tokens []string
-	for _, acc := range []string{AccountSystem, AccountFleet, AccountAgents} {
+	for _, acc := range []string{AccountSystem, AccountFleet, AccountAgents, AccountControl} {
 		token, ok := updated[acc]
 		if ok {
 			files = append(files, File{Name: accountJWTFile[acc], Data: []byte(token + "\n")})
 		} else {
 			b, err := os.ReadFile(d.path(accountJWTFile[acc]))
-			if errors.Is(err, fs.ErrNotExist) && acc == AccountAgents {
-				continue // a directory from before the AGENTS account
+			if errors.Is(err, fs.ErrNotExist) && slices.Contains(importing, acc) {
+				continue // a directory from before the account existed
 			}
 			if err != nil {
 				return fmt.Errorf("auth dir %s: %w", d.Path, err)
@@ -544,13 +576,13 @@ func (d Dir) RevokeKey(key string, now time.Time) (Revocation, error) {
 	return d.RevokeKeys(AccountFleet, []string{key}, now)
 }
 
-// AccountJWTs are the directory's account JWTs (FLEET, AGENTS, SYS), for
-// pushing.
+// AccountJWTs are the directory's account JWTs (FLEET first: the others
+// import from it; SYS last), for pushing.
 func (d Dir) AccountJWTs() ([]string, error) {
 	var out []string
-	for _, acc := range []string{AccountFleet, AccountAgents, AccountSystem} {
+	for _, acc := range []string{AccountFleet, AccountAgents, AccountControl, AccountSystem} {
 		b, err := os.ReadFile(d.path(accountJWTFile[acc]))
-		if errors.Is(err, fs.ErrNotExist) && acc == AccountAgents {
+		if errors.Is(err, fs.ErrNotExist) && slices.Contains(importing, acc) {
 			continue
 		}
 		if err != nil {

@@ -15,10 +15,14 @@ const (
 	// AccountFleet holds the stream and buckets, the controller and admins.
 	AccountFleet = "FLEET"
 	// AccountAgents holds one user per host and nothing but imports from
-	// FLEET (FleetExports): no reply subject an agent writes names anything
+	// FLEET (AgentsImports): no reply subject an agent writes names anything
 	// in FLEET.
 	AccountAgents = "AGENTS"
-	AccountSystem = "SYS"
+	// AccountControl holds the controllers and nothing but imports from
+	// FLEET (ControlImports): they write group statuses, stats, the lease
+	// and events there, and can reach neither the spec nor the config.
+	AccountControl = "CONTROL"
+	AccountSystem  = "SYS"
 )
 
 // JetStreamLimits are the FLEET account's JetStream limits; -1 is unlimited.
@@ -35,19 +39,21 @@ type JetStreamLimits struct {
 var DefaultJetStreamLimits = JetStreamLimits{MemoryBytes: 256 << 20, DiskBytes: 10 << 30, Streams: 32, Consumers: -1}
 
 // Operator is a freshly minted trust root: the operator, the system account,
-// the FLEET and the AGENTS account, each with an identity key and a signing
-// key where day-to-day signing happens, so identity keys can be kept offline.
+// the FLEET, AGENTS and CONTROL accounts, each with an identity key and a
+// signing key where day-to-day signing happens, so identity keys can be kept
+// offline.
 type Operator struct {
 	OperatorKey, OperatorSigner nkeys.KeyPair
 	SystemKey                   nkeys.KeyPair
 	FleetKey, FleetSigner       nkeys.KeyPair
 	AgentsKey, AgentsSigner     nkeys.KeyPair
+	ControlKey, ControlSigner   nkeys.KeyPair
 
-	OperatorJWT, SystemJWT, FleetJWT, AgentsJWT string
+	OperatorJWT, SystemJWT, FleetJWT, AgentsJWT, ControlJWT string
 }
 
 // NewOperator mints an operator named name, its system account, the FLEET
-// account with JetStream limits js and the AGENTS account.
+// account with JetStream limits js, and the AGENTS and CONTROL accounts.
 func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
 	o := &Operator{}
 	var err error
@@ -59,6 +65,7 @@ func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
 		{&o.SystemKey, nkeys.CreateAccount},
 		{&o.FleetKey, nkeys.CreateAccount}, {&o.FleetSigner, nkeys.CreateAccount},
 		{&o.AgentsKey, nkeys.CreateAccount}, {&o.AgentsSigner, nkeys.CreateAccount},
+		{&o.ControlKey, nkeys.CreateAccount}, {&o.ControlSigner, nkeys.CreateAccount},
 	} {
 		if *k.dst, err = k.create(); err != nil {
 			return nil, fmt.Errorf("new key: %w", err)
@@ -90,19 +97,27 @@ func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
 	if o.FleetJWT, err = encodeAccount(fc, o.OperatorSigner); err != nil {
 		return nil, err
 	}
-	if o.AgentsJWT, err = encodeAccount(AgentsAccount(pub(o.AgentsKey), pub(o.AgentsSigner), fleetPub), o.OperatorSigner); err != nil {
+	if o.AgentsJWT, err = encodeAccount(ImportingAccount(AccountAgents, pub(o.AgentsKey), pub(o.AgentsSigner), fleetPub), o.OperatorSigner); err != nil {
+		return nil, err
+	}
+	if o.ControlJWT, err = encodeAccount(ImportingAccount(AccountControl, pub(o.ControlKey), pub(o.ControlSigner), fleetPub), o.OperatorSigner); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
-// AgentsAccount is the AGENTS account: no JetStream, no exports, the imports
-// of AgentsImports from the FLEET account fleet, users signed by signer.
-func AgentsAccount(account, signer, fleet string) *jwt.AccountClaims {
+// ImportingAccount is the AGENTS or CONTROL account: no JetStream, no
+// exports, its imports from the FLEET account fleet, users signed by signer.
+func ImportingAccount(name, account, signer, fleet string) *jwt.AccountClaims {
 	ac := jwt.NewAccountClaims(account)
-	ac.Name = AccountAgents
+	ac.Name = name
 	ac.SigningKeys.Add(signer)
-	ac.Imports = AgentsImports(fleet)
+	switch name {
+	case AccountAgents:
+		ac.Imports = AgentsImports(fleet)
+	case AccountControl:
+		ac.Imports = ControlImports(fleet)
+	}
 	return ac
 }
 

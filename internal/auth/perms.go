@@ -2,7 +2,6 @@ package auth
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/nats-io/jwt/v2"
 
@@ -18,8 +17,9 @@ type Role string
 const (
 	// RoleAgent is one host's agentd: DESIGN §6, nothing more.
 	RoleAgent Role = "agent"
-	// RoleController runs the controller: JetStream administration, writes
-	// to group statuses, stats and events; never the plan spec or config.
+	// RoleController runs the controller, in the CONTROL account: reads
+	// the plan, the config and the inventory, writes group statuses,
+	// stats, the lease and events; never the plan spec or the config.
 	RoleController Role = "controller"
 	// RoleAdmin is fleetctl and the nats CLI: everything in the account.
 	RoleAdmin Role = "admin"
@@ -37,42 +37,105 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("role %q: want controller, admin or leaf", s)
 }
 
-// What the FLEET account shares with the AGENTS account: the only ways an
-// agent reaches anything in FLEET. Services, so that every request crosses
-// with its reply subject replaced by one the server makes up (_R_…): across a
-// service import the reply lives in the importer's account, so no reply an
-// agent writes can name a FLEET subject. (Inside one account the server does
-// not check a request's reply subject against the requester's permissions,
-// and JetStream answers into whatever reply it is given: that is how one
-// agent's credentials once overwrote fleet_config, the plan spec and the
-// leader lease.) The plan's changes cross as a stream, FLEET to AGENTS only.
+// What the FLEET account shares, and with whom: the only ways an agent (the
+// AGENTS account) or a controller (the CONTROL account) reaches anything in
+// FLEET. Services, so that every request crosses with its reply subject
+// replaced by one the server makes up (_R_…): across a service import the
+// reply lives in the importer's account, so no reply subject a host or a
+// controller writes can name a FLEET subject. (Inside one account the server
+// does not check a request's reply subject against the requester's
+// permissions, and JetStream answers into whatever reply it is given: that
+// is how one agent's credentials once overwrote fleet_config, the plan spec
+// and the leader lease, and how the controller's could copy any value it
+// may write onto the spec.) Plan changes and the inventory cross as
+// streams, out of FLEET only.
 //
-// A response that lands in AGENTS on a subject AGENTS imports as a service
-// (a reply aimed at fleet.hb.<g>.<other id>) does not travel on into FLEET:
-// JetStream answers from internal clients that skip service-import
-// subscriptions, a response that arrives over a route is never re-imported,
-// and one that comes back over a leaf connection is a cycle through the same
-// export. internal/auth/attack_test.go proves each case.
+// A response that lands in an importing account on a subject it imports as
+// a service (a reply aimed at fleet.hb.<g>.<other id>) does not travel on
+// into FLEET: JetStream answers from internal clients that skip
+// service-import subscriptions, a response that arrives over a route is
+// never re-imported, and one that comes back over a leaf connection is a
+// cycle through the same export. internal/attacktest proves it.
+type export struct {
+	jwt.Export
+	agents, control bool
+}
+
 func planDirectGet(key string) string {
 	return "$JS.API.DIRECT.GET." + kv.PlanStream + "." + kv.KeySubject(kv.BucketPlan, key)
 }
 
-// FleetExports are the FLEET account's exports (see above).
-func FleetExports() jwt.Exports {
-	return jwt.Exports{
-		{Name: "agent heartbeats", Subject: jwt.Subject(heartbeat.SubjectPrefix + "*.*"), Type: jwt.Service},
-		{Name: "plan spec", Subject: jwt.Subject(planDirectGet(kv.KeySpec)), Type: jwt.Service},
-		{Name: "group status", Subject: jwt.Subject(planDirectGet(kv.GroupKey("*"))), Type: jwt.Service},
-		{Name: "plan changes", Subject: jwt.Subject(kv.PlanRepublish + ">"), Type: jwt.Stream},
+// fleetStreams are the streams a controller may create and inspect.
+var fleetStreams = []string{kv.StreamHB, kv.StreamOf(kv.BucketConfig), kv.PlanStream, kv.StreamOf(kv.BucketStats)}
+
+func fleetExports() []export {
+	svc := func(name, subject string, agents, control bool) export {
+		return export{jwt.Export{Name: name, Subject: jwt.Subject(subject), Type: jwt.Service}, agents, control}
 	}
+	out := []export{
+		svc("agent heartbeats", heartbeat.SubjectPrefix+"*.*", true, false),
+		svc("plan spec", planDirectGet(kv.KeySpec), true, true),
+		svc("group status", planDirectGet(kv.GroupKey("*")), true, true),
+		{jwt.Export{Name: "plan changes", Subject: jwt.Subject(kv.PlanRepublish + ">"), Type: jwt.Stream}, true, true},
+		// The controller's: read the config, the inventory and the stats;
+		// write group statuses, stats and the lease, and events; create
+		// the stream and buckets when they do not exist. Never the spec or
+		// the config, never a consumer (a consumer's deliver subject is
+		// written in the request's body, out of reach of any permission,
+		// and would publish stored messages onto any subject in FLEET),
+		// never a stream update or delete.
+		svc("config", "$JS.API.DIRECT.GET."+kv.StreamOf(kv.BucketConfig)+"."+kv.KeySubject(kv.BucketConfig, kv.KeyConfig), false, true),
+		svc("stats", "$JS.API.DIRECT.GET."+kv.StreamOf(kv.BucketStats)+".>", false, true),
+		svc("group status writes", kv.KeySubject(kv.BucketPlan, kv.GroupKey("*")), false, true),
+		svc("stats writes", kv.KeySubject(kv.BucketStats, ">"), false, true),
+		svc("events", kv.EventsPrefix+"*", false, true),
+		{jwt.Export{Name: "inventory", Subject: jwt.Subject(kv.InventoryRepublish + ">"), Type: jwt.Stream}, false, true},
+	}
+	// Batched direct gets answer with many messages: the scan of the
+	// inventory, the last value of every key of the plan.
+	for _, st := range []string{kv.StreamHB, kv.PlanStream} {
+		batch := svc("batch read "+st, "$JS.API.DIRECT.GET."+st, false, true)
+		batch.ResponseType = jwt.ResponseTypeStream
+		out = append(out, batch)
+	}
+	// The account's JetStream info (limits and usage): nats.go asks for
+	// it before it creates a bucket.
+	out = append(out, svc("account info", "$JS.API.INFO", false, true))
+	for _, st := range fleetStreams {
+		out = append(out,
+			svc("stream info "+st, "$JS.API.STREAM.INFO."+st, false, true),
+			svc("stream create "+st, "$JS.API.STREAM.CREATE."+st, false, true))
+	}
+	return out
 }
 
-// AgentsImports are the AGENTS account's imports: each of FleetExports, from
-// the FLEET account fleet, under the same subject.
+// FleetExports are the FLEET account's exports (see above).
+func FleetExports() jwt.Exports {
+	var out jwt.Exports
+	for _, e := range fleetExports() {
+		out.Add(&e.Export)
+	}
+	return out
+}
+
+// AgentsImports are the AGENTS account's imports, from the FLEET account
+// fleet, under the same subjects.
 func AgentsImports(fleet string) jwt.Imports {
+	return imports(fleet, func(e export) bool { return e.agents })
+}
+
+// ControlImports are the CONTROL account's imports, from the FLEET account
+// fleet, under the same subjects.
+func ControlImports(fleet string) jwt.Imports {
+	return imports(fleet, func(e export) bool { return e.control })
+}
+
+func imports(fleet string, take func(export) bool) jwt.Imports {
 	var out jwt.Imports
-	for _, e := range FleetExports() {
-		out.Add(&jwt.Import{Name: e.Name, Subject: e.Subject, Account: fleet, Type: e.Type})
+	for _, e := range fleetExports() {
+		if take(e) {
+			out.Add(&jwt.Import{Name: e.Name, Subject: e.Subject, Account: fleet, Type: e.Type})
+		}
 	}
 	return out
 }
@@ -111,18 +174,19 @@ func RolePermissions(r Role) jwt.Permissions {
 	var p jwt.Permissions
 	switch r {
 	case RoleController:
-		// The JetStream API (ensure the stream and buckets, consumers,
-		// direct gets, watches and their flow control), the keys the
-		// controller writes, and events. Not $KV.fleet_plan.spec and not
+		// A user of CONTROL, whose imports are the boundary (ControlImports:
+		// no consumer, no stream update, neither the spec nor the config);
+		// these grants say the same once more: the JetStream API it
+		// imports, the keys the controller writes, events; replies and the
+		// republished plan and inventory. Not $KV.fleet_plan.spec and not
 		// $KV.fleet_config: who changes the target version is the admin.
 		p.Pub.Allow.Add(
-			"$JS.API.>", "$JS.FC.>", "$JS.ACK.>",
-			"$KV."+kv.BucketPlan+"."+kv.GroupKey(">"),
-			"$KV."+kv.BucketStats+".>",
-			kv.EventsPrefix+">",
+			"$JS.API.>",
+			kv.KeySubject(kv.BucketPlan, kv.GroupKey("*")),
+			kv.KeySubject(kv.BucketStats, ">"),
+			kv.EventsPrefix+"*",
 		)
-		p.Sub.Allow.Add("_INBOX.>", "fleet.>")
-		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+		p.Sub.Allow.Add("_INBOX.>", kv.PlanRepublish+">", kv.InventoryRepublish+">")
 	case RoleAdmin, RoleLeaf:
 		// Unrestricted inside the FLEET account: the account is the
 		// boundary. A leaf connection carries the site's agents' traffic,

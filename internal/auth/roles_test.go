@@ -2,15 +2,22 @@ package auth_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetwave/fleetwave/internal/attacktest"
 	"github.com/fleetwave/fleetwave/internal/auth"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
 // TestRoleGrants: who may change the target version. The controller writes
@@ -77,4 +84,146 @@ func TestRoleGrants(t *testing.T) {
 			t.Errorf("got %v, want an authorization violation", err)
 		}
 	})
+}
+
+// TestControllerCannotChangeTheTarget tries, with the controller's minted
+// credentials (a user of CONTROL), every way the controller's old grants
+// (a user of FLEET with the whole JetStream API) let it write the plan spec
+// or the config: direct KV writes; a direct get of a value it may write
+// (group.evil, holding a spec of its choosing) answered onto the spec or the
+// config; a stream-info answer and a write's ack aimed there; a consumer
+// delivering group.evil onto the spec; a new stream republishing onto it;
+// changing, deleting or re-creating the plan stream; a batched read aimed
+// there. Afterwards the spec and the config keep their revisions, and the
+// admin still writes both.
+func TestControllerCannotChangeTheTarget(t *testing.T) {
+	e := newFleetEnv(t)
+	spec := rollout.DefaultSpec("1.0.0", "1.1.0")
+	specRev := e.put(e.fleet.Plan, kv.KeySpec, spec)
+	cfgRev := e.put(e.fleet.Config, kv.KeyConfig, rollout.DefaultConfig())
+	ctl := e.watched(auth.CredsFile(auth.UserController))
+	evil := rollout.DefaultSpec("1.0.0", "6.6.6")
+	evil.Schedule, evil.Strategy = rollout.ScheduleImmediate, rollout.StrategyGrouped
+	evilJSON, err := json.Marshal(evil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The controller may write group statuses: here one holding a spec.
+	if _, err := ctl.js.Publish(e.ctx, kv.KeySubject(kv.BucketPlan, kv.GroupKey("evil")), evilJSON); err != nil {
+		t.Fatalf("the controller writes a group key: %v", err)
+	}
+	specSubj, cfgSubj := kv.KeySubject(kv.BucketPlan, kv.KeySpec), kv.KeySubject(kv.BucketConfig, kv.KeyConfig)
+	// Sees the answers land in CONTROL, so the check below runs after them.
+	observer := attacktest.Record(t, e.conn(attacktest.ObserverCreds(t, e.dir, auth.AccountControl)), specSubj, cfgSubj)
+	request := func(subject string, body string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			m, err := ctl.nc.RequestWithContext(ctx, subject, []byte(body))
+			if err != nil {
+				return err
+			}
+			var resp struct {
+				Error *struct {
+					Description string `json:"description"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(m.Data, &resp) == nil && resp.Error != nil {
+				return errors.New(resp.Error.Description)
+			}
+			return nil
+		}
+	}
+	reflect := func(subject, reply string, body []byte) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			if err := ctl.nc.PublishRequest(subject, reply, body); err != nil {
+				return err
+			}
+			return ctl.nc.FlushWithContext(ctx)
+		}
+	}
+	jsPublish := func(subject string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := ctl.js.Publish(ctx, subject, evilJSON)
+			return err
+		}
+	}
+	streamJSON := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	planGet := "$JS.API.DIRECT.GET." + kv.PlanStream + "."
+	cases := []struct {
+		name string
+		run  func(ctx context.Context) error
+		// refused: the call itself must fail (a denied or unanswerable
+		// request); reflections cannot fail for the sender.
+		refused bool
+	}{
+		{"KV put the spec", jsPublish(specSubj), true},
+		{"KV put the config", jsPublish(cfgSubj), true},
+		{"a direct get of group.evil answered onto the spec", reflect(planGet+kv.KeySubject(kv.BucketPlan, kv.GroupKey("evil")), specSubj, nil), false},
+		{"a direct get of group.evil answered onto the config", reflect(planGet+kv.KeySubject(kv.BucketPlan, kv.GroupKey("evil")), cfgSubj, nil), false},
+		{"a stream info answered onto the config", reflect("$JS.API.STREAM.INFO."+kv.PlanStream, cfgSubj, nil), false},
+		{"a write's ack answered onto the spec", reflect(kv.KeySubject(kv.BucketPlan, kv.GroupKey("evil")), specSubj, evilJSON), false},
+		{"a batched read answered onto the spec", reflect("$JS.API.DIRECT.GET."+kv.PlanStream, specSubj, []byte(`{"multi_last":["$KV.fleet_plan.>"]}`)), false},
+		{"a consumer delivering group.evil onto the spec", request("$JS.API.CONSUMER.CREATE."+kv.PlanStream,
+			`{"stream_name":"KV_fleet_plan","config":{"deliver_subject":"$KV.fleet_plan.spec","filter_subject":"$KV.fleet_plan.group.evil","deliver_policy":"last"}}`), true},
+		{"a new stream republishing onto the spec", request("$JS.API.STREAM.CREATE.EVIL", streamJSON(jetstream.StreamConfig{
+			Name: "EVIL", Subjects: []string{"fleet.events.evil"}, Storage: jetstream.MemoryStorage,
+			RePublish: &jetstream.RePublish{Source: ">", Destination: specSubj}})), true},
+		{"change the plan stream to take an events subject as the spec", request("$JS.API.STREAM.UPDATE."+kv.PlanStream, streamJSON(jetstream.StreamConfig{
+			Name: kv.PlanStream, Subjects: []string{"$KV.fleet_plan.>", "fleet.events.evil"}})), true},
+		{"re-create the plan stream with another config", request("$JS.API.STREAM.CREATE."+kv.PlanStream, streamJSON(jetstream.StreamConfig{
+			Name: kv.PlanStream, Subjects: []string{"$KV.fleet_plan.>", "fleet.events.evil"}})), true},
+		{"delete the plan bucket", request("$JS.API.STREAM.DELETE."+kv.PlanStream, ""), true},
+		{"purge the config", request("$JS.API.STREAM.PURGE.KV_fleet_config", ""), true},
+		{"delete the config message", request("$JS.API.STREAM.MSG.DELETE.KV_fleet_config", `{"seq":1}`), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(e.ctx, 3*time.Second)
+			defer cancel()
+			err := c.run(ctx)
+			if c.refused && err == nil {
+				t.Errorf("the call succeeded")
+			}
+			t.Logf("%v", err)
+		})
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		// direct get, ack and a batch (spec, group.evil, end) onto the
+		// spec; direct get and stream info onto the config
+		if s, c := observer.Count(specSubj), observer.Count(cfgSubj); s < 5 || c < 2 {
+			return fmt.Errorf("answers seen in CONTROL: %d on the spec's subject, %d on the config's", s, c)
+		}
+		return nil
+	})
+	// What is stored: the spec and the config as the admin wrote them.
+	nc := e.fleet.JS.Conn()
+	for _, k := range []struct {
+		bucket, key string
+		rev         uint64
+	}{{kv.BucketPlan, kv.KeySpec, specRev}, {kv.BucketConfig, kv.KeyConfig, cfgRev}} {
+		m, err := kv.DirectGetLast(e.ctx, nc, kv.StreamOf(k.bucket), kv.KeySubject(k.bucket, k.key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Sequence != k.rev || m.Foreign {
+			t.Errorf("%s/%s at revision %d (foreign %v), the admin wrote %d: %s", k.bucket, k.key, m.Sequence, m.Foreign, k.rev, m.Data)
+		}
+	}
+	got, err := e.fleet.ReadSpec(e.ctx)
+	if err != nil || got.Value.TargetVersion != "1.1.0" {
+		t.Errorf("spec after the attempts: %+v, %v", got.Value, err)
+	}
+	// The admin may.
+	if _, err := kv.Update(e.ctx, e.fleet.Plan, kv.KeySpec, evil, specRev); err != nil {
+		t.Errorf("admin sets the target: %v", err)
+	}
+	if _, err := kv.Update(e.ctx, e.fleet.Config, kv.KeyConfig, rollout.DefaultConfig(), cfgRev); err != nil {
+		t.Errorf("admin changes the config: %v", err)
+	}
+	t.Logf("controller credentials: %d ways to change the target or the config tried, none did", len(cases))
 }

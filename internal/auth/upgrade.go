@@ -3,8 +3,6 @@ package auth
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -14,56 +12,71 @@ import (
 
 // UpgradeResult says what Upgrade did.
 type UpgradeResult struct {
-	// AgentsAccount is the AGENTS account's public key; Created says it was
-	// minted by this run (false: an earlier, interrupted run did).
-	AgentsAccount string
-	Created       bool
-	// Reissued are the agents given credentials in AGENTS by this run.
+	// Created are the accounts this run minted (AGENTS, CONTROL); an
+	// earlier, interrupted run may have minted them already.
+	Created []string
+	// Reissued are the agents and controllers given credentials in their
+	// own account by this run.
 	Reissued []Record
-	// Skipped are agents whose every key is revoked: decommissioned hosts
-	// get no new credentials.
+	// Skipped are those whose every key is revoked: decommissioned hosts and
+	// retired controllers get no new credentials.
 	Skipped []Record
 }
 
-// Upgrade brings a directory minted before the AGENTS account existed (every
-// agent a user of FLEET) to the current layout: it mints the AGENTS account
-// with its imports, adds the exports to the FLEET account JWT (re-signed with
-// the operator's signing key; its users, limits and revocations are kept),
-// rewrites resolver.conf, and mints new credentials in AGENTS for every agent
-// that still has a valid key, for the same id and group
-// (agents/<id>.creds). The old FLEET keys stay valid, so hosts keep working
-// until they get their new creds; RevokeLegacyAgents ends that.
+// Upgrade brings a directory minted before the AGENTS and CONTROL accounts
+// existed (agents and controllers users of FLEET) to the current layout: it
+// mints the missing accounts with their imports, gives the FLEET account JWT
+// the exports (re-signed with the operator's signing key; its users, limits
+// and revocations are kept), rewrites resolver.conf, and mints new
+// credentials in AGENTS for every agent (same id and group,
+// agents/<id>.creds) and in CONTROL for every controller user
+// (creds/<name>.creds) that still has a valid key. The old FLEET keys stay
+// valid, so hosts and controllers keep working until they get their new
+// creds; RevokeLegacy ends that.
 //
 // It can be run again: an interrupted run resumes, and a finished one finds
 // nothing left to do.
 func (d Dir) Upgrade() (UpgradeResult, error) {
 	var res UpgradeResult
-	agents, err := d.account(AccountAgents)
-	switch {
-	case errors.Is(err, ErrLegacy):
-		if res.AgentsAccount, err = d.mintAgentsAccount(); err != nil {
+	var missing []string
+	for _, name := range importing {
+		_, err := d.account(name)
+		switch {
+		case errors.Is(err, ErrLegacy):
+			missing = append(missing, name)
+		case err != nil:
 			return res, err
 		}
-		res.Created = true
-	case err != nil:
-		return res, err
-	default:
-		res.AgentsAccount = agents.Subject
+	}
+	if len(missing) > 0 {
+		if err := d.mintImporting(missing); err != nil {
+			return res, err
+		}
+		res.Created = missing
 	}
 	recs, err := d.Records()
 	if err != nil {
 		return res, err
 	}
 	for _, rec := range recs {
-		if rec.Role != RoleAgent || rec.Account == AccountAgents {
+		var err error
+		switch {
+		case rec.Role == RoleAgent && rec.Account != AccountAgents:
+		case rec.Role == RoleController && rec.Account != AccountControl:
+		default:
 			continue
 		}
 		if !rec.hasValidKey() {
 			res.Skipped = append(res.Skipped, rec)
 			continue
 		}
-		if _, _, err := d.IssueAgent(rollout.AgentID(rec.AgentID), rec.Group, ""); err != nil {
-			return res, fmt.Errorf("agent %s: %w (run 'fleetctl auth upgrade' again to resume)", rec.AgentID, err)
+		if rec.Role == RoleAgent {
+			_, _, err = d.IssueAgent(rollout.AgentID(rec.AgentID), rec.Group, "")
+		} else {
+			_, _, err = d.IssueUser(rec.Name, rec.Role, "")
+		}
+		if err != nil {
+			return res, fmt.Errorf("%s: %w (run 'fleetctl auth upgrade' again to resume)", rec.Name, err)
 		}
 		res.Reissued = append(res.Reissued, rec)
 	}
@@ -79,58 +92,63 @@ func (rec Record) hasValidKey() bool {
 	return false
 }
 
-// mintAgentsAccount creates the AGENTS account and the FLEET exports it
-// imports, and writes keys, JWTs and resolver.conf.
-func (d Dir) mintAgentsAccount() (string, error) {
+// mintImporting creates the named importing accounts and the FLEET exports
+// they import, and writes their keys, the JWTs and resolver.conf.
+func (d Dir) mintImporting(names []string) error {
 	signer, err := d.seed(FileOperatorSigningSeed)
 	if err != nil {
-		return "", err
+		return err
 	}
 	fleet, err := d.account(AccountFleet)
 	if err != nil {
-		return "", err
+		return err
 	}
 	fleet.Exports = FleetExports()
 	fleetJWT, err := encodeAccount(fleet, signer)
 	if err != nil {
-		return "", err
+		return err
 	}
-	key, err := nkeys.CreateAccount()
-	if err != nil {
-		return "", err
-	}
-	keySigner, err := nkeys.CreateAccount()
-	if err != nil {
-		return "", err
-	}
-	agentsJWT, err := encodeAccount(AgentsAccount(pub(key), pub(keySigner), fleet.Subject), signer)
-	if err != nil {
-		return "", err
-	}
+	updated := map[string]string{AccountFleet: fleetJWT}
 	var seeds []File
-	for _, k := range []struct {
-		name string
-		kp   nkeys.KeyPair
-	}{{FileAgentsSeed, key}, {FileAgentsSigningSeed, keySigner}} {
-		seed, err := k.kp.Seed()
+	for _, name := range names {
+		key, err := nkeys.CreateAccount()
 		if err != nil {
-			return "", err
+			return err
 		}
-		seeds = append(seeds, File{Name: k.name, Data: append(seed, '\n'), Secret: true})
+		keySigner, err := nkeys.CreateAccount()
+		if err != nil {
+			return err
+		}
+		if updated[name], err = encodeAccount(ImportingAccount(name, pub(key), pub(keySigner), fleet.Subject), signer); err != nil {
+			return err
+		}
+		for _, k := range []struct {
+			file string
+			kp   nkeys.KeyPair
+		}{{"keys/" + name + ".nk", key}, {signingSeedFile[name], keySigner}} {
+			seed, err := k.kp.Seed()
+			if err != nil {
+				return err
+			}
+			seeds = append(seeds, File{Name: k.file, Data: append(seed, '\n'), Secret: true})
+		}
 	}
 	// Seeds first: an account JWT on disk always has its keys beside it.
 	if err := WriteFiles(d.Path, seeds...); err != nil {
-		return "", err
+		return err
 	}
-	return pub(key), d.writeAccounts(map[string]string{AccountFleet: fleetJWT, AccountAgents: agentsJWT})
+	return d.writeAccounts(updated)
 }
 
-// RevokeLegacyAgents revokes every agent key still valid in the FLEET
-// account (issued before the upgrade): the last step, once every host runs
-// with its AGENTS credentials. ErrUnknown when there is none.
-func (d Dir) RevokeLegacyAgents(now time.Time) (Revocation, error) {
-	if _, err := os.Stat(d.path(FileAgentsJWT)); errors.Is(err, fs.ErrNotExist) {
-		return Revocation{}, fmt.Errorf("%s has no AGENTS account yet: run 'fleetctl auth upgrade' first, ship the new creds, then --finish", d.Path)
+// RevokeLegacy revokes every agent and controller key still valid in the
+// FLEET account (issued before the upgrade): the last step, once every host
+// and controller runs with its new credentials. ErrUnknown when there is
+// none.
+func (d Dir) RevokeLegacy(now time.Time) (Revocation, error) {
+	for _, name := range importing {
+		if _, err := d.account(name); err != nil {
+			return Revocation{}, fmt.Errorf("%w (then ship the new creds, then --finish)", err)
+		}
 	}
 	recs, err := d.Records()
 	if err != nil {
@@ -139,7 +157,12 @@ func (d Dir) RevokeLegacyAgents(now time.Time) (Revocation, error) {
 	var keys []string
 	var changed []File
 	for _, rec := range recs {
-		if rec.Role != RoleAgent {
+		file := userRecordFile(rec.Name)
+		switch rec.Role {
+		case RoleAgent:
+			file = agentRecordFile(rollout.AgentID(rec.AgentID))
+		case RoleController:
+		default:
 			continue
 		}
 		touched := false
@@ -155,11 +178,11 @@ func (d Dir) RevokeLegacyAgents(now time.Time) (Revocation, error) {
 			if err != nil {
 				return Revocation{}, err
 			}
-			changed = append(changed, File{Name: agentRecordFile(rollout.AgentID(rec.AgentID)), Data: data})
+			changed = append(changed, File{Name: file, Data: data})
 		}
 	}
 	if len(keys) == 0 {
-		return Revocation{}, fmt.Errorf("%w: no agent key left in the FLEET account", ErrUnknown)
+		return Revocation{}, fmt.Errorf("%w: no agent or controller key left in the FLEET account", ErrUnknown)
 	}
 	rev, err := d.RevokeKeys(AccountFleet, keys, now)
 	if err != nil {

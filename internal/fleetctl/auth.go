@@ -580,38 +580,48 @@ type AuthUpgradeOptions struct {
 
 // AuthUpgradeReport is the JSON of "fleetctl auth upgrade -o json".
 type AuthUpgradeReport struct {
-	AgentsAccount string            `json:"agents_account"`
-	Created       bool              `json:"created"`
-	Reissued      []AuthAgentReport `json:"reissued"`
-	Skipped       []string          `json:"skipped_revoked"`
-	Revoked       []string          `json:"revoked,omitempty"`
+	Created  []string       `json:"created"`
+	Reissued []AuthReissued `json:"reissued"`
+	Skipped  []string       `json:"skipped_revoked"`
+	Revoked  []string       `json:"revoked,omitempty"`
+}
+
+// AuthReissued is one agent or controller given new creds by an upgrade.
+type AuthReissued struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	AgentID string `json:"agent_id,omitempty"`
+	Group   string `json:"group,omitempty"`
+	Creds   string `json:"creds"`
 }
 
 func newAuthUpgradeCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthUpgradeOptions{AuthOptions: ao}
 	cmd := &cobra.Command{
 		Use:   "upgrade",
-		Short: "Move a directory minted before the AGENTS account to it, re-minting every agent's creds",
-		Long: `Directories minted by fleetctl before the AGENTS account existed keep every
-agent in the FLEET account, where any agent's credentials can aim a reply
-subject at the buckets (docs/security.md). Upgrade in three steps:
+		Short: "Move a directory minted before the AGENTS and CONTROL accounts to them, re-minting creds",
+		Long: `Directories minted by fleetctl before the AGENTS and CONTROL accounts existed
+keep every agent and controller in the FLEET account, where their replies can
+name the buckets (docs/security.md). Upgrade in three steps:
 
-  1. fleetctl auth upgrade       mints the AGENTS account, adds its imports to
-                                 the FLEET account JWT, rewrites resolver.conf,
-                                 writes new agents/<id>.creds for every agent
-                                 with a valid key (same id, same group), and
-                                 pushes the account JWTs to --nats
-  2. ship each agents/<id>.creds to its host and restart agentd there (the
-     old creds keep working meanwhile; agentd needs no other change)
+  1. fleetctl auth upgrade       mints the missing accounts, adds their
+                                 imports to the FLEET account JWT, rewrites
+                                 resolver.conf, writes new creds for every
+                                 agent (agents/<id>.creds: same id, same
+                                 group) and controller (creds/<name>.creds)
+                                 with a valid key, and pushes the account
+                                 JWTs to --nats
+  2. ship each new creds file to its host or controller and restart agentd
+     or the controller there (the old creds keep working meanwhile)
   3. fleetctl auth upgrade --finish
-                                 revokes every agent key still in FLEET and
-                                 pushes: a host still on its old creds is
-                                 disconnected
+                                 revokes every agent and controller key still
+                                 in FLEET and pushes: anything still on its
+                                 old creds is disconnected
 
 Servers the push does not reach (edge leaf nodes) need 'fleetctl auth push'
 or a restart with the new resolver.conf. Running step 1 again resumes an
-interrupted run and otherwise does nothing. Agents whose every key is revoked
-get no new creds.`,
+interrupted run and otherwise does nothing. Agents and controllers whose
+every key is revoked get no new creds.`,
 		Example: `  fleetctl auth upgrade --dir /etc/fleetwave/auth --nats nats://nats-a:4222
   fleetctl auth upgrade -o json --push=false | jq -r '.reissued[].creds'
   fleetctl auth upgrade --finish --nats nats://nats-a:4222`,
@@ -624,7 +634,7 @@ get no new creds.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.Finish, "finish", false, "revoke every agent key still in the FLEET account (the last step)")
+	f.BoolVar(&o.Finish, "finish", false, "revoke every agent and controller key still in the FLEET account (the last step)")
 	f.BoolVar(&o.Push, "push", true, "push the changed account JWTs to the running servers (--nats)")
 	f.StringVar(&o.SysCreds, "sys-creds", "", "system account creds for the push (default <dir>/creds/sys.creds)")
 	outputFlag(cmd, &o.Output)
@@ -637,33 +647,40 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	if err != nil {
 		return err
 	}
+	progress := o.Global.Out // where push progress goes: not into JSON
+	if o.Output == "json" {
+		progress = o.Global.ErrOut
+	}
+	rep := AuthUpgradeReport{Created: []string{}, Reissued: []AuthReissued{}, Skipped: []string{}}
 	if o.Finish {
-		rev, err := d.RevokeLegacyAgents(o.Now())
+		rev, err := d.RevokeLegacy(o.Now())
 		if err != nil {
 			return err
 		}
-		if o.Output == "json" {
-			if err := writeJSON(o.Global.Out, AuthUpgradeReport{Revoked: rev.Keys, Reissued: []AuthAgentReport{}, Skipped: []string{}}); err != nil {
-				return err
-			}
-			if !o.Push {
-				return nil
-			}
-			return pushAccounts(ctx, o.AuthOptions, o.Global.ErrOut, o.SysCreds, rev.AccountJWT)
+		if o.Output != "json" {
+			return reportRevocations(ctx, o.AuthOptions, o.Push, o.SysCreds, rev)
 		}
-		return reportRevocations(ctx, o.AuthOptions, o.Push, o.SysCreds, rev)
+		rep.Revoked = rev.Keys
+		if err := writeJSON(o.Global.Out, rep); err != nil || !o.Push {
+			return err
+		}
+		return pushAccounts(ctx, o.AuthOptions, progress, o.SysCreds, rev.AccountJWT)
 	}
 	res, err := d.Upgrade()
 	if err != nil {
 		return err
 	}
-	rep := AuthUpgradeReport{AgentsAccount: res.AgentsAccount, Created: res.Created, Reissued: []AuthAgentReport{}, Skipped: []string{}}
+	rep.Created = append(rep.Created, res.Created...)
 	for _, r := range res.Reissued {
-		rep.Reissued = append(rep.Reissued, AuthAgentReport{AgentID: r.AgentID, Group: r.Group,
-			Creds: inDir(d, auth.AgentCredsFile(rollout.AgentID(r.AgentID)))})
+		ri := AuthReissued{Name: r.Name, Role: string(r.Role), AgentID: r.AgentID, Group: r.Group,
+			Creds: inDir(d, auth.CredsFile(r.Name))}
+		if r.Role == auth.RoleAgent {
+			ri.Creds = inDir(d, auth.AgentCredsFile(rollout.AgentID(r.AgentID)))
+		}
+		rep.Reissued = append(rep.Reissued, ri)
 	}
 	for _, r := range res.Skipped {
-		rep.Skipped = append(rep.Skipped, r.AgentID)
+		rep.Skipped = append(rep.Skipped, r.Name)
 	}
 	if o.Output == "json" {
 		if err := writeJSON(o.Global.Out, rep); err != nil {
@@ -671,30 +688,27 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 		}
 	} else {
 		w := o.Global.Out
-		if res.Created {
-			fmt.Fprintf(w, "minted account AGENTS %s; FLEET now exports heartbeats, plan reads and plan changes to it\n", res.AgentsAccount)
-		} else {
-			fmt.Fprintf(w, "account AGENTS %s already exists\n", res.AgentsAccount)
+		if len(res.Created) == 0 {
+			fmt.Fprintf(w, "accounts %s and %s already exist\n", auth.AccountAgents, auth.AccountControl)
 		}
-		fmt.Fprintf(w, "new AGENTS creds for %d agent(s) in %s\n", len(res.Reissued), filepath.Join(d.Path, "agents"))
+		for _, name := range res.Created {
+			fmt.Fprintf(w, "minted account %s; FLEET now exports what it imports\n", name)
+		}
+		fmt.Fprintf(w, "new creds for %d agent(s) and controller(s)\n", len(rep.Reissued))
 		for _, r := range rep.Reissued {
-			fmt.Fprintf(w, "  %s  %s\n", r.AgentID, r.Group)
+			fmt.Fprintf(w, "  %-10s %s\n", r.Role, r.Creds)
 		}
 		if len(res.Skipped) > 0 {
-			fmt.Fprintf(w, "skipped %d agent(s) whose every key is revoked\n", len(res.Skipped))
+			fmt.Fprintf(w, "skipped %d whose every key is revoked\n", len(res.Skipped))
 		}
-		fmt.Fprintf(w, "next: ship each agents/<id>.creds to its host and restart agentd; then 'fleetctl auth upgrade --finish'\n")
+		fmt.Fprintf(w, "next: ship each new creds file and restart agentd or the controller there; then 'fleetctl auth upgrade --finish'\n")
 	}
-	if !o.Push || !res.Created {
+	if !o.Push || len(res.Created) == 0 {
 		return nil
 	}
 	tokens, err := d.AccountJWTs()
 	if err != nil {
 		return err
 	}
-	w := o.Global.Out
-	if o.Output == "json" {
-		w = o.Global.ErrOut
-	}
-	return pushAccounts(ctx, o.AuthOptions, w, o.SysCreds, tokens...)
+	return pushAccounts(ctx, o.AuthOptions, progress, o.SysCreds, tokens...)
 }

@@ -101,7 +101,8 @@ func TestAuthInitWritesSecretsPrivatelyAndNeverPrintsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSecret := []string{"creds/admin.creds", "creds/controller.creds", "creds/sys.creds", "keys/AGENTS-signing.nk",
-		"keys/AGENTS.nk", "keys/FLEET-signing.nk", "keys/FLEET.nk", "keys/SYS.nk", "keys/operator-signing.nk", "keys/operator.nk"}
+		"keys/AGENTS.nk", "keys/CONTROL-signing.nk", "keys/CONTROL.nk", "keys/FLEET-signing.nk", "keys/FLEET.nk", "keys/SYS.nk",
+		"keys/operator-signing.nk", "keys/operator.nk"}
 	if diff := cmp.Diff(wantSecret, secret); diff != "" {
 		t.Errorf("secret files (-want +got):\n%s", diff)
 	}

@@ -24,9 +24,10 @@ import (
 )
 
 // legacyDir turns a fresh auth directory into what fleetctl wrote before the
-// AGENTS account existed: no AGENTS account, a FLEET account without
-// exports, and agents minted as FLEET users. It mints one agent that way
-// (creds returned) and records a decommissioned one (every key revoked).
+// AGENTS and CONTROL accounts existed: neither account, a FLEET account
+// without exports, and agents and the controller minted as FLEET users. It
+// mints one agent that way (creds returned), the controller user, and
+// records a decommissioned agent (every key revoked).
 func legacyDir(t *testing.T, dir string, id, gone rollout.AgentID) (creds string) {
 	t.Helper()
 	read := func(name string) string {
@@ -43,7 +44,8 @@ func legacyDir(t *testing.T, dir string, id, gone rollout.AgentID) (creds string
 		}
 		return kp
 	}
-	for _, f := range []string{auth.FileAgentsJWT, auth.FileAgentsSeed, auth.FileAgentsSigningSeed} {
+	for _, f := range []string{auth.FileAgentsJWT, auth.FileAgentsSeed, auth.FileAgentsSigningSeed,
+		auth.FileControlJWT, auth.FileControlSeed, auth.FileControlSigningSeed} {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +63,17 @@ func legacyDir(t *testing.T, dir string, id, gone rollout.AgentID) (creds string
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := auth.Issuer{Account: fc.Subject, Signer: seed(auth.FileFleetSigningSeed)}.Agent(id, "blue")
+	fleet := auth.Issuer{Account: fc.Subject, Signer: seed(auth.FileFleetSigningSeed)}
+	u, err := fleet.Agent(id, "blue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := fleet.User(auth.UserController, auth.RoleController)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctlRec, err := json.Marshal(auth.Record{V: 1, Name: auth.UserController, Role: auth.RoleController, Account: auth.AccountFleet,
+		Keys: []auth.KeyRecord{{UserKey: ctl.PubKey, IssuedAt: ctl.IssuedAt}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +91,8 @@ func legacyDir(t *testing.T, dir string, id, gone rollout.AgentID) (creds string
 		auth.File{Name: auth.AgentCredsFile(id), Data: u.Creds, Secret: true},
 		record(id, auth.KeyRecord{UserKey: u.PubKey, IssuedAt: u.IssuedAt}),
 		record(gone, auth.KeyRecord{UserKey: "UAGONE", IssuedAt: u.IssuedAt, RevokedAt: u.IssuedAt}),
+		auth.File{Name: auth.CredsFile(auth.UserController), Data: ctl.Creds, Secret: true},
+		auth.File{Name: filepath.Join("users", auth.UserController+".json"), Data: ctlRec},
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +183,8 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("auth upgrade: %s", stderr)
 	}
-	for _, want := range []string{"minted account AGENTS", "new AGENTS creds for 1 agent(s)", string(id), "skipped 1 agent(s)", "pushed to"} {
+	for _, want := range []string{"minted account AGENTS", "minted account CONTROL", "new creds for 2 agent(s) and controller(s)",
+		string(id), "creds/controller.creds", "skipped 1", "pushed to"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("auth upgrade output lacks %q:\n%s", want, stdout)
 		}
@@ -203,7 +218,7 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
-	if rep.Created || len(rep.Reissued) != 0 {
+	if len(rep.Created) != 0 || len(rep.Reissued) != 0 {
 		t.Errorf("second upgrade did something: %+v", rep)
 	}
 
@@ -211,7 +226,7 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("auth upgrade --finish: %s", stderr)
 	}
-	if !strings.Contains(stdout, "revoked 1 key(s) in account FLEET") {
+	if !strings.Contains(stdout, "revoked 2 key(s) in account FLEET") {
 		t.Errorf("--finish output:\n%s", stdout)
 	}
 	natstest.Eventually(t, 10*time.Second, func() error { return legacy.saw("revoked") })
@@ -228,7 +243,7 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 		t.Fatalf("new creds after a restart: %v", err)
 	}
 	nc.Close()
-	if _, stderr, code := execute(t, "auth", "upgrade", "--dir", dir, "--finish", "--push=false"); code == 0 || !strings.Contains(stderr, "no agent key left") {
+	if _, stderr, code := execute(t, "auth", "upgrade", "--dir", dir, "--finish", "--push=false"); code == 0 || !strings.Contains(stderr, "no agent or controller key left") {
 		t.Errorf("second --finish: exit %d, %s", code, stderr)
 	}
 }

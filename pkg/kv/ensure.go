@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,11 @@ type Options struct {
 	// Retry paces Ensure while a JetStream cluster settles. Zero values
 	// take the defaults of Retry.
 	Retry Retry
+	// OnDrift, when set, is told of an existing stream or bucket whose
+	// settings differ from these options in ways these credentials may not
+	// change (a controller may create but not update): Ensure goes on with
+	// it as it is.
+	OnDrift func(what string, diffs []string)
 }
 
 // Defaults for Options.
@@ -116,7 +122,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 	}
 	var err error
 	f.HB, err = retry(ctx, js, r, "stream "+StreamHB, func(ctx context.Context) (jetstream.Stream, error) {
-		return js.CreateOrUpdateStream(ctx, hbCfg)
+		return ensureStream(ctx, js, o, hbCfg)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamHB, err)
@@ -148,7 +154,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 	for _, b := range buckets {
 		b.cfg.Storage, b.cfg.Replicas = storage, o.Replicas
 		kv, err := retry(ctx, js, r, "bucket "+b.cfg.Bucket, func(ctx context.Context) (jetstream.KeyValue, error) {
-			return js.CreateOrUpdateKeyValue(ctx, b.cfg)
+			return ensureBucket(ctx, js, o, b.cfg)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("ensure bucket %s: %w", b.cfg.Bucket, err)
@@ -394,4 +400,120 @@ func explain(err error) error {
 		return fmt.Errorf("the server refuses it: %w", err)
 	}
 	return err
+}
+
+// ensureStream creates cfg's stream, or brings the existing one to cfg. A
+// user that may create streams but not update them (a controller: the
+// CONTROL account imports no STREAM.UPDATE) takes an existing stream as it
+// is if it does what fleetwave needs (usable), and is told what differs.
+func ensureStream(ctx context.Context, js jetstream.JetStream, o Options, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateStream(ctx, cfg)
+	if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return s, err
+	}
+	s, err = js.UpdateStream(ctx, cfg)
+	if !cannotUpdate(err) {
+		return s, err
+	}
+	if s, err = js.Stream(ctx, cfg.Name); err != nil {
+		return nil, err
+	}
+	return s, o.takeAsIs("stream "+cfg.Name, s.CachedInfo().Config, want{
+		subjects: cfg.Subjects, republish: cfg.RePublish, perSubject: cfg.MaxMsgsPerSubject,
+		maxAge: cfg.MaxAge, replicas: cfg.Replicas, storage: cfg.Storage,
+	})
+}
+
+// ensureBucket is ensureStream for a KV bucket.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, o Options, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	b, err := js.CreateKeyValue(ctx, cfg)
+	if !errors.Is(err, jetstream.ErrBucketExists) {
+		return b, err
+	}
+	b, err = js.UpdateKeyValue(ctx, cfg)
+	if !cannotUpdate(err) {
+		return b, err
+	}
+	s, err := js.Stream(ctx, StreamOf(cfg.Bucket))
+	if err != nil {
+		return nil, err
+	}
+	history := int64(max(cfg.History, 1))
+	if err := o.takeAsIs("bucket "+cfg.Bucket, s.CachedInfo().Config, want{
+		subjects: []string{KeySubject(cfg.Bucket, ">")}, republish: cfg.RePublish, perSubject: history,
+		maxAge: cfg.TTL, replicas: cfg.Replicas, storage: cfg.Storage, markers: cfg.LimitMarkerTTL > 0,
+	}); err != nil {
+		return nil, err
+	}
+	return js.KeyValue(ctx, cfg.Bucket)
+}
+
+// cannotUpdate: the update was refused for lack of rights, not for its
+// content (the account has no such API: JetStream is not enabled for it, or
+// nobody answers).
+func cannotUpdate(err error) bool {
+	return errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// want is what fleetwave needs of a stream it did not create itself.
+type want struct {
+	subjects   []string
+	republish  *jetstream.RePublish
+	perSubject int64
+	markers    bool // per-message TTLs and delete markers (the lease)
+	// Settings an older stream may differ in, harmlessly:
+	maxAge   time.Duration
+	replicas int
+	storage  jetstream.StorageType
+}
+
+// takeAsIs checks an existing stream Ensure may not update. A stream that
+// would not work, or that could write where fleetwave does not (other
+// subjects, a republish or transform elsewhere, sources: what a stolen
+// controller credential could have created before the fleet's first
+// controller), is refused; mere drift is reported to OnDrift.
+func (o Options) takeAsIs(what string, got jetstream.StreamConfig, w want) error {
+	var bad, drift []string
+	if !slices.Equal(got.Subjects, w.subjects) {
+		bad = append(bad, fmt.Sprintf("subjects %v, want %v", got.Subjects, w.subjects))
+	}
+	if !sameRePublish(got.RePublish, w.republish) {
+		bad = append(bad, fmt.Sprintf("republish %+v, want %+v", got.RePublish, w.republish))
+	}
+	if got.SubjectTransform != nil || got.Mirror != nil || len(got.Sources) > 0 {
+		bad = append(bad, "it transforms subjects, mirrors or sources another stream")
+	}
+	if !got.AllowDirect {
+		bad = append(bad, "direct gets are off")
+	}
+	if got.MaxMsgsPerSubject != w.perSubject {
+		bad = append(bad, fmt.Sprintf("keeps %d messages per subject, want %d", got.MaxMsgsPerSubject, w.perSubject))
+	}
+	if w.markers && (!got.AllowMsgTTL || got.SubjectDeleteMarkerTTL == 0) {
+		bad = append(bad, "no per-message TTLs and delete markers (the leader lease needs them)")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%s exists with settings fleetwave cannot use (%s), and these credentials may not change them: "+
+			"fix it with admin credentials (fleetctl bus ensure), or delete it if nothing of yours is in it", what, strings.Join(bad, "; "))
+	}
+	if got.MaxAge != w.maxAge {
+		drift = append(drift, fmt.Sprintf("max age %v, want %v", got.MaxAge, w.maxAge))
+	}
+	if got.Replicas != w.replicas {
+		drift = append(drift, fmt.Sprintf("%d replicas, want %d", got.Replicas, w.replicas))
+	}
+	if got.Storage != w.storage {
+		drift = append(drift, fmt.Sprintf("storage %v, want %v", got.Storage, w.storage))
+	}
+	if len(drift) > 0 && o.OnDrift != nil {
+		o.OnDrift(what, drift)
+	}
+	return nil
+}
+
+func sameRePublish(a, b *jetstream.RePublish) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Source == b.Source && a.Destination == b.Destination && a.HeadersOnly == b.HeadersOnly
 }

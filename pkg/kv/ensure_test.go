@@ -167,7 +167,7 @@ authorization {
 			},
 			want: []string{"ensure stream FLEET_HB", "subjects overlap"}},
 		{name: "permissions violation", user: "reader", opts: kv.Options{Memory: true},
-			want: []string{"ensure stream FLEET_HB", "denied", `Permissions Violation for Publish to "$JS.API.STREAM.UPDATE.FLEET_HB"`}},
+			want: []string{"ensure stream FLEET_HB", "denied", `Permissions Violation for Publish to "$JS.API.STREAM.CREATE.FLEET_HB"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
