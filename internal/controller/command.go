@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -164,7 +165,12 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	// stream) is waited for, with a log line every few seconds, until the
 	// operator stops us. Ensure fails at once on what waiting cannot fix.
 	waiting := &settleLog{log: log, every: settleLogEvery, now: time.Now}
-	fleet, err := kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry, Retry: kv.Retry{OnRetry: waiting.retrying}})
+	fleet, err := kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry, Retry: kv.Retry{OnRetry: waiting.retrying},
+		OnDrift: func(what string, diffs []string) {
+			log.Warn("the bus differs from this controller's settings, and a controller may not change it: running with it as it is",
+				slog.String("what", what), slog.String("differs", strings.Join(diffs, "; ")),
+				slog.String("fix", fmt.Sprintf("fleetctl bus ensure --creds <admin creds> --replicas %d --agent-expiry %v", o.Replicas, o.AgentExpiry)))
+		}})
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("controller stopping before the stream and buckets were ready", slog.Any("err", err))

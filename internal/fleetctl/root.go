@@ -57,7 +57,7 @@ controller uses. Read commands print a table for people and -o json for scripts.
 		newStatusCmd(g), newWatchCmd(g), newAgentsCmd(g),
 		newConfigCmd(g), newPlanCmd(g), newPauseCmd(g), newResumeCmd(g),
 		newRunCmd(g), newRollbackCmd(g), newMarkDoneCmd(g), newResetCmd(g),
-		newAuthCmd(g), newEdgeCmd(g),
+		newAuthCmd(g), newEdgeCmd(g), newBusCmd(g),
 	)
 	return root
 }

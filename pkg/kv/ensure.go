@@ -478,7 +478,7 @@ func (o Options) takeAsIs(what string, got jetstream.StreamConfig, w want) error
 		bad = append(bad, fmt.Sprintf("subjects %v, want %v", got.Subjects, w.subjects))
 	}
 	if !sameRePublish(got.RePublish, w.republish) {
-		bad = append(bad, fmt.Sprintf("republish %+v, want %+v", got.RePublish, w.republish))
+		bad = append(bad, fmt.Sprintf("republishes %s, want %s", rePublishString(got.RePublish), rePublishString(w.republish)))
 	}
 	if got.SubjectTransform != nil || got.Mirror != nil || len(got.Sources) > 0 {
 		bad = append(bad, "it transforms subjects, mirrors or sources another stream")
@@ -494,7 +494,7 @@ func (o Options) takeAsIs(what string, got jetstream.StreamConfig, w want) error
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%s exists with settings fleetwave cannot use (%s), and these credentials may not change them: "+
-			"fix it with admin credentials (fleetctl bus ensure), or delete it if nothing of yours is in it", what, strings.Join(bad, "; "))
+			"bring it up to date with admin credentials: fleetctl bus ensure (it was created by an older fleetwave, or by someone else)", what, strings.Join(bad, "; "))
 	}
 	if got.MaxAge != w.maxAge {
 		drift = append(drift, fmt.Sprintf("max age %v, want %v", got.MaxAge, w.maxAge))
@@ -509,6 +509,13 @@ func (o Options) takeAsIs(what string, got jetstream.StreamConfig, w want) error
 		o.OnDrift(what, drift)
 	}
 	return nil
+}
+
+func rePublishString(r *jetstream.RePublish) string {
+	if r == nil {
+		return "nothing"
+	}
+	return r.Source + " to " + r.Destination
 }
 
 func sameRePublish(a, b *jetstream.RePublish) bool {

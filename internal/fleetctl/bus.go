@@ -1,0 +1,85 @@
+package fleetctl
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+)
+
+// BusEnsureOptions are the flags of "fleetctl bus ensure".
+type BusEnsureOptions struct {
+	*Global
+	Replicas    int
+	AgentExpiry time.Duration
+}
+
+func newBusCmd(g *Global) *cobra.Command {
+	bus := &cobra.Command{
+		Use:   "bus",
+		Short: "The stream and buckets themselves (admin)",
+	}
+	o := &BusEnsureOptions{Global: g}
+	ensure := &cobra.Command{
+		Use:   "ensure",
+		Short: "Create the stream and buckets, or bring existing ones to these settings (admin creds)",
+		Long: `Create FLEET_HB and the fleet_config, fleet_plan and fleet_stats buckets, or
+bring existing ones to --replicas and --agent-expiry and to what this
+fleetwave needs of them (the heartbeat stream republishes every heartbeat on
+fleet.inventory.>, which the controllers follow).
+
+A controller creates what is missing on its own start, but on an operator-mode
+server its credentials may not change an existing stream (docs/security.md):
+after an upgrade, or to change the replicas or the agent expiry of a running
+fleet, run this with admin credentials. A controller that finds a stream it
+cannot use says so and names this command. Idempotent.`,
+		Example: `  fleetctl bus ensure --creds admin.creds --nats nats://nats-a:4222 --replicas 3
+  fleetctl bus ensure --creds admin.creds --agent-expiry 2h`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Replicas < 1 || o.Replicas > 5 {
+				return cliutil.Usagef("--replicas %d: must be 1-5", o.Replicas)
+			}
+			if o.AgentExpiry <= 0 {
+				return cliutil.Usagef("--agent-expiry must be positive, got %v", o.AgentExpiry)
+			}
+			return RunBusEnsure(cmd.Context(), o)
+		},
+	}
+	ensure.Flags().IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and every bucket (3 on a 3-node cluster)")
+	ensure.Flags().DurationVar(&o.AgentExpiry, "agent-expiry", kv.DefaultAgentExpiry, "how long an agent stays in the inventory without a heartbeat (the controllers' --agent-expiry)")
+	bus.AddCommand(ensure)
+	return bus
+}
+
+// RunBusEnsure is "fleetctl bus ensure".
+func RunBusEnsure(ctx context.Context, o *BusEnsureOptions) error {
+	ctx, cancel := o.withTimeout(ctx)
+	defer cancel()
+	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
+		URL: o.NATSURL, Name: "fleetctl bus", Creds: o.Creds, TLS: o.TLS, Log: o.connLog(),
+	})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	var drift []string
+	_, err = kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry,
+		OnDrift: func(what string, diffs []string) { drift = append(drift, what+": "+strings.Join(diffs, ", ")) }})
+	if err != nil {
+		return err
+	}
+	if len(drift) > 0 {
+		return fmt.Errorf("these credentials may not update the stream and buckets (%s): use admin credentials",
+			strings.Join(drift, "; "))
+	}
+	fmt.Fprintf(o.Out, "%s and buckets %s, %s, %s: %d replica(s), agent expiry %v\n",
+		kv.StreamHB, kv.BucketConfig, kv.BucketPlan, kv.BucketStats, o.Replicas, o.AgentExpiry)
+	return nil
+}
