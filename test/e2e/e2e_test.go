@@ -1,7 +1,9 @@
-// Package e2e runs the whole system as an operator would: a controller
-// process with its embedded NATS server and find endpoint, a release site,
-// and a dozen agentd processes supervising their app, and checks a rollout
-// from the heartbeats the agents publish.
+// Package e2e runs the whole system as an operator would, secured: the
+// credentials minted with "fleetctl auth", a controller process with its
+// embedded NATS server in operator mode and its find endpoint, a release
+// site, and a dozen agentd processes, each with its own minted creds (a user
+// of the AGENTS account), supervising their app; it checks a rollout from
+// the heartbeats the agents publish. (scripts/demo.sh runs the open bus.)
 package e2e
 
 import (
@@ -15,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,7 +43,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/fleetwave/fleetwave/cmd/controller", "github.com/fleetwave/fleetwave/cmd/agentd")
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/fleetwave/fleetwave/cmd/controller",
+		"github.com/fleetwave/fleetwave/cmd/agentd", "github.com/fleetwave/fleetwave/cmd/fleetctl")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the binaries:", err)
@@ -60,6 +64,15 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// runCmd runs a binary to completion and fails the test if it fails.
+func runCmd(t *testing.T, name string, args ...string) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(binDir, name), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
 }
 
 // start runs a binary until the test ends (SIGTERM, then wait).
@@ -85,8 +98,13 @@ func start(t *testing.T, logPath, name string, args ...string) *exec.Cmd {
 			<-done
 		}
 		logFile.Close()
+		b, _ := os.ReadFile(logPath)
+		// Every process runs with the credentials minted for it: none
+		// may be refused anything it does.
+		if strings.Contains(strings.ToLower(string(b)), "permissions violation") {
+			t.Errorf("%s logs a permissions violation", logPath)
+		}
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
 			t.Logf("--- %s:\n%s", logPath, tail(string(b), 3000))
 		}
 	})
@@ -317,13 +335,16 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 	relSrv := httptest.NewServer(f.rel)
 	t.Cleanup(relSrv.Close)
 
-	start(t, filepath.Join(dir, "controller.log"), "controller", "run",
+	authDir := filepath.Join(dir, "auth")
+	runCmd(t, "fleetctl", "auth", "init", "--dir", authDir)
+	start(t, filepath.Join(dir, "controller.log"), "controller", "run", "--auth-dir", authDir,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", natsPort), "--store-dir", filepath.Join(dir, "nats"),
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--heartbeat-interval", "1s", "--stats-interval", "1s", "--reconcile-interval", "500ms", "--lease-ttl", "5s")
 	var nc *nats.Conn
 	natstest.Eventually(t, 30*time.Second, func() error {
-		c, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: f.natsURL, Log: natstest.Logger(t)})
+		c, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: f.natsURL, Log: natstest.Logger(t),
+			Creds: filepath.Join(authDir, "creds", "admin.creds")})
 		if err != nil {
 			return err
 		}
@@ -372,7 +393,9 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 				t.Fatal(err)
 			}
 			a.id = id
-			start(t, filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)), "agentd", "run", "--root", a.root,
+			creds := filepath.Join(authDir, "agents", string(id)+".creds")
+			runCmd(t, "fleetctl", "auth", "agent", "--dir", authDir, "--group", g, "--id", string(id))
+			start(t, filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)), "agentd", "run", "--root", a.root, "--creds", creds,
 				"--app", "app", "--bin-dir", filepath.Join(a.root, "bin"), "--hostname", fmt.Sprintf("host-%d", i),
 				"--heartbeat-interval", "1s", "--heartbeat-jitter", "100ms",
 				"--fallback-after", "2s", "--find-interval", "1s", "--log-level", "debug")
