@@ -11,15 +11,21 @@
 #   scripts/demo.sh --broken   # then ships 1.2.0, which does not start:
 #                              # the canary rolls back, the group halts,
 #                              # prod never moves
+#   scripts/demo.sh --secure   # the same on a secured bus: minted creds, the
+#                              # server in operator mode, one creds file per
+#                              # agent; and an agent's creds trying to set
+#                              # the target, refused (combine with --broken)
 #   DEMO_KEEP=1 scripts/demo.sh  # leave everything running for the nats CLI
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 broken=false
+secure=false
 for arg in "$@"; do
 	case "$arg" in
 	--broken) broken=true ;;
-	-h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+	--secure) secure=true ;;
+	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
 	*) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -64,10 +70,18 @@ for _ in $(seq 100); do [ -s "$work/releases.out" ] && break; sleep 0.1; done
 template=$(head -1 "$work/releases.out")
 echo "agents download from $template"
 
+auth=()
+if $secure; then
+	step "Minting the trust root: operator, accounts FLEET, AGENTS, CONTROL, admin and controller creds"
+	fleetctl auth init --dir "$work/auth"
+	auth=(--auth-dir "$work/auth")
+	export NATS_CREDS="$work/auth/creds/admin.creds" # fleetctl is the admin; each agentd gets its own below
+fi
+
 step "Controller with an embedded NATS server on $url"
 # Short intervals so the demo moves in seconds; production defaults are 30s
 # heartbeats, 10s stats and reconcile, 30s lease.
-controller run --listen "127.0.0.1:$port" --store-dir "$work/nats" \
+controller run --listen "127.0.0.1:$port" --store-dir "$work/nats" "${auth[@]}" \
 	--heartbeat-interval 1s --stats-interval 1s --reconcile-interval 1s --lease-ttl 5s \
 	--agent-expiry 1m >"$work/controller.log" 2>&1 &
 pids+=($!)
@@ -104,7 +118,13 @@ for group in canary canary prod prod prod prod; do
 	root="$work/agents/$i"
 	agentd enable --root "$root" --group "$group" --nats "$url" --url-template "$template" \
 		--app app --bin-dir "$root/bin" --log-level error >/dev/null
-	agentd run --root "$root" --app app --bin-dir "$root/bin" --hostname "host-$i" \
+	creds=()
+	if $secure; then
+		# Creds for this host alone: its heartbeat subject, its group's plan.
+		fleetctl auth agent --dir "$work/auth" --group "$group" --id "$(cat "$root/agent_id")" >/dev/null
+		creds=(--creds "$work/auth/agents/$(cat "$root/agent_id").creds")
+	fi
+	agentd run --root "$root" --app app --bin-dir "$root/bin" --hostname "host-$i" "${creds[@]}" \
 		--heartbeat-interval 1s --heartbeat-jitter 100ms >"$work/agent-$i.log" 2>&1 &
 	pids+=($!)
 done
@@ -141,6 +161,23 @@ if $broken; then
 	[ "$code" = 3 ] || { echo "expected exit code 3 (halted)"; exit 1; }
 fi
 
+if $secure; then
+	step "An agent's creds try to set the target: the server refuses (docs/security.md)"
+	first=$(cat "$work/agents/1/agent_id")
+	if fleetctl --creds "$work/auth/agents/$first.creds" --timeout 2s plan set --target 6.6.6 2>&1 | tail -2; then
+		echo "an agent's creds set the target"
+		exit 1
+	fi
+	if grep -qi "permissions violation" "$work"/controller.log "$work"/agent-*.log; then
+		echo "a process was refused something it does:"
+		grep -i "permissions violation" "$work"/controller.log "$work"/agent-*.log | head
+		exit 1
+	fi
+	echo "refused; and neither the controller nor any agent was refused anything it does"
+fi
+
 step "Look at the bus yourself with the nats CLI (see README), e.g."
-echo "  nats --server $url kv get fleet_plan group.canary --raw"
-echo "  nats --server $url sub 'fleet.events.>'"
+creds_flag=""
+$secure && creds_flag=" --creds $NATS_CREDS"
+echo "  nats --server $url$creds_flag kv get fleet_plan group.canary --raw"
+echo "  nats --server $url$creds_flag sub 'fleet.events.>'"

@@ -4,10 +4,13 @@ package fleetctl
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
@@ -73,6 +76,11 @@ func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err er
 	}
 	f, err = kv.Open(ctx, js)
 	if err != nil {
+		// A denied request only times out; the reason reaches the
+		// connection. Say it instead of suggesting a missing controller.
+		if denied := nc.LastError(); errors.Is(denied, nats.ErrPermissionViolation) {
+			err = fmt.Errorf("the server refuses these credentials the fleet's stream and buckets (%w): fleetctl needs admin credentials (--creds, NATS_CREDS; docs/security.md)", denied)
+		}
 		nc.Close()
 		return nil, nil, err
 	}
