@@ -3,13 +3,11 @@ package deploy_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/fleetwave/fleetwave/internal/auth"
 	"github.com/fleetwave/fleetwave/internal/natstest"
@@ -33,21 +31,9 @@ func TestClusterControllersBootTogether(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	dir, ad := stage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-
-	opts := make([]*server.Options, 3)
-	var routes []*url.URL
-	for i, n := range []string{"a", "b", "c"} {
-		opts[i] = load(t, dir, "cluster-"+n+".conf")
-		routes = append(routes, routeURL(opts[i]))
-	}
-	var nodes []*node
-	for _, o := range opts {
-		o.Routes = routes
-		nodes = append(nodes, startNode(t, o))
-	}
+	ad, nodes := startCluster(t)
 	all := urls(nodes...)
 
 	ids := []string{"c1", "c2", "c3"}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetwave/fleetwave/internal/auth"
@@ -99,21 +97,9 @@ func TestClusterFailoverLosesNoAcknowledgedWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	dir, ad := stage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-
-	opts := make([]*server.Options, 3)
-	var routes []*url.URL
-	for i, n := range []string{"a", "b", "c"} {
-		opts[i] = load(t, dir, "cluster-"+n+".conf")
-		routes = append(routes, routeURL(opts[i]))
-	}
-	var nodes []*node
-	for _, o := range opts {
-		o.Routes = routes
-		nodes = append(nodes, startNode(t, o))
-	}
+	ad, nodes := startCluster(t)
 	all := urls(nodes...)
 
 	// Once the cluster has a JetStream meta leader, the controller creates

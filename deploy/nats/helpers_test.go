@@ -235,3 +235,22 @@ func (c *testController) halt() error {
 	c.stop()
 	return <-c.done
 }
+
+// startCluster starts the three nodes of cluster-*.conf on loopback, routed
+// to each other, without waiting for a JetStream meta leader.
+func startCluster(t *testing.T) (auth.Dir, []*node) {
+	t.Helper()
+	dir, ad := stage(t)
+	opts := make([]*server.Options, 3)
+	var routes []*url.URL
+	for i, n := range []string{"a", "b", "c"} {
+		opts[i] = load(t, dir, "cluster-"+n+".conf")
+		routes = append(routes, routeURL(opts[i]))
+	}
+	var nodes []*node
+	for _, o := range opts {
+		o.Routes = routes
+		nodes = append(nodes, startNode(t, o))
+	}
+	return ad, nodes
+}
