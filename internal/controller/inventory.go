@@ -101,7 +101,7 @@ func (f *inventoryFeed) scan(ctx context.Context, recovered bool) error {
 	f.scanning, f.held = true, nil
 	f.dropped, f.reconnect = f.droppedNow(), f.nc.Stats().Reconnects
 	f.mu.Unlock()
-	last, err := kv.ScanFrom(ctx, f.nc, kv.StreamHB, kv.HBSubjects, 1, func(m kv.StoredMsg) error {
+	last, err := kv.ScanFrom(ctx, f.nc, kv.StreamHB, "", 1, func(m kv.StoredMsg) error {
 		f.c.observe(m, recovered, true)
 		return nil
 	})

@@ -185,13 +185,15 @@ func DirectGetBatch(ctx context.Context, nc *nats.Conn, stream string, req Batch
 	}
 }
 
-// scanPage is how many messages one batch of ScanFrom asks for.
-const scanPage = 1000
+// scanPage is how many messages one batch of ScanFrom asks for (the
+// server also stops a batch at its max pending bytes, 64 MiB by default).
+const scanPage = 10000
 
 // ScanFrom calls fn with every message of stream from sequence from on whose
-// subject matches filter, in stream order, a page of batched direct gets at
-// a time, until none is left. It returns the sequence of the last message
-// it delivered (from-1 when none). Messages stored while it runs are
+// subject matches filter ("" for every message: cheaper for the server than
+// a filter that matches all), in stream order, a page of batched direct
+// gets at a time, until none is left. It returns the sequence of the last
+// message it delivered (from-1 when none). Messages stored while it runs are
 // delivered too, up to the moment the last page is read.
 func ScanFrom(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, fn func(StoredMsg) error) (uint64, error) {
 	last := max(from, 1) - 1
