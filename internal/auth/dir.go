@@ -128,8 +128,8 @@ func (d Dir) read(name string) ([]byte, error) {
 
 // InitResult says what Init minted (public keys only).
 type InitResult struct {
-	Operator, SystemAccount, FleetAccount, AgentsAccount string
-	Files                                                []string
+	Operator, SystemAccount, FleetAccount, AgentsAccount, ControlAccount string
+	Files                                                                []string
 }
 
 // Init mints an operator, the SYS, FLEET, AGENTS and CONTROL accounts and
@@ -217,7 +217,7 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 		return InitResult{}, err
 	}
 	res := InitResult{Operator: pub(op.OperatorKey), SystemAccount: pub(op.SystemKey), FleetAccount: pub(op.FleetKey),
-		AgentsAccount: pub(op.AgentsKey)}
+		AgentsAccount: pub(op.AgentsKey), ControlAccount: pub(op.ControlKey)}
 	for _, f := range files {
 		res.Files = append(res.Files, f.Name)
 	}

@@ -63,16 +63,16 @@ func newAuthInitCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthInitOptions{AuthOptions: ao, JetStream: auth.DefaultJetStreamLimits}
 	cmd := &cobra.Command{
 		Use:   "init",
-		Short: "Mint an operator, the SYS, FLEET and AGENTS accounts and the controller, admin and sys users",
+		Short: "Mint an operator, the SYS, FLEET, AGENTS and CONTROL accounts and the controller, admin and sys users",
 		Long: `Create the fleet's trust root in an empty --dir:
 
   resolver.conf        include in every nats-server config: operator JWT, system
                        account, every account JWT preloaded (no secrets)
   fleet-account.conf   FLEET_ACCOUNT, for leaf node remotes (deploy/nats/leaf-edge.conf)
-  operator.jwt, accounts/SYS.jwt, accounts/FLEET.jwt, accounts/AGENTS.jwt
-  creds/controller.creds, creds/admin.creds, creds/sys.creds   (0600)
-  keys/*.nk            seeds (0600); operator.nk, SYS.nk, FLEET.nk and AGENTS.nk
-                       are needed by nothing after init: keep them offline
+  operator.jwt, accounts/{SYS,FLEET,AGENTS,CONTROL}.jwt
+  creds/controller.creds (CONTROL), creds/admin.creds (FLEET), creds/sys.creds   (0600)
+  keys/*.nk            seeds (0600); operator.nk, SYS.nk, FLEET.nk, AGENTS.nk and
+                       CONTROL.nk are needed by nothing after init: keep them offline
   users/*.json         what was issued to whom, for revocation
 
 It refuses to overwrite an existing operator: that would lock out every
@@ -108,12 +108,13 @@ func RunAuthInit(_ context.Context, o *AuthInitOptions) error {
 	fmt.Fprintf(o.Out, "  account FLEET  %s (JetStream: memory %s, disk %s, streams %s, consumers %s)\n", res.FleetAccount,
 		byteSize(js.MemoryBytes), byteSize(js.DiskBytes), limit(js.Streams), limit(js.Consumers))
 	fmt.Fprintf(o.Out, "  account AGENTS %s (one user per host; imports from FLEET only)\n", res.AgentsAccount)
+	fmt.Fprintf(o.Out, "  account CONTROL %s (the controllers; imports from FLEET only)\n", res.ControlAccount)
 	fmt.Fprintf(o.Out, "wrote %s:\n", d.Path)
 	for _, f := range res.Files {
 		fmt.Fprintf(o.Out, "  %s\n", f)
 	}
 	fmt.Fprintf(o.Out, "next: 'controller run --auth-dir %s', or include %s from a server config (deploy/nats);\n"+
-		"      move keys/operator.nk, keys/SYS.nk, keys/FLEET.nk and keys/AGENTS.nk offline\n", d.Path, filepath.Join(d.Path, auth.FileResolverConf))
+		"      move keys/operator.nk, keys/SYS.nk, keys/FLEET.nk, keys/AGENTS.nk and keys/CONTROL.nk offline\n", d.Path, filepath.Join(d.Path, auth.FileResolverConf))
 	return nil
 }
 
@@ -226,11 +227,12 @@ func newAuthUserCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthUserOptions{AuthOptions: ao}
 	cmd := &cobra.Command{
 		Use:   "user",
-		Short: "Mint another FLEET user: a controller, an admin, or a site's leaf node",
-		Long: `Mint a named FLEET user with a role:
+		Short: "Mint another user: a controller, an admin, or a site's leaf node",
+		Long: `Mint a named user with a role:
 
-  controller  the JetStream API, writes to group statuses, stats and events;
-              not the plan spec, not the config
+  controller  a user of the CONTROL account: reads the config, the plan and
+              the inventory, writes group statuses, stats, the lease and
+              events; not the plan spec, not the config, no consumers
   admin       everything in the FLEET account (fleetctl, the nats CLI)
   leaf        attaches an edge site's leaf node (leaf connections only)
 
@@ -688,8 +690,9 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 		}
 	} else {
 		w := o.Global.Out
-		if len(res.Created) == 0 {
-			fmt.Fprintf(w, "accounts %s and %s already exist\n", auth.AccountAgents, auth.AccountControl)
+		if len(res.Created) == 0 && len(res.Reissued) == 0 {
+			fmt.Fprintf(w, "nothing to do: accounts %s and %s exist and every agent and controller is in its own\n", auth.AccountAgents, auth.AccountControl)
+			return nil
 		}
 		for _, name := range res.Created {
 			fmt.Fprintf(w, "minted account %s; FLEET now exports what it imports\n", name)

@@ -30,6 +30,9 @@ type Global struct {
 	ErrOut io.Writer
 	Now    func() time.Time
 
+	// conn is the connection the command's fleet was opened on.
+	conn *nats.Conn
+
 	// beforeWrite, when set, runs between a command's read and its
 	// compare-and-swap write. Tests use it to write the same key under the
 	// command and prove that the command then fails instead of losing the
@@ -84,7 +87,20 @@ func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err er
 		nc.Close()
 		return nil, nil, err
 	}
+	g.conn = nc
 	return f, nc.Close, nil
+}
+
+// refused rewords a failed request when the server refused it: a denied
+// request only times out, and the reason reaches the connection.
+func (g *Global) refused(what string, err error) error {
+	if err == nil || g.conn == nil {
+		return err
+	}
+	if denied := g.conn.LastError(); errors.Is(denied, nats.ErrPermissionViolation) {
+		return &rewordedError{msg: fmt.Sprintf("%s: the server refuses these credentials (%v): it needs admin credentials (--creds, NATS_CREDS; docs/security.md)", what, denied), err: err}
+	}
+	return err
 }
 
 // open connects like fleet, bounding only the connecting by the timeout: for

@@ -48,7 +48,7 @@ func save[T any](ctx context.Context, g *Global, b jetstream.KeyValue, key strin
 	if errors.Is(err, kv.ErrConflict) {
 		return 0, &ConflictError{Key: b.Bucket() + "/" + key, Revision: rev, Err: err}
 	}
-	return next, err
+	return next, g.refused("write "+b.Bucket()+"/"+key, err)
 }
 
 // rewordedError keeps the chain of an error whose message fleetctl improves.
