@@ -36,6 +36,11 @@ func TestRealAgentAndControllerWithMintedCreds(t *testing.T) {
 	defer cancel()
 
 	var ctlLog natstest.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller log:\n%s", ctlLog.String())
+		}
+	})
 	ctlDone := make(chan error, 1)
 	go func() {
 		ctlDone <- controller.Run(ctx, &controller.RunOptions{
@@ -46,6 +51,11 @@ func TestRealAgentAndControllerWithMintedCreds(t *testing.T) {
 	}()
 	var fleet *kv.Fleet
 	natstest.Eventually(t, 20*time.Second, func() (err error) {
+		select {
+		case err := <-ctlDone:
+			t.Fatalf("controller stopped: %v", err)
+		default:
+		}
 		fleet, err = kv.Open(ctx, e.js(auth.CredsFile(auth.UserAdmin)))
 		return err
 	})

@@ -333,6 +333,21 @@ func Transient(err error) bool {
 		// "JetStream system temporarily unavailable": no meta leader
 		// for a while, or this node has lost contact with it.
 		return true
+	case jetstream.JSErrCodeJetStreamNotEnabledForAccount:
+		// "JetStream not enabled for account": a controller reaches
+		// FLEET's JetStream through CONTROL's imports, and the server
+		// enables an account's JetStream when it first loads the
+		// account, which can be just after the importer's first request
+		// (seen under load). An account without JetStream at all keeps
+		// answering this; the controller logs it at every retry.
+		return true
+	case jsErrStreamStoreFailed:
+		// "error creating store for stream": the same race, when the
+		// create arrives while the account's JetStream is still being
+		// set up (seen under load, on a fresh operator-mode server).
+		// A store that can never be created keeps answering this, and
+		// the controller logs it at every retry.
+		return true
 	case jsErrClusterNoPeers:
 		// "no suitable peers for placement": fewer nodes have joined
 		// the cluster than the replicas asked for, so far.
@@ -350,6 +365,8 @@ func Transient(err error) bool {
 const (
 	jsErrClusterNotAvail jetstream.ErrorCode = 10008 // JSClusterNotAvailErr
 	jsErrClusterNoPeers  jetstream.ErrorCode = 10005 // JSClusterNoPeersErrF
+	// JSStreamStoreFailedF, "error creating store for stream".
+	jsErrStreamStoreFailed jetstream.ErrorCode = 10049
 )
 
 // gaveUp is the error of a retry loop that ctx ended: it wraps both why it

@@ -79,7 +79,10 @@ func TestTransient(t *testing.T) {
 		{"storage type cannot change", apiErr(10052, "stream configuration update can not change storage type"), false},
 		{"replicas on a single server", apiErr(10074, "replicas > 1 not supported in non-clustered mode"), false},
 		{"subjects overlap", apiErr(10065, "subjects overlap with an existing stream"), false},
-		{"account without JetStream", jetstream.ErrJetStreamNotEnabledForAccount, false},
+		// An account's JetStream comes up when the account is loaded,
+		// which, through an import, can follow the first request.
+		{"account JetStream not up yet", jetstream.ErrJetStreamNotEnabledForAccount, true},
+		{"account store not created yet", apiErr(10049, "error creating store for stream"), true},
 		{"server without JetStream", nats.ErrNoResponders, false},
 		{"connection closed", nats.ErrConnectionClosed, false},
 		{"cancelled", context.Canceled, false},
