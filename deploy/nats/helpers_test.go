@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -72,28 +71,17 @@ func load(t *testing.T, dir, name string) *server.Options {
 	if r, ok := opts.AccountResolver.(*server.DirAccResolver); ok {
 		r.Close() // "./jwt" is shared by every server of the test: each node gets its own
 	}
-	opts.Host, opts.Port = "127.0.0.1", freePort(t)
+	opts.Host, opts.Port = "127.0.0.1", natstest.FreePort(t)
 	opts.HTTPHost, opts.HTTPPort = "", 0
 	opts.StoreDir = t.TempDir()
 	opts.NoSigs, opts.NoLog = true, !testing.Verbose()
 	if opts.LeafNode.Port != 0 {
-		opts.LeafNode.Host, opts.LeafNode.Port = "127.0.0.1", freePort(t)
+		opts.LeafNode.Host, opts.LeafNode.Port = "127.0.0.1", natstest.FreePort(t)
 	}
 	if opts.Cluster.Port != 0 {
-		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", freePort(t)
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", natstest.FreePort(t)
 	}
 	return opts
-}
-
-// freePort is a loopback port nobody listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // node is a running server that can be stopped and started again with the

@@ -267,7 +267,11 @@ func openFleet(t *testing.T, ctx context.Context, f Fleet) *kv.Fleet {
 	}
 	var fleet *kv.Fleet
 	natstest.Eventually(t, 30*time.Second, func() (err error) {
-		fleet, err = kv.Open(ctx, js)
+		// Each attempt bounded: a cluster still electing leaders drops
+		// requests without an answer.
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		fleet, err = kv.Open(actx, js)
 		return err
 	})
 	return fleet
@@ -305,8 +309,11 @@ func groupCounted(ctx context.Context, f *kv.Fleet, controller, group string, n 
 	return nil
 }
 
-// getJSON decodes the value of key in bucket.
+// getJSON decodes the value of key in bucket (one attempt, bounded: callers
+// poll).
 func getJSON(ctx context.Context, f *kv.Fleet, bucket, key string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
 	m, err := kv.DirectGetLast(ctx, f.JS.Conn(), kv.StreamOf(bucket), kv.KeySubject(bucket, key))
 	if err != nil {
 		return err

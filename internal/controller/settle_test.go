@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/fleetwave/fleetwave/internal/controller"
 	"github.com/fleetwave/fleetwave/internal/natstest"
@@ -27,11 +23,11 @@ const (
 // and comes up once the other nodes start.
 func TestRunWaitsForTheClusterToForm(t *testing.T) {
 	t.Parallel()
-	nodes := newCluster(t, 3)
-	nodes.start(t, 0)
+	nodes := natstest.NewCluster(t, 3)
+	nodes.Start(t, 0)
 	var logs natstest.Buffer
 	o := runOptions()
-	o.NATSURL, o.Replicas = nodes.url(0), 3
+	o.NATSURL, o.Replicas = nodes.URL(0), 3
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -48,8 +44,8 @@ func TestRunWaitsForTheClusterToForm(t *testing.T) {
 		}
 		return nil
 	})
-	nodes.start(t, 1)
-	nodes.start(t, 2)
+	nodes.Start(t, 1)
+	nodes.Start(t, 2)
 	natstest.Eventually(t, 30*time.Second, func() error {
 		select {
 		case err := <-done:
@@ -71,11 +67,11 @@ func TestRunWaitsForTheClusterToForm(t *testing.T) {
 // the bus, the controller stops at once, as it does once running.
 func TestRunStopsCleanlyWhileWaiting(t *testing.T) {
 	t.Parallel()
-	nodes := newCluster(t, 3)
-	nodes.start(t, 0) // never a meta leader
+	nodes := natstest.NewCluster(t, 3)
+	nodes.Start(t, 0) // never a meta leader
 	var logs natstest.Buffer
 	o := runOptions()
-	o.NATSURL, o.Replicas = nodes.url(0), 3
+	o.NATSURL, o.Replicas = nodes.URL(0), 3
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -98,63 +94,4 @@ func TestRunStopsCleanlyWhileWaiting(t *testing.T) {
 	if !strings.Contains(logs.String(), "controller stopping before the stream and buckets were ready") {
 		t.Errorf("the log does not say it stopped before the bus was ready:\n%s", logs.String())
 	}
-}
-
-// cluster is a JetStream cluster of in-process servers on loopback, no
-// auth, whose nodes start when told.
-type cluster struct {
-	opts  []*server.Options
-	nodes []*server.Server
-}
-
-func newCluster(t *testing.T, n int) *cluster {
-	t.Helper()
-	c := &cluster{opts: make([]*server.Options, n), nodes: make([]*server.Server, n)}
-	var routes []*url.URL
-	for i := range n {
-		o := &server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: freePort(t),
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		}
-		o.Cluster.Name, o.Cluster.Host, o.Cluster.Port = "test", "127.0.0.1", freePort(t)
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", o.Cluster.Port)})
-		c.opts[i] = o
-	}
-	for _, o := range c.opts {
-		o.Routes = routes
-	}
-	t.Cleanup(func() {
-		for _, ns := range c.nodes {
-			if ns != nil {
-				ns.Shutdown()
-				ns.WaitForShutdown()
-			}
-		}
-	})
-	return c
-}
-
-func (c *cluster) start(t *testing.T, i int) {
-	t.Helper()
-	ns, err := server.NewServer(c.opts[i])
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.nodes[i] = ns // shut down by the cleanup, ready or not
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		t.Fatalf("node %d not ready", i)
-	}
-}
-
-func (c *cluster) url(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].Port) }
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

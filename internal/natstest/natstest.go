@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,3 +165,90 @@ func (b *Buffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Cluster is a JetStream cluster of in-process servers on loopback, no
+// auth, each with its own temporary store, whose nodes start only when
+// told: tests of what a forming cluster does to its first clients.
+type Cluster struct {
+	opts  []*server.Options
+	nodes []*server.Server
+}
+
+// NewCluster prepares n nodes routed to each other (none started) and shuts
+// down whatever was started when the test ends.
+func NewCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{opts: make([]*server.Options, n), nodes: make([]*server.Server, n)}
+	var routes []*url.URL
+	for i := range n {
+		o := &server.Options{
+			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: FreePort(t),
+			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		}
+		o.Cluster.Name, o.Cluster.Host, o.Cluster.Port = "test", "127.0.0.1", FreePort(t)
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", o.Cluster.Port)})
+		c.opts[i] = o
+	}
+	for _, o := range c.opts {
+		o.Routes = routes
+	}
+	t.Cleanup(func() {
+		for _, ns := range c.nodes {
+			if ns != nil {
+				ns.Shutdown()
+				ns.WaitForShutdown()
+			}
+		}
+	})
+	return c
+}
+
+// Start starts node i and waits until it accepts clients.
+func (c *Cluster) Start(t testing.TB, i int) {
+	t.Helper()
+	ns, err := server.NewServer(c.opts[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[i] = ns // shut down by the cleanup, ready or not
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		t.Fatalf("node %d not ready", i)
+	}
+}
+
+// URL is node i's client URL.
+func (c *Cluster) URL(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].Port) }
+
+// FreePort is a loopback port nobody listens on right now, for a server
+// that must know its port before it starts (cluster routes). It is drawn
+// below the kernel's ephemeral range (Linux: 32768-60999): a port the
+// kernel hands out (":0") is the kind it also gives to outgoing
+// connections, and a parallel test's client could take it before the
+// server binds it. A port is handed out once per test process: two servers
+// of one test must not be given the same one before either binds it.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		if portsGiven[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsGiven[port] = true
+		return port
+	}
+	t.Fatal("no free loopback port in 20000-31999")
+	return 0
+}
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)

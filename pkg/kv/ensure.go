@@ -297,6 +297,9 @@ func retry[T any](ctx context.Context, js jetstream.JetStream, r Retry, what str
 			}
 			err = fmt.Errorf("%w within %v: %w", errNoAnswer, timeout, err)
 		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			err = fmt.Errorf("nobody answers the JetStream API yet (JetStream still starting, or not enabled on the server or for the account): %w", err)
+		}
 		last = err
 		if !Transient(err) {
 			return zero, explain(err)
@@ -322,6 +325,14 @@ func retry[T any](ctx context.Context, js jetstream.JetStream, r Retry, what str
 // for good.
 func Transient(err error) bool {
 	if isNoAnswer(err) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		return true
+	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		// Nobody answers the JetStream API yet: through CONTROL's
+		// imports, FLEET's API has no responder on a node until FLEET's
+		// JetStream is up there (seen on a forming cluster). A server
+		// without JetStream keeps answering this; the controller logs it
+		// at every retry, saying so.
 		return true
 	}
 	var api *jetstream.APIError

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -83,7 +80,9 @@ func TestTransient(t *testing.T) {
 		// which, through an import, can follow the first request.
 		{"account JetStream not up yet", jetstream.ErrJetStreamNotEnabledForAccount, true},
 		{"account store not created yet", apiErr(10049, "error creating store for stream"), true},
-		{"server without JetStream", nats.ErrNoResponders, false},
+		// Likewise FLEET's API answers through CONTROL's imports only once
+		// FLEET's JetStream is up on the node.
+		{"nobody answers the API yet", nats.ErrNoResponders, true},
 		{"connection closed", nats.ErrConnectionClosed, false},
 		{"cancelled", context.Canceled, false},
 		{"anything else", errors.New("boom"), false},
@@ -202,13 +201,13 @@ authorization {
 // error says both why it ended and what the bus was doing.
 func TestEnsureGivesUpWhenTold(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3)
-	c.start(t, 0) // one node of three: no meta leader, ever
+	c := natstest.NewCluster(t, 3)
+	c.Start(t, 0) // one node of three: no meta leader, ever
 	var r retries
 	ctx, cancel := context.WithCancel(ctxT(t))
 	done := make(chan error, 1)
 	go func() {
-		_, err := kv.Ensure(ctx, c.js(t, 0), kv.Options{Memory: true, Retry: kv.Retry{
+		_, err := kv.Ensure(ctx, clusterJS(t, c, 0), kv.Options{Memory: true, Retry: kv.Retry{
 			AttemptTimeout: 100 * time.Millisecond, MinDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond, OnRetry: r.add,
 		}})
 		done <- err
@@ -236,14 +235,14 @@ func TestEnsureGivesUpWhenTold(t *testing.T) {
 // on the injected clock, and succeeds once the other nodes join.
 func TestEnsureWaitsForMetaLeader(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3)
-	c.start(t, 0)
+	c := natstest.NewCluster(t, 3)
+	c.Start(t, 0)
 	m := clock.NewManual(time.Unix(0, 0))
 	events := make(chan kv.Retrying)
 	done := make(chan error, 1)
 	const minD, maxD = 200 * time.Millisecond, time.Second
 	go func() {
-		_, err := kv.Ensure(ctxT(t), c.js(t, 0), kv.Options{Memory: true, Replicas: 3, Retry: kv.Retry{
+		_, err := kv.Ensure(ctxT(t), clusterJS(t, c, 0), kv.Options{Memory: true, Replicas: 3, Retry: kv.Retry{
 			AttemptTimeout: 100 * time.Millisecond, MaxAttemptTimeout: 2 * time.Second,
 			MinDelay: minD, MaxDelay: maxD,
 			After:   func(d time.Duration) <-chan time.Time { return m.NewTimer(d).C() },
@@ -263,8 +262,8 @@ func TestEnsureWaitsForMetaLeader(t *testing.T) {
 			got = append(got, ev)
 			if len(got) == 2 {
 				// Waited for twice: now the cluster forms.
-				c.start(t, 1)
-				c.start(t, 2)
+				c.Start(t, 1)
+				c.Start(t, 2)
 			}
 			// Ensure arms its timer after telling us; let it wait no
 			// real time.
@@ -306,16 +305,16 @@ func TestEnsureWaitsForMetaLeader(t *testing.T) {
 // Each caller must get its answer on a later attempt.
 func TestEnsureConcurrentOnFreshCluster(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 3)
+	c := natstest.NewCluster(t, 3)
 	for i := range 3 {
-		c.start(t, i)
+		c.Start(t, i)
 	}
 	var wg sync.WaitGroup
 	var r retries
 	errs := make([]error, 3)
 	start := make(chan struct{})
 	for i := range 3 {
-		js := c.js(t, i)
+		js := clusterJS(t, c, i)
 		wg.Go(func() {
 			<-start
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -333,7 +332,7 @@ func TestEnsureConcurrentOnFreshCluster(t *testing.T) {
 	for _, ev := range r.list() {
 		t.Logf("retried %s (attempt %d): %v", ev.What, ev.Attempt, ev.Err)
 	}
-	js := c.js(t, 0)
+	js := clusterJS(t, c, 0)
 	for _, name := range []string{kv.StreamHB, "KV_" + kv.BucketConfig, kv.PlanStream, "KV_" + kv.BucketStats} {
 		if got := streamConfig(t, js, name).Replicas; got != 3 {
 			t.Errorf("%s has %d replicas, want 3", name, got)
@@ -341,57 +340,10 @@ func TestEnsureConcurrentOnFreshCluster(t *testing.T) {
 	}
 }
 
-// cluster is a JetStream cluster of in-process servers on loopback whose
-// nodes start when told, with a fresh store each.
-type cluster struct {
-	opts  []*server.Options
-	nodes []*server.Server
-}
-
-func startCluster(t *testing.T, n int) *cluster {
+// clusterJS connects to node i of c.
+func clusterJS(t *testing.T, c *natstest.Cluster, i int) jetstream.JetStream {
 	t.Helper()
-	c := &cluster{opts: make([]*server.Options, n), nodes: make([]*server.Server, n)}
-	var routes []*url.URL
-	for i := range n {
-		o := &server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: freePort(t),
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		}
-		o.Cluster.Name, o.Cluster.Host, o.Cluster.Port = "test", "127.0.0.1", freePort(t)
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", o.Cluster.Port)})
-		c.opts[i] = o
-	}
-	for _, o := range c.opts {
-		o.Routes = routes
-	}
-	t.Cleanup(func() {
-		for _, ns := range c.nodes {
-			if ns != nil {
-				ns.Shutdown()
-				ns.WaitForShutdown()
-			}
-		}
-	})
-	return c
-}
-
-func (c *cluster) start(t *testing.T, i int) {
-	t.Helper()
-	ns, err := server.NewServer(c.opts[i])
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.nodes[i] = ns // shut down by the cleanup, ready or not
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		t.Fatalf("node %d not ready", i)
-	}
-}
-
-// js connects to node i.
-func (c *cluster) js(t *testing.T, i int) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(c.nodes[i].ClientURL())
+	nc, err := nats.Connect(c.URL(i))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,14 +353,4 @@ func (c *cluster) js(t *testing.T, i int) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

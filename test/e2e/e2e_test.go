@@ -56,16 +56,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // runCmd runs a binary to completion and fails the test if it fails.
 func runCmd(t *testing.T, name string, args ...string) {
 	t.Helper()
@@ -130,7 +120,7 @@ type proxy struct {
 }
 
 func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, port: freePort(t), target: target, conns: map[net.Conn]struct{}{}}
+	p := &proxy{t: t, port: natstest.FreePort(t), target: target, conns: map[net.Conn]struct{}{}}
 	p.Restore()
 	t.Cleanup(p.Cut)
 	return p
@@ -323,7 +313,7 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	dir := t.TempDir()
-	natsPort, httpPort := freePort(t), freePort(t)
+	natsPort, httpPort := natstest.FreePort(t), natstest.FreePort(t)
 	f := &fleet{t: t, ctx: ctx, natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort), findURL: fmt.Sprintf("http://127.0.0.1:%d/v1/find", httpPort)}
 
 	f.rel = releases.NewServer(nil)
