@@ -17,7 +17,6 @@ import (
 	"github.com/fleetwave/fleetwave/internal/agentd"
 	"github.com/fleetwave/fleetwave/internal/auth"
 	"github.com/fleetwave/fleetwave/internal/cliutil"
-	"github.com/fleetwave/fleetwave/internal/controller"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
@@ -35,20 +34,7 @@ func TestRealAgentAndControllerWithMintedCreds(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 
-	var ctlLog natstest.Buffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("controller log:\n%s", ctlLog.String())
-		}
-	})
-	ctlDone := make(chan error, 1)
-	go func() {
-		ctlDone <- controller.Run(ctx, &controller.RunOptions{
-			NATSURL: e.srv.URL(), Creds: filepath.Join(e.dir.Path, auth.CredsFile(auth.UserController)), ID: "c1",
-			StatsInterval: 100 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond, AgentExpiry: time.Minute,
-			ReconcileInterval: 100 * time.Millisecond, LeaseTTL: 2 * time.Second, Replicas: 1,
-		}, slog.New(slog.NewTextHandler(&ctlLog, nil)))
-	}()
+	ctlDone, ctlLog := e.runController(ctx)
 	var fleet *kv.Fleet
 	natstest.Eventually(t, 20*time.Second, func() (err error) {
 		select {
@@ -150,7 +136,7 @@ func TestRealAgentAndControllerWithMintedCreds(t *testing.T) {
 	}
 
 	cancel()
-	for name, done := range map[string]chan error{"agent": agentDone, "controller": ctlDone} {
+	for name, done := range map[string]<-chan error{"agent": agentDone, "controller": ctlDone} {
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("%s ended with %v", name, err)
 		}

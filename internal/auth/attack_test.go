@@ -2,15 +2,9 @@ package auth_test
 
 import (
 	"context"
-	"log/slog"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/fleetwave/fleetwave/internal/attacktest"
-	"github.com/fleetwave/fleetwave/internal/auth"
-	"github.com/fleetwave/fleetwave/internal/controller"
-	"github.com/fleetwave/fleetwave/internal/natstest"
 )
 
 // TestAgentCannotSteerTheFleet replays, with one agent's minted credentials
@@ -30,21 +24,10 @@ func TestAgentCannotSteerTheFleet(t *testing.T) {
 	e := newFleetEnvBare(t)
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
-	var ctlLog natstest.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- controller.Run(ctx, &controller.RunOptions{
-			NATSURL: e.srv.URL(), Creds: filepath.Join(e.dir.Path, auth.CredsFile(auth.UserController)), ID: "c1",
-			StatsInterval: 100 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond, AgentExpiry: time.Minute,
-			ReconcileInterval: 100 * time.Millisecond, LeaseTTL: 2 * time.Second, Replicas: 1,
-		}, slog.New(slog.NewTextHandler(&ctlLog, nil)))
-	}()
+	done, _ := e.runController(ctx)
 	defer func() {
 		cancel()
 		<-done
-		if t.Failed() {
-			t.Logf("controller log:\n%s", ctlLog.String())
-		}
 	}()
 	rep := attacktest.Run(t, attacktest.Fleet{Dir: e.dir, AgentURL: e.srv.URL(), AdminURLs: []string{e.srv.URL()}, Controller: "c1"})
 	t.Logf("%d hostile requests, %d answers landed in AGENTS and went no further; %d forbidden requests refused",

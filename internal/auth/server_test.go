@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetwave/fleetwave/internal/auth"
+	"github.com/fleetwave/fleetwave/internal/controller"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
@@ -57,6 +59,28 @@ func newFleetEnvBare(t *testing.T) *fleetEnv {
 	}
 	srv := natstest.StartConfig(t, filepath.Join(dir.Path, auth.FileResolverConf))
 	return &fleetEnv{t: t, ctx: ctx, dir: dir, srv: srv}
+}
+
+// runController runs the real controller (controller.Run, with the
+// controller's minted creds and fast intervals) until ctx ends, as "c1". Its
+// log is shown when the test fails; done reports how it ended.
+func (e *fleetEnv) runController(ctx context.Context) (done <-chan error, log *natstest.Buffer) {
+	e.t.Helper()
+	log = &natstest.Buffer{}
+	e.t.Cleanup(func() {
+		if e.t.Failed() {
+			e.t.Logf("controller log:\n%s", log.String())
+		}
+	})
+	ch := make(chan error, 1)
+	go func() {
+		ch <- controller.Run(ctx, &controller.RunOptions{
+			NATSURL: e.srv.URL(), Creds: filepath.Join(e.dir.Path, auth.CredsFile(auth.UserController)), ID: "c1",
+			StatsInterval: 100 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond, AgentExpiry: time.Minute,
+			ReconcileInterval: 100 * time.Millisecond, LeaseTTL: 2 * time.Second, Replicas: 1,
+		}, slog.New(slog.NewTextHandler(log, nil)))
+	}()
+	return ch, log
 }
 
 // conn connects with creds (relative to the auth dir, or absolute).

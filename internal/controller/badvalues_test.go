@@ -31,26 +31,7 @@ const streamInfoResponse = `{"type":"io.nats.jetstream.api.v1.stream_info_respon
 // written to logs.
 func (f *fixture) startControllerLogging(id string, logs *natstest.Buffer) *runningController {
 	f.t.Helper()
-	c, err := controller.New(f.fleet, controller.Options{
-		ID: id, StatsInterval: statsEvery, HeartbeatInterval: interval, AgentExpiry: expiry,
-		Clock: f.clk, Log: slog.New(slog.NewTextHandler(logs, nil)),
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(f.ctx)
-	rc := &runningController{c: c, stop: cancel, done: make(chan error, 1)}
-	go func() { rc.done <- c.Run(ctx) }()
-	select {
-	case <-c.Ready():
-	case err := <-rc.done:
-		f.t.Fatalf("controller %s stopped: %v", id, err)
-	case <-time.After(waitLong):
-		f.t.Fatalf("controller %s not ready", id)
-	}
-	f.ctrls = append(f.ctrls, rc)
-	f.t.Cleanup(func() { rc.halt(f.t) })
-	return rc
+	return f.startControllerWith(id, slog.New(slog.NewTextHandler(logs, nil)))
 }
 
 // pass advances the clock by one rollout interval and waits until the

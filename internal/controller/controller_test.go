@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"testing"
@@ -73,9 +74,15 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) startController(id string) *runningController {
 	f.t.Helper()
+	return f.startControllerWith(id, natstest.Logger(f.t))
+}
+
+// startControllerWith is startController with the controller logging to log.
+func (f *fixture) startControllerWith(id string, log *slog.Logger) *runningController {
+	f.t.Helper()
 	c, err := controller.New(f.fleet, controller.Options{
 		ID: id, StatsInterval: statsEvery, HeartbeatInterval: interval, AgentExpiry: expiry,
-		Clock: f.clk, Log: natstest.Logger(f.t),
+		Clock: f.clk, Log: log,
 	})
 	if err != nil {
 		f.t.Fatal(err)

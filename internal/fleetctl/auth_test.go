@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -166,6 +167,67 @@ func TestAuthUsageErrors(t *testing.T) {
 
 // watchedConn is a connection that records why it was disconnected and why
 // it could not reconnect.
+// operatorServer starts a server in operator mode from the auth directory
+// dir, creates the stream and buckets with the controller's creds, and
+// returns it with a function that connects to it with creds.
+func operatorServer(t *testing.T, ctx context.Context, dir string) (*natstest.Server, func(creds string, extra ...nats.Option) (*nats.Conn, error)) {
+	t.Helper()
+	srv := natstest.StartConfig(t, filepath.Join(dir, auth.FileResolverConf))
+	connect := func(creds string, extra ...nats.Option) (*nats.Conn, error) {
+		return natsutil.Connect(natsutil.ConnectOptions{URL: srv.URL(), Name: "test", Creds: creds, Log: natstest.Logger(t), Extra: extra})
+	}
+	ctl, err := connect(filepath.Join(dir, auth.CredsFile(auth.UserController)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctl.Close)
+	js, err := jetstream.New(ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Ensure(ctx, js, kv.Options{Memory: true}); err != nil {
+		t.Fatal(err)
+	}
+	return srv, connect
+}
+
+// agentConnTo connects to url as agent id with creds, recording the
+// connection's asynchronous errors (disconnects, refusals).
+func agentConnTo(t *testing.T, url string, id rollout.AgentID, creds string) (*watchedConn, error) {
+	t.Helper()
+	w := &watchedConn{}
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: url, Name: "test", Creds: creds, Log: natstest.Logger(t),
+		Extra: []nats.Option{nats.CustomInboxPrefix(kv.AgentInboxPrefix(string(id))),
+			nats.DisconnectErrHandler(w.record), nats.ReconnectErrHandler(w.record),
+			nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) { w.record(nc, err) })}})
+	if err != nil {
+		return nil, err
+	}
+	w.nc = nc
+	t.Cleanup(nc.Close)
+	return w, nil
+}
+
+// heartbeatLands publishes one heartbeat of agent id in group over nc and
+// waits for the heartbeat stream's ack.
+func heartbeatLands(ctx context.Context, nc *nats.Conn, id rollout.AgentID, group string) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	data, err := heartbeat.Encode(&heartbeat.Heartbeat{V: 1, AgentID: id, Group: group, UpdaterVersion: "0.1.0", At: time.Now().UTC(), Seq: 1})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ack, err := js.Publish(ctx, heartbeat.SubjectFor(group, id), data)
+	if err == nil && ack.Stream != kv.StreamHB {
+		err = fmt.Errorf("acked by stream %s, not %s", ack.Stream, kv.StreamHB)
+	}
+	return err
+}
+
 type watchedConn struct {
 	nc   *nats.Conn
 	mu   sync.Mutex
@@ -204,22 +266,7 @@ func TestAuthRevokeDisconnectsAgent(t *testing.T) {
 	if _, stderr, code := execute(t, "auth", "init", "--dir", dir); code != 0 {
 		t.Fatal(stderr)
 	}
-	srv := natstest.StartConfig(t, filepath.Join(dir, auth.FileResolverConf))
-	connect := func(creds string, extra ...nats.Option) (*nats.Conn, error) {
-		return natsutil.Connect(natsutil.ConnectOptions{URL: srv.URL(), Name: "test", Creds: creds, Log: natstest.Logger(t), Extra: extra})
-	}
-	ctl, err := connect(filepath.Join(dir, auth.CredsFile(auth.UserController)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
-	js, err := jetstream.New(ctl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Ensure(ctx, js, kv.Options{Memory: true}); err != nil {
-		t.Fatal(err)
-	}
+	srv, connect := operatorServer(t, ctx, dir)
 
 	const id = rollout.AgentID("0a000000-0000-4000-8000-00000000000a")
 	stdout, stderr, code := execute(t, "auth", "agent", "--dir", dir, "--id", string(id), "--group", "blue", "-o", "json")
@@ -230,32 +277,8 @@ func TestAuthRevokeDisconnectsAgent(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
-	agentConn := func(creds string) (*watchedConn, error) {
-		w := &watchedConn{}
-		nc, err := connect(creds, nats.CustomInboxPrefix(kv.AgentInboxPrefix(string(id))),
-			nats.DisconnectErrHandler(w.record), nats.ReconnectErrHandler(w.record),
-			nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) { w.record(nc, err) }))
-		if err != nil {
-			return nil, err
-		}
-		w.nc = nc
-		t.Cleanup(nc.Close)
-		return w, nil
-	}
-	heartbeatOK := func(nc *nats.Conn) error {
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return err
-		}
-		data, err := heartbeat.Encode(&heartbeat.Heartbeat{V: 1, AgentID: id, Group: "blue", UpdaterVersion: "0.1.0", At: time.Now().UTC(), Seq: 1})
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_, err = js.Publish(ctx, heartbeat.SubjectFor("blue", id), data)
-		return err
-	}
+	agentConn := func(creds string) (*watchedConn, error) { return agentConnTo(t, srv.URL(), id, creds) }
+	heartbeatOK := func(nc *nats.Conn) error { return heartbeatLands(ctx, nc, id, "blue") }
 	first, err := agentConn(rep.Creds)
 	if err != nil {
 		t.Fatal(err)

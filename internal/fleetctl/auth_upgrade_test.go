@@ -17,8 +17,6 @@ import (
 
 	"github.com/fleetwave/fleetwave/internal/auth"
 	"github.com/fleetwave/fleetwave/internal/natstest"
-	"github.com/fleetwave/fleetwave/internal/natsutil"
-	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -120,56 +118,14 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	legacyCreds := legacyDir(t, dir, id, gone)
-	srv := natstest.StartConfig(t, filepath.Join(dir, auth.FileResolverConf))
-	connect := func(creds string, extra ...nats.Option) (*nats.Conn, error) {
-		return natsutil.Connect(natsutil.ConnectOptions{URL: srv.URL(), Name: "test", Creds: creds, Log: natstest.Logger(t), Extra: extra})
-	}
-	ctl, err := connect(filepath.Join(dir, auth.CredsFile(auth.UserController)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
-	ctlJS, err := jetstream.New(ctl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Ensure(ctx, ctlJS, kv.Options{Memory: true}); err != nil {
-		t.Fatal(err)
-	}
-	agentConn := func(creds string) (*watchedConn, error) {
-		w := &watchedConn{}
-		nc, err := connect(creds, nats.CustomInboxPrefix(kv.AgentInboxPrefix(string(id))),
-			nats.DisconnectErrHandler(w.record), nats.ReconnectErrHandler(w.record),
-			nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) { w.record(nc, err) }))
-		if err != nil {
-			return nil, err
-		}
-		w.nc = nc
-		t.Cleanup(nc.Close)
-		return w, nil
-	}
-	heartbeatLands := func(nc *nats.Conn) error {
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return err
-		}
-		data, err := heartbeat.Encode(&heartbeat.Heartbeat{V: 1, AgentID: id, Group: "blue", UpdaterVersion: "0.1.0", At: time.Now().UTC(), Seq: 1})
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		ack, err := js.Publish(ctx, heartbeat.SubjectFor("blue", id), data)
-		if err == nil && ack.Stream != kv.StreamHB {
-			err = errUnexpected(ack.Stream)
-		}
-		return err
-	}
+	srv, connect := operatorServer(t, ctx, dir)
+	agentConn := func(creds string) (*watchedConn, error) { return agentConnTo(t, srv.URL(), id, creds) }
+	beat := func(nc *nats.Conn) error { return heartbeatLands(ctx, nc, id, "blue") }
 	legacy, err := agentConn(legacyCreds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := heartbeatLands(legacy.nc); err != nil {
+	if err := beat(legacy.nc); err != nil {
 		t.Fatalf("legacy agent before the upgrade: %v", err)
 	}
 
@@ -193,7 +149,7 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("new creds: %v", err)
 	}
-	natstest.Eventually(t, 10*time.Second, func() error { return heartbeatLands(fresh.nc) })
+	natstest.Eventually(t, 10*time.Second, func() error { return beat(fresh.nc) })
 	admin, err := connect(filepath.Join(dir, auth.CredsFile(auth.UserAdmin)))
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +161,7 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 	if _, err := kv.DirectGetLast(ctx, fresh.nc, kv.PlanStream, kv.KeySubject(kv.BucketPlan, kv.KeySpec)); err != nil {
 		t.Errorf("new creds read the spec: %v", err)
 	}
-	if err := heartbeatLands(legacy.nc); err != nil {
+	if err := beat(legacy.nc); err != nil {
 		t.Errorf("legacy creds stop working before --finish: %v", err)
 	}
 
@@ -230,7 +186,7 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 		t.Errorf("--finish output:\n%s", stdout)
 	}
 	natstest.Eventually(t, 10*time.Second, func() error { return legacy.saw("revoked") })
-	if err := heartbeatLands(fresh.nc); err != nil {
+	if err := beat(fresh.nc); err != nil {
 		t.Errorf("new creds after --finish: %v", err)
 	}
 	srv.Restart()
@@ -255,7 +211,3 @@ func jetstreamPublish(ctx context.Context, nc *nats.Conn, subject string, data [
 	}
 	return js.Publish(ctx, subject, data)
 }
-
-type errUnexpected string
-
-func (e errUnexpected) Error() string { return "acked by stream " + string(e) }
