@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 )
@@ -30,6 +31,8 @@ type PlanMirror struct {
 	// Refresh is how often the whole bucket is read again behind the
 	// changes. Default DefaultPlanRefresh.
 	Refresh time.Duration
+	// Clock paces the re-reads. Default the real one.
+	Clock clock.Clock
 
 	loaded atomic.Bool
 	mu     sync.Mutex
@@ -54,9 +57,12 @@ func (m *PlanMirror) Ready() error {
 
 // Run follows the bucket until ctx ends.
 func (m *PlanMirror) Run(ctx context.Context) error {
-	refresh := m.Refresh
+	refresh, clk := m.Refresh, m.Clock
 	if refresh <= 0 {
 		refresh = DefaultPlanRefresh
+	}
+	if clk == nil {
+		clk = clock.Real{}
 	}
 	sub, err := m.NC.Subscribe(kv.PlanRepublish+">", m.onMessage)
 	if err != nil {
@@ -65,17 +71,17 @@ func (m *PlanMirror) Run(ctx context.Context) error {
 	defer sub.Unsubscribe()
 	// Reconnects are seen by polling the connection's count, often enough
 	// that a reconnected controller catches up within a second.
-	poll := time.NewTicker(time.Second)
+	poll := clk.NewTimer(time.Second)
 	defer poll.Stop()
 	var readAt time.Time
 	reconnects := m.NC.Stats().Reconnects
 	for {
-		if n := m.NC.Stats().Reconnects; !m.loaded.Load() || n != reconnects || time.Since(readAt) >= refresh {
+		if n := m.NC.Stats().Reconnects; !m.loaded.Load() || n != reconnects || clk.Now().Sub(readAt) >= refresh {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := m.reload(rctx)
 			cancel()
 			if err == nil {
-				reconnects, readAt = n, time.Now()
+				reconnects, readAt = n, clk.Now()
 				if !m.loaded.Swap(true) {
 					m.Log.Info("find endpoint has the plan")
 				}
@@ -86,7 +92,8 @@ func (m *PlanMirror) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-poll.C:
+		case <-poll.C():
+			poll.Reset(time.Second)
 		}
 	}
 }
