@@ -389,11 +389,12 @@ func ObserverCreds(t *testing.T, d auth.Dir, account string) string {
 		}
 		return bytes.TrimSpace(b)
 	}
-	ac, err := jwt.DecodeAccountClaims(string(read("accounts/" + account + ".jwt")))
+	jwtFile, seedFile := auth.AccountFiles(account)
+	ac, err := jwt.DecodeAccountClaims(string(read(jwtFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := nkeys.FromSeed(read("keys/" + account + "-signing.nk"))
+	signer, err := nkeys.FromSeed(read(seedFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,11 +43,25 @@ const (
 	FileControlSigningSeed  = "keys/CONTROL-signing.nk"
 )
 
-// signingSeedFile is the seed that signs each account's users.
-var signingSeedFile = map[string]string{
-	AccountFleet:   FileFleetSigningSeed,
-	AccountAgents:  FileAgentsSigningSeed,
-	AccountControl: FileControlSigningSeed,
+// Seeds of the accounts that hold users: the identity seed, and the seed
+// that signs the account's users.
+var (
+	identitySeedFile = map[string]string{
+		AccountFleet:   FileFleetSeed,
+		AccountAgents:  FileAgentsSeed,
+		AccountControl: FileControlSeed,
+	}
+	signingSeedFile = map[string]string{
+		AccountFleet:   FileFleetSigningSeed,
+		AccountAgents:  FileAgentsSigningSeed,
+		AccountControl: FileControlSigningSeed,
+	}
+)
+
+// AccountFiles are where an auth directory keeps an account's JWT and the seed
+// that signs its users (FLEET, AGENTS or CONTROL).
+func AccountFiles(account string) (jwtFile, signingSeed string) {
+	return accountJWTFile[account], signingSeedFile[account]
 }
 
 // importing are the accounts that hold nothing but imports from FLEET, in
@@ -225,7 +239,8 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 }
 
 // issuer loads an account's public key and its signing key.
-func (d Dir) issuer(account, seedFile string) (Issuer, error) {
+func (d Dir) issuer(account string) (Issuer, error) {
+	seedFile := signingSeedFile[account]
 	ac, err := d.account(account)
 	if err != nil {
 		return Issuer{}, err
@@ -281,7 +296,7 @@ func (d Dir) seed(name string) (nkeys.KeyPair, error) {
 // or a rotation) adds a key to the agent's record; the old key stays valid
 // until revoked ("auth revoke --id ID --keep-current").
 func (d Dir) IssueAgent(id rollout.AgentID, group, out string) (User, string, error) {
-	is, err := d.issuer(AccountAgents, signingSeedFile[AccountAgents])
+	is, err := d.issuer(AccountAgents)
 	if err != nil {
 		return User{}, "", err
 	}
@@ -321,7 +336,7 @@ func (d Dir) IssueUser(name string, role Role, out string) (User, string, error)
 		return User{}, "", fmt.Errorf("user name %q: use 1-64 of a-z 0-9 - _", name)
 	}
 	acc := UserAccount(role)
-	is, err := d.issuer(acc, signingSeedFile[acc])
+	is, err := d.issuer(acc)
 	if err != nil {
 		return User{}, "", err
 	}

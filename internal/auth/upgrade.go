@@ -125,7 +125,7 @@ func (d Dir) mintImporting(names []string) error {
 		for _, k := range []struct {
 			file string
 			kp   nkeys.KeyPair
-		}{{"keys/" + name + ".nk", key}, {signingSeedFile[name], keySigner}} {
+		}{{identitySeedFile[name], key}, {signingSeedFile[name], keySigner}} {
 			seed, err := k.kp.Seed()
 			if err != nil {
 				return err

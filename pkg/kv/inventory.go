@@ -17,7 +17,7 @@ type StoredHeartbeat struct {
 	// Sequence is the message's stream sequence.
 	Sequence uint64
 	// Foreign: the stored message carries JetStream's own headers
-	// (ServerHeaders), so it is not a heartbeat an agent published.
+	// (StoredMsg.Foreign), so it is not a heartbeat an agent published.
 	Foreign bool
 }
 
