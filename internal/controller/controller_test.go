@@ -157,15 +157,15 @@ func (f *fixture) waitHeard(c *controller.Controller, at time.Time) {
 		for _, a := range c.Inventory().Agents("", f.clk.Now()) {
 			seen[a.Heartbeat.AgentID] = a.LastSeen
 		}
-		missing := 0
+		var missing []string
 		for id := range f.live {
 			last, ok := seen[id]
 			if !ok || last.Before(at) {
-				missing++
+				missing = append(missing, fmt.Sprintf("%s (last seen %v)", id, last))
 			}
 		}
-		if missing > 0 {
-			return fmt.Errorf("%d of %d live agents not heard at %v", missing, len(f.live), at)
+		if len(missing) > 0 {
+			return fmt.Errorf("%d of %d live agents not heard at %v: %v", len(missing), len(f.live), at, missing)
 		}
 		return nil
 	})

@@ -29,7 +29,11 @@ type ConnectOptions struct {
 	// RetryFirst keeps trying when the server is down at start instead of
 	// failing: an agent must come up before the bus does.
 	RetryFirst bool
-	// OnReconnect runs after every reconnect (after the log line).
+	// OnReconnect runs after every reconnect and after a first connect
+	// made late (RetryFirst), after the log line. A connection that is up
+	// when Connect returns is not reported: the caller starts its work
+	// afterwards anyway, and a second, concurrent start (a heartbeat
+	// kicked while the first is in flight) would be noise.
 	OnReconnect func()
 	// Extra options appended last.
 	Extra []nats.Option
@@ -45,6 +49,10 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 		return nil, err
 	}
 	log := o.Log
+	// Whether the first connect came after Connect returned; the handler
+	// runs at most once, on the client's callback goroutine, and waits for
+	// the answer (Connect queues it just before returning).
+	connectedLate := make(chan bool, 1)
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
@@ -60,7 +68,7 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			// The first successful connect (with RetryFirst, possibly late).
 			log.Info("connected to NATS", slog.String("server", nc.ConnectedUrlRedacted()))
-			if o.OnReconnect != nil {
+			if late := <-connectedLate; late && o.OnReconnect != nil {
 				o.OnReconnect()
 			}
 		}),
@@ -98,6 +106,7 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
 	}
+	connectedLate <- !nc.IsConnected()
 	return nc, nil
 }
 
