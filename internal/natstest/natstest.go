@@ -129,6 +129,14 @@ func (w *tWriter) Write(p []byte) (int, error) {
 // then fails the test with cond's last error.
 func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
+	if err := Within(timeout, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Within is Eventually that returns the failure instead of failing the
+// test, for a caller that reports it with more context.
+func Within(timeout time.Duration, cond func() error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -136,11 +144,11 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	for {
 		err := cond()
 		if err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("condition not met within %v: %v", timeout, err)
+			return fmt.Errorf("condition not met within %v: %w", timeout, err)
 		case <-tick.C:
 		}
 	}
