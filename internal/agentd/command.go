@@ -342,6 +342,11 @@ func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error
 	if a.installer == nil {
 		return errors.New("no url_template configured: pass --url-template (and --app or --systemd-unit)")
 	}
+	// Finish what a crash interrupted before deciding anything: the
+	// decision reads the active version, which the repair may change.
+	if _, err := a.installer.Repair(ctx, a.Status()); err != nil {
+		return err
+	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	p, err := a.readPlan(rctx)
 	cancel()
@@ -399,6 +404,9 @@ linked. The app is not restarted.`,
 			if err != nil {
 				return err
 			}
+			if err := a.repair(cmd.Context()); err != nil {
+				return err
+			}
 			if v == "" {
 				v = a.Status().ActiveVersion
 			}
@@ -446,6 +454,23 @@ Links and files agentd did not create are left alone. Disable updates first
 	}
 	f.register(cmd, false)
 	return cmd
+}
+
+// repair finishes an install a crash interrupted. Without an installer (no
+// url_template) it can only refuse to go on while one is unfinished.
+func (a *Agent) repair(ctx context.Context) error {
+	if a.installer != nil {
+		_, err := a.installer.Repair(ctx, a.Status())
+		return err
+	}
+	j, err := install.LoadJournal(a.tree())
+	if err != nil {
+		return err
+	}
+	if j != nil && j.Step != install.StepUndone {
+		return fmt.Errorf("an install of %s was interrupted at step %q; run 'agentd update' or 'agentd run' (with the host's --url-template and runner flags) to finish it first", j.Target, j.Step)
+	}
+	return nil
 }
 
 // tree is the host's install tree.

@@ -240,7 +240,7 @@ func backupCopyDB(ctx context.Context, src, dst string, like fs.FileInfo) (sum s
 		}
 	}()
 	h := sha256.New()
-	w := io.MultiWriter(out, h)
+	w := io.MultiWriter(failpointWriter(out, string(StepBackup)+"/db-copy"), h)
 	rows, err := tx.QueryContext(ctx, "SELECT pgno, data FROM sqlite_dbpage ORDER BY pgno")
 	if err != nil {
 		return "", 0, fmt.Errorf("read %s: %w", src, err)
@@ -516,6 +516,13 @@ var backupSidecars = []string{"-wal", "-shm", "-journal"}
 // backed-up database. A backup recording "no database" removes dbPath and
 // those files. A backup taken from another path is refused.
 func RestoreDB(t Tree, version, dbPath string) error {
+	return restoreDB(t, version, dbPath, "")
+}
+
+// restoreDB is RestoreDB with failpoints named fp+"/db-copy" (in the middle
+// of the copy) and fp+"/db-sidecars" (sidecars removed, copy not yet
+// renamed in).
+func restoreDB(t Tree, version, dbPath, fp string) error {
 	info, err := readBackupInfo(t, version)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", dbPath, err)
@@ -555,7 +562,7 @@ func RestoreDB(t Tree, version, dbPath string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fail(err)
 	}
-	tmp, err := backupCopyFile(t.BackupDBPath(version), dir, filepath.Base(target), info)
+	tmp, err := backupCopyFile(t.BackupDBPath(version), dir, filepath.Base(target), info, fp+"/db-copy")
 	if err != nil {
 		return fail(err)
 	}
@@ -573,6 +580,7 @@ func RestoreDB(t Tree, version, dbPath string) error {
 			return fail(err)
 		}
 	}
+	failpoint(fp + "/db-sidecars")
 	if err := os.Rename(tmp, target); err != nil {
 		return fail(err)
 	}
@@ -596,7 +604,7 @@ func backupSidecarPaths(db string) []string {
 // sha256 that info records: this is the only check of the copy's content
 // RestoreDB makes, on the very bytes it restores. It returns the temp file's
 // path.
-func backupCopyFile(src, dir, base string, info BackupInfo) (path string, err error) {
+func backupCopyFile(src, dir, base string, info BackupInfo, fp string) (path string, err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", err
@@ -618,7 +626,7 @@ func backupCopyFile(src, dir, base string, info BackupInfo) (path string, err er
 		}
 	}()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), in)
+	n, err := io.Copy(io.MultiWriter(failpointWriter(out, fp), h), in)
 	if err != nil {
 		return "", err
 	}

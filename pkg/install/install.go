@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -37,13 +39,24 @@ type Installer struct {
 // maxHistory bounds update.yaml's version_history.
 const maxHistory = 10
 
-// Install updates from cur.ActiveVersion to target: lock, fetch and verify,
-// extract, back up the database, swap links, restart, wait until healthy for
-// minHealthy within healthTimeout; on any failure after the swap, restore
-// links and database exactly and restart the old version. It returns the
-// status it recorded last.
+// Install updates from cur.ActiveVersion to target: lock, repair whatever a
+// crash left, fetch and verify, extract, back up the database, swap links,
+// restart, wait until healthy for minHealthy within healthTimeout; on any
+// failure after the swap, restore links and database exactly and restart
+// the old version. Every step is recorded in the install journal before it
+// begins (journal.go), so a crash at any instant is completed or undone by
+// the next Repair. It returns the status it recorded last.
 func (in *Installer) Install(ctx context.Context, cur Status, target string, healthTimeout, minHealthy time.Duration) (Status, error) {
 	if err := checkVersion(target); err != nil {
+		return cur, err
+	}
+	lock, err := AcquireLock(in.Tree.LockPath())
+	if err != nil {
+		return cur, err
+	}
+	defer lock.Release()
+	prior, cur, err := in.repairLocked(ctx, cur, target)
+	if err != nil {
 		return cur, err
 	}
 	if cur.ActiveVersion == target {
@@ -52,16 +65,16 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	if cur.Rollback && cur.RollbackFrom == target {
 		return cur, fmt.Errorf("%w: %s", ErrSkipped, target)
 	}
-	lock, err := AcquireLock(in.Tree.LockPath())
-	if err != nil {
-		return cur, err
-	}
-	defer lock.Release()
+	in.keepReserve()
 
 	clk := in.Clock.orReal()
 	from := cur.ActiveVersion
+	j := &Journal{Target: target, From: from, StartedAt: clk.Now().UTC().Round(0)}
+	if prior != nil && prior.Step == StepUndone && prior.Target == target {
+		j.Attempts = prior.Attempts
+	}
 	st := cur
-	st.StartTime, st.StartVersion, st.Error = clk.Now().UTC(), from, ""
+	st.StartTime, st.StartVersion, st.Error = j.StartedAt, from, ""
 	if err := in.Save(st); err != nil {
 		return cur, err
 	}
@@ -71,11 +84,17 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 		if serr := in.Save(st); serr != nil {
 			err = errors.Join(err, serr)
 		}
+		if jerr := in.endJournal(prior, target); jerr != nil {
+			err = errors.Join(err, jerr)
+		}
 		return st, err
 	}
 
 	// 1. The release, verified and extracted (nothing outside versions/<v>
 	// changes if any of this fails).
+	if err := in.step(j, StepFetch); err != nil {
+		return fail("journal", err)
+	}
 	if err := in.ensureVersion(ctx, target); err != nil {
 		return fail("fetch", err)
 	}
@@ -87,90 +106,211 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 			return fail("database", err)
 		}
 		if from != "" {
+			if err := in.step(j, StepBackup); err != nil {
+				return fail("journal", err)
+			}
 			if _, err := BackupDB(ctx, in.Tree, from, in.DBPath, clk.Now()); err != nil {
 				return fail("back up database", err)
 			}
 		}
 	}
-	// 3. Swap, restart, judge.
+	// 3. Swap, restart, judge. From here a failure rolls back.
+	rollback := func(cause error) (Status, error) {
+		return in.rollback(ctx, st, j, cause)
+	}
 	if action.Op == DBRestore {
 		in.Log.Info("restoring database", slog.String("backup_of", action.Backup), slog.String("why", action.Reason))
-		if err := in.Runner.Stop(ctx); err != nil {
-			return fail("stop app", err)
+		j.RestoredTarget = true
+		if err := in.step(j, StepRestoreTarget); err != nil {
+			return rollback(err)
 		}
-		if err := RestoreDB(in.Tree, action.Backup, in.DBPath); err != nil {
-			return in.rollback(ctx, st, nil, target, fmt.Errorf("restore database of %s: %w", action.Backup, err))
+		if err := in.Runner.Stop(ctx); err != nil {
+			return rollback(fmt.Errorf("stop app: %w", err))
+		}
+		if err := restoreDB(in.Tree, action.Backup, in.DBPath, string(StepRestoreTarget)); err != nil {
+			return rollback(fmt.Errorf("restore database of %s: %w", action.Backup, err))
 		}
 	}
-	prev, err := in.Tree.Link(target)
-	if err != nil {
-		return in.rollback(ctx, st, prev, target, err)
+	if err := in.step(j, StepSwap); err != nil {
+		return rollback(err)
+	}
+	if err := in.link(target, string(StepSwap)); err != nil {
+		return rollback(err)
+	}
+	if err := in.step(j, StepStart); err != nil {
+		return rollback(err)
 	}
 	if err := in.Runner.Restart(ctx); err != nil {
-		return in.rollback(ctx, st, prev, target, fmt.Errorf("restart: %w", err))
+		return rollback(fmt.Errorf("restart: %w", err))
+	}
+	if err := in.step(j, StepHealth); err != nil {
+		return rollback(err)
 	}
 	if err := WaitHealthy(ctx, in.Health, in.Runner, healthTimeout, minHealthy, clk); err != nil {
-		return in.rollback(ctx, st, prev, target, err)
+		return rollback(err)
 	}
 	// 4. Success.
-	st.ActiveVersion, st.Rollback, st.RollbackFrom, st.Error = target, false, "", ""
-	if from != "" {
-		st.VersionHistory = append([]string{from}, slices.DeleteFunc(slices.Clone(cur.VersionHistory), func(v string) bool { return v == from || v == target })...)
-		if len(st.VersionHistory) > maxHistory {
-			st.VersionHistory = st.VersionHistory[:maxHistory]
+	if err := in.step(j, StepCommit); err != nil {
+		return rollback(err)
+	}
+	return in.commit(cur, j)
+}
+
+// step records that step s begins, then hits its failpoint.
+func (in *Installer) step(j *Journal, s Step) error {
+	j.Step = s
+	err := in.withSpace(func() error { return writeJournal(in.Tree, j, in.Clock.orReal().Now()) })
+	failpoint(string(s))
+	return err
+}
+
+// commit records the target as the active version, ends the journal and
+// prunes old versions. cur is the status before the install (or, when
+// repairing, as update.yaml says now: possibly already committed).
+func (in *Installer) commit(cur Status, j *Journal) (Status, error) {
+	st := cur
+	if cur.ActiveVersion != j.Target {
+		st.ActiveVersion, st.Rollback, st.RollbackFrom, st.Error = j.Target, false, "", ""
+		st.StartVersion, st.StartTime = j.From, j.StartedAt
+		if j.From != "" {
+			st.VersionHistory = append([]string{j.From}, slices.DeleteFunc(slices.Clone(cur.VersionHistory), func(v string) bool { return v == j.From || v == j.Target })...)
+			if len(st.VersionHistory) > maxHistory {
+				st.VersionHistory = st.VersionHistory[:maxHistory]
+			}
+		}
+		if err := in.withSpace(func() error { return in.Save(st) }); err != nil {
+			return st, err
 		}
 	}
-	if err := in.Save(st); err != nil {
+	failpoint(string(StepCommit) + "/saved")
+	if err := removeJournal(in.Tree); err != nil {
 		return st, err
 	}
-	in.prune(target, from)
-	in.Log.Info("installed", slog.String("version", target), slog.String("previous", from))
+	in.prune(j.Target, j.From)
+	in.sweep("")
+	in.Log.Info("installed", slog.String("version", j.Target), slog.String("previous", j.From))
 	return st, nil
 }
 
-// rollback restores links (prev, when the swap happened) and the database of
-// the previous version, restarts it, and records the rollback.
-func (in *Installer) rollback(ctx context.Context, st Status, prev Links, target string, cause error) (Status, error) {
-	from := st.StartVersion
+// rollback goes back to the version the install started from, because of
+// cause: recorded first (with whether the target is to blame), then done
+// (rollBack) and recorded in update.yaml.
+func (in *Installer) rollback(ctx context.Context, st Status, j *Journal, cause error) (Status, error) {
+	// Not the version's fault when the install was cancelled (agentd
+	// stopping, a newer plan): restore, but do not mark it bad (a
+	// rolled-back version is never retried automatically).
+	interrupted := errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded)
+	j.Cause, j.Bad = cause.Error(), !interrupted
+	in.Log.Warn("rolling back", slog.String("from", j.Target), slog.String("to", j.From), slog.Any("cause", cause))
+	var errs []error
+	if err := in.step(j, StepRollback); err != nil {
+		// Go on: putting the old version back matters more than the
+		// record, and a later Repair redoes what the record says.
+		errs = append(errs, err)
+	}
+	st, err := in.rollBack(ctx, st, j)
+	return st, errors.Join(append([]error{fmt.Errorf("install %s: %w", j.Target, cause)}, append(errs, err)...)...)
+}
+
+// rollBack puts From back (app stopped, links, database from From's backup,
+// app started) and records the outcome in update.yaml as j says (Bad: the
+// target is marked rolled back), then ends the journal. Every part is
+// idempotent: Repair runs it again after a crash in the middle.
+func (in *Installer) rollBack(ctx context.Context, st Status, j *Journal) (Status, error) {
 	// Restoring must finish even when the install was cancelled (agentd
 	// stopping): a half-restored host is worse than a slow stop.
 	ctx = context.WithoutCancel(ctx)
-	interrupted := errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded)
-	in.Log.Warn("rolling back", slog.String("from", target), slog.String("to", from), slog.Any("cause", cause))
+	from, target := j.From, j.Target
 	var errs []error
 	if err := in.Runner.Stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop %s: %w", target, err))
 	}
-	if prev != nil {
-		if err := in.Tree.RestoreLinks(prev); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	// The database first: on a disk the target filled, restoring it is
+	// what frees the space the links' temp entries need.
 	if in.DBPath != "" && from != "" {
-		if err := RestoreDB(in.Tree, from, in.DBPath); err != nil {
+		if err := in.restoreFrom(from); err != nil {
 			errs = append(errs, fmt.Errorf("restore database of %s: %w", from, err))
 		}
 	}
+	if from != "" {
+		if err := in.link(from, string(StepRollback)); err != nil {
+			errs = append(errs, err)
+		}
+	} else if _, err := in.Tree.Unlink(); err != nil {
+		errs = append(errs, err)
+	}
+	failpoint(string(StepRollback) + "/restored")
 	if from != "" {
 		if err := in.Runner.Restart(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("restart %s: %w", from, err))
 		}
 	}
-	msg := fmt.Sprintf("rolled back from %s: %v", target, cause)
-	if len(errs) > 0 {
-		msg += "; rollback problems: " + errors.Join(errs...).Error()
-	}
-	st.ActiveVersion, st.Rollback, st.RollbackFrom, st.Error = from, true, target, msg
-	if interrupted {
-		// Not the version's fault: restore, but do not mark it bad (a
-		// rolled-back version is never retried automatically).
+	st.ActiveVersion, st.StartVersion = from, from
+	if j.Bad {
+		st.Rollback, st.RollbackFrom = true, target
+		st.Error = fmt.Sprintf("rolled back from %s: %s", target, j.Cause)
+	} else {
 		st.Rollback, st.RollbackFrom = false, ""
-		st.Error = fmt.Sprintf("install of %s interrupted (%v); restored %s", target, cause, orNothing(from))
+		st.Error = fmt.Sprintf("install of %s interrupted (%s); restored %s", target, j.Cause, orNothing(from))
 	}
-	if err := in.Save(st); err != nil {
-		errs = append(errs, err)
+	if len(errs) > 0 {
+		st.Error += "; rollback problems: " + errors.Join(errs...).Error()
 	}
-	return st, errors.Join(append([]error{fmt.Errorf("install %s: %w", target, cause)}, errs...)...)
+	if err := in.withSpace(func() error { return in.Save(st) }); err != nil {
+		return st, errors.Join(append(errs, err)...)
+	}
+	failpoint(string(StepRollback) + "/saved")
+	if len(errs) > 0 {
+		// Keep the journal: the next Repair tries again.
+		return st, errors.Join(errs...)
+	}
+	var err error
+	if j.Bad {
+		err = removeJournal(in.Tree)
+	} else {
+		// Remember the interrupted attempts (the journal's only use now).
+		j.Step = StepUndone
+		err = in.withSpace(func() error { return writeJournal(in.Tree, j, in.Clock.orReal().Now()) })
+	}
+	in.sweep("")
+	return st, err
+}
+
+// restoreFrom puts From's database backup back. Out of space (a release
+// that filled the disk, often through this very database), it removes the
+// live database and its sidecars first: they are being replaced, the
+// journal says so, and their space is what the copy needs.
+func (in *Installer) restoreFrom(from string) error {
+	err := restoreDB(in.Tree, from, in.DBPath, string(StepRollback))
+	if !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	in.Log.Warn("disk full while restoring the database; removing the live copy first", slog.String("db", in.DBPath))
+	for _, p := range append(backupSidecarPaths(in.DBPath), in.DBPath) {
+		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return errors.Join(err, rerr)
+		}
+	}
+	in.sweep("")
+	return restoreDB(in.Tree, from, in.DBPath, "")
+}
+
+// link points the bin dir at v, with a failpoint fp+"/links" after the
+// first link changed.
+func (in *Installer) link(v, fp string) error {
+	_, err := in.Tree.Link(v)
+	failpoint(fp + "/linked")
+	return err
+}
+
+// endJournal ends the journal of an install that failed before it changed
+// anything outside versions/<target>: removed, or back to the record of
+// interrupted attempts it replaced.
+func (in *Installer) endJournal(prior *Journal, target string) error {
+	if prior != nil && prior.Step == StepUndone && prior.Target == target {
+		return writeJournal(in.Tree, prior, in.Clock.orReal().Now())
+	}
+	return removeJournal(in.Tree)
 }
 
 // ensureVersion makes versions/<v> a complete extraction of the verified
@@ -217,42 +357,117 @@ func (in *Installer) prune(keep ...string) {
 	}
 }
 
-// Repair finishes what a crash interrupted. If the bin dir links into
-// another version than cur.ActiveVersion, the host died between the link swap
-// and recording the outcome: the attempt is treated as failed and rolled
-// back (links, and the database from the active version's backup), exactly
-// as if its health check had failed. It returns the status to record.
+// Repair finishes what a crash interrupted, by the rule for the step the
+// journal names (recoveryRules), and removes temp files every kind of
+// interrupted work leaves. Every command that can install runs it first. It
+// returns the status to record (and records it).
 func (in *Installer) Repair(ctx context.Context, cur Status) (Status, error) {
-	linked, err := in.Tree.LinkedVersion()
-	if err != nil || linked == "" || cur.ActiveVersion == "" || linked == cur.ActiveVersion {
-		return cur, err
-	}
 	lock, err := AcquireLock(in.Tree.LockPath())
 	if err != nil {
 		return cur, err
 	}
 	defer lock.Release()
-	in.Log.Warn("an install was interrupted; rolling back", slog.String("linked", linked), slog.String("active", cur.ActiveVersion))
-	if err := in.Runner.Stop(ctx); err != nil {
-		return cur, err
+	_, st, err := in.repairLocked(ctx, cur, "")
+	return st, err
+}
+
+// repairLocked is Repair with the lock held. next is the version about to
+// be installed ("" for none): its partial download is kept for a resume.
+// It returns the journal it found.
+func (in *Installer) repairLocked(ctx context.Context, cur Status, next string) (*Journal, Status, error) {
+	j, err := LoadJournal(in.Tree)
+	if err != nil {
+		return nil, cur, err
 	}
-	if _, err := in.Tree.Link(cur.ActiveVersion); err != nil {
-		return cur, fmt.Errorf("repair: relink %s: %w", cur.ActiveVersion, err)
+	if j == nil || j.Step == StepUndone {
+		in.sweep(next)
+		st, err := in.repairUnjournaled(ctx, cur)
+		return j, st, err
 	}
-	if in.DBPath != "" {
-		if _, err := LoadBackup(in.Tree, cur.ActiveVersion); err == nil {
-			if err := RestoreDB(in.Tree, cur.ActiveVersion, in.DBPath); err != nil {
-				return cur, fmt.Errorf("repair: restore database of %s: %w", cur.ActiveVersion, err)
+	rule := RecoveryFor(j.Step)
+	in.Log.Warn("finishing an install that was interrupted", slog.String("target", j.Target), slog.String("from", orNothing(j.From)),
+		slog.String("step", string(j.Step)), slog.String("recovery", string(rule)))
+	var st Status
+	switch rule {
+	case RecoverForget:
+		st = cur
+		st.Error = fmt.Sprintf("install of %s was interrupted while %s; nothing had changed yet", j.Target, stepDoing(j.Step))
+		if err = in.withSpace(func() error { return in.Save(st) }); err == nil {
+			if j.Attempts > 0 {
+				j.Step = StepUndone // keep the count of interrupted attempts
+				err = writeJournal(in.Tree, j, in.Clock.orReal().Now())
+			} else {
+				err = removeJournal(in.Tree)
 			}
 		}
+	case RecoverCommit:
+		st, err = in.commit(cur, j)
+		if err == nil {
+			err = in.ensureRunning(ctx)
+		}
+	case RecoverRollback:
+		st, err = in.rollBack(ctx, cur, j)
+	case RecoverUndo:
+		j.Attempts++
+		j.Cause = fmt.Sprintf("interrupted (crash or power loss) while %s", stepDoing(j.Step))
+		if j.Attempts >= maxInterrupted {
+			j.Bad, j.Cause = true, fmt.Sprintf("%s, %d times in a row", j.Cause, j.Attempts)
+		}
+		j.Step = StepRollback
+		if err = in.withSpace(func() error { return writeJournal(in.Tree, j, in.Clock.orReal().Now()) }); err == nil {
+			st, err = in.rollBack(ctx, cur, j)
+		}
 	}
-	if err := in.Runner.Restart(ctx); err != nil {
-		return cur, fmt.Errorf("repair: restart %s: %w", cur.ActiveVersion, err)
+	in.sweep(next)
+	if err != nil {
+		return nil, st, fmt.Errorf("repair the interrupted install of %s: %w", j.Target, err)
 	}
-	st := cur
-	st.Rollback, st.RollbackFrom = true, linked
-	st.Error = fmt.Sprintf("install of %s was interrupted (crash or power loss); rolled back to %s", linked, cur.ActiveVersion)
-	return st, in.Save(st)
+	j, err = LoadJournal(in.Tree)
+	return j, st, err
+}
+
+// repairUnjournaled handles a host left by an agentd that kept no journal:
+// links into another version than the active one mean it died between the
+// swap and recording the outcome, and the attempt is rolled back.
+func (in *Installer) repairUnjournaled(ctx context.Context, cur Status) (Status, error) {
+	linked, err := in.Tree.LinkedVersion()
+	if err != nil || linked == "" || cur.ActiveVersion == "" || linked == cur.ActiveVersion {
+		return cur, err
+	}
+	in.Log.Warn("an install was interrupted; rolling back", slog.String("linked", linked), slog.String("active", cur.ActiveVersion))
+	j := &Journal{Target: linked, From: cur.ActiveVersion, Step: StepRollback,
+		Cause: "interrupted (crash or power loss) between the link swap and its outcome", Bad: false}
+	return in.rollBack(ctx, cur, j)
+}
+
+// ensureRunning starts the app if it is not running.
+func (in *Installer) ensureRunning(ctx context.Context) error {
+	if in.Runner.Alive(ctx) == nil {
+		return nil
+	}
+	return in.Runner.Restart(ctx)
+}
+
+func stepDoing(s Step) string {
+	switch s {
+	case StepFetch:
+		return "downloading and extracting"
+	case StepBackup:
+		return "backing up the database"
+	case StepRestoreTarget:
+		return "restoring the target's database"
+	case StepSwap:
+		return "swapping links"
+	case StepStart:
+		return "starting the new version"
+	case StepHealth:
+		return "checking health"
+	case StepCommit:
+		return "recording success"
+	case StepRollback:
+		return "rolling back"
+	}
+	return string(s)
 }
 
 func orNothing(v string) string {

@@ -167,6 +167,11 @@ func (f *UpdateFile) Save(root string) error {
 	if err := renameio.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
+	// The rename itself must be on disk before the install journal that
+	// relies on it is ended.
+	if err := syncDir(root); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
 	return nil
 }
 
