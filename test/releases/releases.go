@@ -41,9 +41,13 @@ func Script(version string, b Behaviour) string {
 
 // Tarball builds a .tar.gz release with bin/app and a VERSION file.
 func Tarball(version string, b Behaviour) ([]byte, error) {
+	return TarballScript(version, Script(version, b))
+}
+
+// TarballScript is Tarball with script as bin/app.
+func TarballScript(version, script string) ([]byte, error) {
 	var raw bytes.Buffer
 	tw := tar.NewWriter(&raw)
-	script := Script(version, b)
 	mod := time.Unix(1_700_000_000, 0)
 	files := []struct {
 		hdr  tar.Header
@@ -93,6 +97,18 @@ func NewServer(key ed25519.PrivateKey) *Server {
 // Add publishes version with behaviour b.
 func (s *Server) Add(version string, b Behaviour) error {
 	tb, err := Tarball(version, b)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.tarballs[version] = tb
+	s.mu.Unlock()
+	return nil
+}
+
+// AddScript publishes version with script as its bin/app.
+func (s *Server) AddScript(version, script string) error {
+	tb, err := TarballScript(version, script)
 	if err != nil {
 		return err
 	}
