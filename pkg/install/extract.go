@@ -38,6 +38,9 @@ const (
 	// maxEntryNameLen keeps every extracted path, once under the root,
 	// well below PATH_MAX, so that links, walks and removal by path work.
 	maxEntryNameLen = 1024
+	// maxPathDepth bounds a name's components: no release nests deeper,
+	// and a name's missing parents are created (and counted) one by one.
+	maxPathDepth = 64
 	// maxSymlinkHops is how many symlinks resolving one target may pass
 	// through before it is called a loop (Linux stops at 40).
 	maxSymlinkHops = 40
@@ -57,7 +60,9 @@ const (
 type Limits struct {
 	// MaxTotalBytes caps the sum of all file contents, counted as written.
 	MaxTotalBytes int64
-	// MaxFiles caps the number of entries of any type.
+	// MaxFiles caps the number of entries of any type, and of the
+	// directories created for entries whose parents the archive does not
+	// list: every inode the extraction makes counts.
 	MaxFiles int
 	// MaxFileBytes caps one file's content, counted as written.
 	MaxFileBytes int64
@@ -328,9 +333,8 @@ func (x *extractor) unpack(tarGz string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w: reading the tar stream after %d entries: %v", ErrHostileArchive, x.entries, err)
 		}
-		x.entries++
-		if x.entries > x.lim.MaxFiles {
-			return "", hostile(hdr.Name, "more than %d entries", x.lim.MaxFiles)
+		if err := x.count(hdr.Name, false); err != nil {
+			return "", err
 		}
 		if err := x.entry(tr, hdr); err != nil {
 			return "", err
@@ -342,6 +346,22 @@ func (x *extractor) unpack(tarGz string) (string, error) {
 		return "", fmt.Errorf("read %s: %w", tarGz, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// count admits one more entry against MaxFiles, before anything is
+// created for it: every header, and every directory made for an entry's
+// missing parents (implicit), which the header count alone would not see.
+// A single entry "a/b/…/f" can otherwise create one directory per
+// component.
+func (x *extractor) count(raw string, implicit bool) error {
+	x.entries++
+	if x.entries <= x.lim.MaxFiles {
+		return nil
+	}
+	if implicit {
+		return hostile(raw, "more than %d entries, counting the parent directories created for it", x.lim.MaxFiles)
+	}
+	return hostile(raw, "more than %d entries", x.lim.MaxFiles)
 }
 
 // cleanName validates an entry name as written in the archive and returns
@@ -364,6 +384,8 @@ func nameProblem(raw string) string {
 		return "NUL in name"
 	case strings.HasPrefix(raw, "/"):
 		return "absolute path"
+	case strings.Count(path.Clean(raw), "/") >= maxPathDepth:
+		return fmt.Sprintf("more than %d path components", maxPathDepth)
 	}
 	// Rejected even where it would clean away ("bin/../x"): no release needs
 	// it, and it is how traversal attacks look.
@@ -409,7 +431,11 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
 
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		return x.mkdirs(name)
+		// The entry itself is counted already; its missing parents are not.
+		if err := x.mkdirs(hdr.Name, path.Dir(name)); err != nil {
+			return err
+		}
+		return x.mkdir(name)
 	case tar.TypeReg:
 		return x.file(tr, hdr, name)
 	case tar.TypeSymlink:
@@ -444,27 +470,37 @@ func (x *extractor) checkParents(raw, name string) error {
 	return nil
 }
 
-// mkdirs creates name and any missing parent, each 0755 whatever the
-// umask.
-func (x *extractor) mkdirs(name string) error {
+// mkdirs creates dir and any missing parent for the entry raw, each
+// counted as an entry of its own.
+func (x *extractor) mkdirs(raw, dir string) error {
 	var missing []string
-	for p := name; p != "."; p = path.Dir(p) {
+	for p := dir; p != "."; p = path.Dir(p) {
 		if _, ok := x.kinds[p]; ok {
 			break
 		}
 		missing = append(missing, p)
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		p := missing[i]
-		if err := x.root.Mkdir(p, 0o755); err != nil {
-			return fmt.Errorf("create %q: %w", p, err)
+		if err := x.count(raw, true); err != nil {
+			return err
 		}
-		if err := x.root.Chmod(p, 0o755); err != nil {
-			return fmt.Errorf("chmod %q: %w", p, err)
+		if err := x.mkdir(missing[i]); err != nil {
+			return err
 		}
-		x.kinds[p] = kindDir
-		x.dirs = append(x.dirs, p)
 	}
+	return nil
+}
+
+// mkdir creates the directory p, 0755 whatever the umask.
+func (x *extractor) mkdir(p string) error {
+	if err := x.root.Mkdir(p, 0o755); err != nil {
+		return fmt.Errorf("create %q: %w", p, err)
+	}
+	if err := x.root.Chmod(p, 0o755); err != nil {
+		return fmt.Errorf("chmod %q: %w", p, err)
+	}
+	x.kinds[p] = kindDir
+	x.dirs = append(x.dirs, p)
 	return nil
 }
 
@@ -474,7 +510,7 @@ func (x *extractor) file(tr *tar.Reader, hdr *tar.Header, name string) error {
 	if hdr.Size > x.lim.MaxFileBytes {
 		return hostile(hdr.Name, "%d bytes, more than the %d allowed for one file", hdr.Size, x.lim.MaxFileBytes)
 	}
-	if err := x.mkdirs(path.Dir(name)); err != nil {
+	if err := x.mkdirs(hdr.Name, path.Dir(name)); err != nil {
 		return err
 	}
 	mode := fs.FileMode(hdr.Mode) & 0o755
@@ -535,7 +571,7 @@ func (x *extractor) symlink(hdr *tar.Header, name string) error {
 	if p := path.Join(path.Dir(name), target); p == ".." || strings.HasPrefix(p, "../") {
 		return hostile(hdr.Name, "symlink target %q leads out of the release", target)
 	}
-	if err := x.mkdirs(path.Dir(name)); err != nil {
+	if err := x.mkdirs(hdr.Name, path.Dir(name)); err != nil {
 		return err
 	}
 	if err := x.root.Symlink(target, name); err != nil {
@@ -561,7 +597,7 @@ func (x *extractor) hardlink(hdr *tar.Header, name string) error {
 	case k != kindFile:
 		return hostile(hdr.Name, "hard link to %q, a %s", hdr.Linkname, k)
 	}
-	if err := x.mkdirs(path.Dir(name)); err != nil {
+	if err := x.mkdirs(hdr.Name, path.Dir(name)); err != nil {
 		return err
 	}
 	if err := x.root.Link(target, name); err != nil {

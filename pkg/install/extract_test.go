@@ -324,6 +324,8 @@ func TestExtractHostile(t *testing.T) {
 		{name: "dotdot that cleans away", entries: e(file("bin/../bin/x")), want: `entry "bin/../bin/x"`},
 		{name: "dotdot directory", entries: e(dir("a/../../")), want: `entry "a/../../"`},
 		{name: "long name", entries: e(file(strings.Repeat("d/", 600) + "f")), want: "longer than 1024 bytes"},
+		{name: "deep name", entries: e(file(strings.Repeat("d/", 64) + "f")), want: "more than 64 path components"},
+		{name: "deep hard link target", entries: e(hardlink("h", strings.Repeat("d/", 64)+"f")), want: "more than 64 path components"},
 		{name: "symlink absolute", entries: e(symlink("bin/sh", "/bin/sh")), want: `entry "bin/sh": symlink to the absolute path "/bin/sh"`},
 		{name: "symlink up and out", entries: e(symlink("bin/up", "../../..")), want: `entry "bin/up": symlink target "../../.." leads out`},
 		{name: "symlink to the parent", entries: e(symlink("up", "..")), want: `entry "up"`},
@@ -386,7 +388,8 @@ func TestExtractHostile(t *testing.T) {
 		{name: "marker directory", entries: e(file("sha256/x")), want: `entry "sha256/x"`},
 		{name: "marker symlink", entries: e(symlink("sha256", "bin/app")), want: `entry "sha256"`},
 		{name: "backup", entries: e(file("backup/app.db")), want: `entry "backup/app.db": "backup" at the root is reserved`},
-		{name: "too many entries", entries: e(file("a"), file("b"), file("c")), lim: install.Limits{MaxFiles: 3}, want: `entry "c": more than 3 entries`},
+		// bin (created for bin/app), bin/app, a: b is the fourth.
+		{name: "too many entries", entries: e(file("a"), file("b"), file("c")), lim: install.Limits{MaxFiles: 3}, want: `entry "b": more than 3 entries`},
 		{
 			name:    "file over the limit",
 			entries: e(extractEntry{Name: "big", Body: strings.Repeat("x", 101)}),
@@ -510,9 +513,11 @@ func TestExtractLimitsBoundary(t *testing.T) {
 		{name: "file over the limit", entries: []extractEntry{{Name: "bin/app", Mode: 0o755, Body: strings.Repeat("x", 101)}}, lim: install.Limits{MaxFileBytes: 100}},
 		{name: "total at the limit", entries: []extractEntry{extractBin, {Name: "a", Body: "1234567"}}, lim: install.Limits{MaxTotalBytes: 10}, ok: true},
 		{name: "total over the limit", entries: []extractEntry{extractBin, {Name: "a", Body: "12345678"}}, lim: install.Limits{MaxTotalBytes: 10}},
-		// bin and bin/app: the implicit bin/ is not an entry.
-		{name: "entries at the limit", entries: []extractEntry{extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 2}, ok: true},
-		{name: "entries over the limit", entries: []extractEntry{{Name: "bin", Type: tar.TypeDir}, extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 2}},
+		// bin, bin/app and a: the bin/ created for bin/app is an entry.
+		{name: "entries at the limit", entries: []extractEntry{extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 3}, ok: true},
+		{name: "entries over the limit", entries: []extractEntry{extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 2}},
+		{name: "listed dir counted once", entries: []extractEntry{{Name: "bin", Type: tar.TypeDir}, extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 3}, ok: true},
+		{name: "path at the depth limit", entries: []extractEntry{extractBin, {Name: strings.Repeat("d/", 63) + "f"}}, ok: true},
 		{name: "negative limits mean defaults", entries: []extractEntry{extractBin}, lim: install.Limits{MaxTotalBytes: -1, MaxFiles: -1, MaxFileBytes: -1}, ok: true},
 	}
 	for _, tc := range tests {
@@ -526,6 +531,98 @@ func TestExtractLimitsBoundary(t *testing.T) {
 				t.Errorf("Extract: %v", err)
 			case !tc.ok && !errors.Is(err, install.ErrHostileArchive):
 				t.Errorf("Extract = %v, want ErrHostileArchive", err)
+			}
+		})
+	}
+}
+
+// extractDeepParents is the shape of the attack in issue 12 (point 9): few
+// entries, each under depth directories of its own that the archive does
+// not list, so that one entry makes depth+1 inodes.
+func extractDeepParents(n, depth int) []extractEntry {
+	entries := []extractEntry{extractBin}
+	for i := range n {
+		name := fmt.Sprintf("p%d/", i) + strings.Repeat("d/", depth-1) + "f"
+		entries = append(entries, extractEntry{Name: name, Body: "x"})
+	}
+	return entries
+}
+
+// extractCountEntries counts what an extraction created in dir: every
+// path but the root and the marker.
+func extractCountEntries(t testing.TB, dir string) int {
+	t.Helper()
+	snap := extractSnapshot(t, dir)
+	delete(snap, ".")
+	delete(snap, "sha256")
+	return len(snap)
+}
+
+// TestExtractEntryCapCountsImplicitDirs: MaxFiles bounds the inodes an
+// extraction creates, the directories made for unlisted parents included
+// (issue 12, point 9: 203 entries made 96,408 inodes).
+func TestExtractEntryCapCountsImplicitDirs(t *testing.T) {
+	t.Parallel()
+	abc := []extractEntry{extractBin, {Name: "a/b/c/f", Body: "x"}} // bin bin/app a a/b a/b/c a/b/c/f
+	tests := []struct {
+		name     string
+		entries  []extractEntry
+		maxFiles int
+		want     []string // in the error; nil: success
+	}{
+		{
+			// bin, bin/app, then 41 per entry: p2's parents pass 100.
+			name:     "deep unlisted parents",
+			entries:  extractDeepParents(10, 40),
+			maxFiles: 100,
+			want:     []string{`entry "p2/d/d/`, `more than 100 entries, counting the parent directories created for it`},
+		},
+		{name: "one unlisted parent too many", entries: abc, maxFiles: 5, want: []string{`entry "a/b/c/f": more than 5 entries, counting the parent directories`}},
+		{name: "unlisted parents at the cap", entries: abc, maxFiles: 6},
+		{
+			name:     "symlink under unlisted parents",
+			entries:  []extractEntry{extractBin, {Name: "x/y/z/l", Type: tar.TypeSymlink, Link: "../../../bin/app"}},
+			maxFiles: 5,
+			want:     []string{`entry "x/y/z/l": more than 5 entries, counting the parent directories`},
+		},
+		{
+			name:     "directory under unlisted parents",
+			entries:  []extractEntry{extractBin, {Name: "x/y/z/", Type: tar.TypeDir}},
+			maxFiles: 4,
+			want:     []string{`entry "x/y/z/": more than 4 entries, counting the parent directories`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, tree := extractSetup(t)
+			tarGz, sum := extractWriteFile(t, filepath.Join(base, "dl"), extractGzip(t, extractTar(t, tc.entries...)))
+			before := extractSnapshot(t, base)
+
+			err := install.Extract(tarGz, tree, extractVersion, sum, install.Limits{MaxFiles: tc.maxFiles})
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Extract: %v", err)
+				}
+				if n := extractCountEntries(t, tree.VersionDir(extractVersion)); n > tc.maxFiles {
+					t.Errorf("Extract created %d entries, more than MaxFiles %d", n, tc.maxFiles)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Extract succeeded and created %d entries from %d in the archive; want it stopped at MaxFiles %d",
+					extractCountEntries(t, tree.VersionDir(extractVersion)), len(tc.entries), tc.maxFiles)
+			}
+			if !errors.Is(err, install.ErrHostileArchive) {
+				t.Errorf("Extract = %v, want ErrHostileArchive", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if diff := cmp.Diff(before, extractSnapshot(t, base)); diff != "" {
+				t.Errorf("a rejected archive changed the host (-before +after):\n%s", diff)
 			}
 		})
 	}
@@ -677,6 +774,8 @@ func extractFuzzSeeds(t testing.TB) map[string][]byte {
 		"hardlink-out": extractTar(t, extractBin, extractEntry{Name: "h", Type: tar.TypeLink, Link: "../../outside/secret"}),
 		"device":       extractTar(t, extractBin, extractEntry{Name: "null", Type: tar.TypeChar}),
 		"setuid":       extractTar(t, extractEntry{Name: "bin/su", Mode: 0o4755, Body: "x"}),
+		// 5 entries, 305 inodes: over FuzzExtract's MaxFiles of 200.
+		"implicit-dirs": extractTar(t, extractDeepParents(5, 60)...),
 	}
 }
 
