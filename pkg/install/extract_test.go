@@ -628,6 +628,203 @@ func TestExtractEntryCapCountsImplicitDirs(t *testing.T) {
 	}
 }
 
+// extractSparse is a regular file in the PAX GNU sparse 1.0 format, as GNU
+// tar writes it and tar.Writer cannot: realSize bytes of which only the
+// last is stored, after the sparse map at the start of the data. The rest
+// is a hole, which archive/tar's Reader returns as zeros. No end marker:
+// append an extractTar stream.
+func extractSparse(name string, realSize int64) []byte {
+	pad := func(b []byte) []byte { return append(b, make([]byte, (512-len(b)%512)%512)...) }
+	recs := extractPAXRecord("GNU.sparse.major", "1") +
+		extractPAXRecord("GNU.sparse.minor", "0") +
+		extractPAXRecord("GNU.sparse.name", name) +
+		extractPAXRecord("GNU.sparse.realsize", strconv.FormatInt(realSize, 10))
+	data := append(pad(fmt.Appendf(nil, "1\n%d\n1\n", realSize-1)), 'x')
+	var b []byte
+	b = append(b, extractRawHeader("PaxHeaders/"+name, tar.TypeXHeader, int64(len(recs)))...)
+	b = append(b, pad([]byte(recs))...)
+	b = append(b, extractRawHeader("GNUSparseFile.0/"+name, tar.TypeReg, int64(len(data)))...)
+	return append(b, pad(data)...)
+}
+
+// TestExtractSpaceBound: what an extraction writes is bounded by the free
+// space of the versions dir when it starts, less the margin, counted on
+// the bytes written, whatever the tarball's size or its headers say (issue
+// 12, point 10: 1.9 GB of zeros from a 1.9 MB tarball, and 2×900 MiB of
+// sparse files from 1.2 KB, were written). FreeSpace simulates the disk.
+func TestExtractSpaceBound(t *testing.T) {
+	t.Parallel()
+	const margin = install.DefaultSpaceMargin
+	sparse := func(sizes ...int64) []byte {
+		var raw []byte
+		for i, n := range sizes {
+			raw = append(raw, extractSparse(fmt.Sprintf("big%d", i+1), n)...)
+		}
+		return append(raw, extractTar(t, extractBin)...)
+	}
+	empties := []extractEntry{extractBin}
+	for i := range 20 {
+		empties = append(empties, extractEntry{Name: fmt.Sprintf("e%d", i)})
+	}
+	statfsErr := errors.New("statfs: input/output error")
+
+	tests := []struct {
+		name    string
+		raw     []byte // the tar stream
+		free    uint64 // what FreeSpace answers
+		freeErr error  // or its error
+		lim     install.Limits
+		wantIs  error                           // nil: success
+		want    []string                        // in the error
+		check   func(t *testing.T, vdir string) // on success
+	}{
+		{
+			name:   "gzip bomb on a small disk",
+			raw:    extractTar(t, extractBin, extractEntry{Name: "zeros", Body: string(make([]byte, 8<<20))}),
+			free:   margin + 1<<20,
+			wantIs: install.ErrNoSpace,
+			want:   []string{`entry "zeros": the release needs more than the 1048576 bytes it may use there`, fmt.Sprintf("(%d free when extraction began, less the %d-byte margin", margin+1<<20, margin)},
+		},
+		{
+			name:   "sparse files on a small disk",
+			raw:    sparse(48<<20, 48<<20),
+			free:   margin + 1<<20,
+			wantIs: install.ErrNoSpace,
+			want:   []string{`entry "big1": the release needs more than the 1048576 bytes`},
+		},
+		{
+			name:   "sparse files count at their size against MaxTotalBytes",
+			raw:    sparse(6<<20, 6<<20),
+			free:   1 << 40,
+			lim:    install.Limits{MaxTotalBytes: 8 << 20},
+			wantIs: install.ErrHostileArchive,
+			want:   []string{`entry "big2": the archive expands to more than 8388608 bytes`},
+		},
+		{
+			name: "sparse files that fit",
+			raw:  sparse(1<<20, 1<<20),
+			free: margin + 3<<20,
+			lim:  install.Limits{MaxTotalBytes: 2<<20 + 3},
+			check: func(t *testing.T, vdir string) {
+				want := append(make([]byte, 1<<20-1), 'x') // the hole written as zeros
+				for _, name := range []string{"big1", "big2"} {
+					if !bytes.Equal(readFile(t, filepath.Join(vdir, name)), want) {
+						t.Errorf("%s is not %d zeros and an x", name, len(want)-1)
+					}
+				}
+			},
+		},
+		{
+			name:   "every entry takes a block",
+			raw:    extractTar(t, empties...),
+			free:   margin + 10*4096,
+			wantIs: install.ErrNoSpace,
+			want:   []string{`entry "e7": the release needs more than the 40960 bytes`},
+		},
+		{
+			name:   "own margin",
+			raw:    extractTar(t, extractBin, extractEntry{Name: "data", Body: strings.Repeat("d", 600<<10)}),
+			free:   1 << 20,
+			lim:    install.Limits{SpaceMargin: 512 << 10},
+			wantIs: install.ErrNoSpace,
+			want:   []string{`entry "data": the release needs more than the 524288 bytes`, "less the 524288-byte margin"},
+		},
+		{
+			name:   "PAX header flood bounded by the free space",
+			raw:    extractPAXFlood(t, 3, 900<<10),
+			free:   margin + 64<<10,
+			lim:    install.Limits{MaxFiles: 10},
+			wantIs: install.ErrHostileArchive,
+			want:   []string{"the tar stream expands to more than"},
+		},
+		{
+			name:   "no space at all",
+			raw:    extractTar(t, extractGoodRelease()...),
+			free:   margin,
+			wantIs: install.ErrNoSpace,
+			want:   []string{fmt.Sprintf("%d bytes free, %d of them to be kept free; free some space", margin, margin)},
+		},
+		{
+			name:    "free space unknown",
+			raw:     extractTar(t, extractGoodRelease()...),
+			freeErr: statfsErr,
+			wantIs:  statfsErr,
+			want:    []string{"free space in "},
+		},
+		{name: "fits", raw: extractTar(t, extractGoodRelease()...), free: margin + 1<<20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, tree := extractSetup(t)
+			tarGz, sum := extractWriteFile(t, filepath.Join(base, "dl"), extractGzip(t, tc.raw))
+			before := extractSnapshot(t, base)
+			var asked []string
+			lim := tc.lim
+			lim.FreeSpace = func(dir string) (uint64, error) {
+				asked = append(asked, dir)
+				return tc.free, tc.freeErr
+			}
+
+			start := time.Now()
+			err := install.Extract(tarGz, tree, extractVersion, sum, lim)
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("Extract took %v", d) // it wrote far more than it may
+			}
+			if diff := cmp.Diff([]string{tree.VersionsDir()}, asked); diff != "" {
+				t.Errorf("FreeSpace asked about (-want +got):\n%s", diff)
+			}
+			if tc.wantIs == nil {
+				if err != nil {
+					t.Fatalf("Extract: %v", err)
+				}
+				if tc.check != nil {
+					tc.check(t, tree.VersionDir(extractVersion))
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Extract succeeded, writing %d bytes from a %d-byte tarball; want %v",
+					extractDirBytes(t, tree.VersionDir(extractVersion)), len(extractGzip(t, tc.raw)), tc.wantIs)
+			}
+			if !errors.Is(err, tc.wantIs) {
+				t.Errorf("Extract = %v, want %v", err, tc.wantIs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			// Nothing left: no version dir, no temp dir, nothing else
+			// changed.
+			if diff := cmp.Diff(before, extractSnapshot(t, base)); diff != "" {
+				t.Errorf("a failed Extract changed the host (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// extractDirBytes is the size of the regular files under dir.
+func extractDirBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += fi.Size()
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return n
+}
+
 func TestExtractBadArguments(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -776,6 +973,8 @@ func extractFuzzSeeds(t testing.TB) map[string][]byte {
 		"setuid":       extractTar(t, extractEntry{Name: "bin/su", Mode: 0o4755, Body: "x"}),
 		// 5 entries, 305 inodes: over FuzzExtract's MaxFiles of 200.
 		"implicit-dirs": extractTar(t, extractDeepParents(5, 60)...),
+		// 2 MiB written from 2 KiB: over FuzzExtract's MaxTotalBytes.
+		"sparse": append(extractSparse("big", 2<<20), extractTar(t, extractBin)...),
 	}
 }
 
