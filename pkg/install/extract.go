@@ -18,8 +18,8 @@ import (
 )
 
 // Default extraction limits: generous for a release of a few Go binaries,
-// small enough that a hostile tarball cannot fill the disk or the inode
-// table.
+// small enough that a hostile tarball cannot fill the inode table. The disk
+// is guarded by its free space (Limits.FreeSpace), whatever these say.
 const (
 	DefaultMaxTotalBytes = 2 << 30
 	DefaultMaxFiles      = 10000
@@ -38,6 +38,9 @@ const (
 	// maxEntryNameLen keeps every extracted path, once under the root,
 	// well below PATH_MAX, so that links, walks and removal by path work.
 	maxEntryNameLen = 1024
+	// maxPathDepth bounds a name's components: no release nests deeper,
+	// and a name's missing parents are created (and counted) one by one.
+	maxPathDepth = 64
 	// maxSymlinkHops is how many symlinks resolving one target may pass
 	// through before it is called a loop (Linux stops at 40).
 	maxSymlinkHops = 40
@@ -47,6 +50,10 @@ const (
 	// streamOverheadFixed allows one maximal PAX or GNU long-name header
 	// (archive/tar's own limit) and the end-of-archive blocks.
 	streamOverheadFixed = 1<<20 + 1<<10
+	// entryDiskBytes is what an entry costs on disk besides its content:
+	// an inode's block (a directory's, a symlink's, the tail of a file's
+	// last block). Charged against the free space, not MaxTotalBytes.
+	entryDiskBytes = 4 << 10
 
 	modeSetuid = 0o4000
 	modeSetgid = 0o2000
@@ -54,13 +61,27 @@ const (
 
 // Limits bound what one archive may put on disk. Zero fields take the
 // defaults.
+//
+// Every byte limit counts the bytes written, not what headers claim: a
+// sparse file's holes are written as zeros and count at their full size.
 type Limits struct {
-	// MaxTotalBytes caps the sum of all file contents, counted as written.
+	// MaxTotalBytes caps the sum of all file contents, counted as written:
+	// the largest release this host accepts.
 	MaxTotalBytes int64
-	// MaxFiles caps the number of entries of any type.
+	// MaxFiles caps the number of entries of any type, and of the
+	// directories created for entries whose parents the archive does not
+	// list: every inode the extraction makes counts.
 	MaxFiles int
 	// MaxFileBytes caps one file's content, counted as written.
 	MaxFileBytes int64
+	// FreeSpace reports the bytes available to an unprivileged user in dir;
+	// nil means statfs(2). Extract asks once, about the versions dir, and
+	// stops when the release would use more than that less SpaceMargin. It
+	// is a seam for tests, as Fetcher.FreeSpace.
+	FreeSpace func(dir string) (uint64, error)
+	// SpaceMargin is left free by the extraction; 0 means
+	// DefaultSpaceMargin.
+	SpaceMargin int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -73,20 +94,27 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxFileBytes <= 0 {
 		l.MaxFileBytes = DefaultMaxFileBytes
 	}
+	if l.FreeSpace == nil {
+		l.FreeSpace = statfsFree
+	}
+	if l.SpaceMargin <= 0 {
+		l.SpaceMargin = DefaultSpaceMargin
+	}
 	return l
 }
 
 // streamCap is how many decompressed bytes the tar stream may have: the
-// content limit plus per-entry overhead. It stops what the content count
-// cannot see, such as a flood of PAX headers that archive/tar reads inside
-// one Next call.
-func (l Limits) streamCap() int64 {
+// most content that may be written plus per-entry overhead. It stops what
+// the content count cannot see, such as a flood of PAX headers that
+// archive/tar reads inside one Next call, or content it skips.
+func (x *extractor) streamCap() int64 {
 	const maxInt64 = 1<<63 - 1
-	per := (int64(min(l.MaxFiles, 1<<40)) + 1) * streamOverheadPerEntry
-	if l.MaxTotalBytes > maxInt64-per-streamOverheadFixed {
+	content := min(x.lim.MaxTotalBytes, x.space)
+	per := (int64(min(x.lim.MaxFiles, 1<<40)) + 1) * streamOverheadPerEntry
+	if content > maxInt64-per-streamOverheadFixed {
 		return maxInt64
 	}
-	return l.MaxTotalBytes + per + streamOverheadFixed
+	return content + per + streamOverheadFixed
 }
 
 // testHookBeforeMarker, when set by a test, runs after the version dir is
@@ -104,12 +132,19 @@ var testHookBeforeMarker func(versionDir string)
 // A version dir whose marker holds sha256hex is kept as it is; one whose
 // marker holds another checksum is ErrCorrupt, left for the operator.
 //
-// A rejected archive (ErrHostileArchive, naming the entry) leaves nothing
-// behind. Policy: setuid and setgid bits on files are rejected, not
-// stripped, as no release needs them and stripping would change what the
-// program does; on directories they are dropped, as every directory is
-// created 0755. Regular files keep their permission bits masked with 0755.
-// Duplicate entries are rejected, except a directory listed twice.
+// The release may use what the versions dir has free when Extract starts,
+// less lim.SpaceMargin: more is ErrNoSpace, checked on the bytes written
+// as they are written (plus entryDiskBytes per entry), so neither a gzip
+// bomb nor a sparse file can fill the disk. The tarball's size, which
+// Fetch's free-space check is based on, says nothing about this.
+//
+// A rejected archive (ErrHostileArchive, naming the entry) or one too big
+// for the disk (ErrNoSpace) leaves nothing behind. Policy: setuid and
+// setgid bits on files are rejected, not stripped, as no release needs them
+// and stripping would change what the program does; on directories they
+// are dropped, as every directory is created 0755. Regular files keep
+// their permission bits masked with 0755. Duplicate entries are rejected,
+// except a directory listed twice.
 //
 // Extract must run under the updater lock: it removes leftovers of earlier
 // extractions of version.
@@ -141,6 +176,16 @@ func extract(tarGz string, t Tree, version, sha256hex string, lim Limits) (err e
 	if err := removeStaleExtractions(versions, version); err != nil {
 		return err
 	}
+	// Read once: what the release may use is decided before it starts, so
+	// it cannot take what others (the app's database) write meanwhile.
+	free, err := lim.FreeSpace(versions)
+	if err != nil {
+		return fmt.Errorf("free space in %s: %w", versions, err)
+	}
+	space := int64(min(free, 1<<63-1)) - lim.SpaceMargin
+	if space <= 0 {
+		return fmt.Errorf("%w in %s: %d bytes free, %d of them to be kept free; free some space", ErrNoSpace, versions, free, lim.SpaceMargin)
+	}
 	tmp, err := os.MkdirTemp(versions, ".extract-"+version+"-*")
 	if err != nil {
 		return fmt.Errorf("create temp dir: %w", err)
@@ -160,11 +205,14 @@ func extract(tarGz string, t Tree, version, sha256hex string, lim Limits) (err e
 	defer root.Close()
 
 	x := &extractor{
-		root:    root,
-		lim:     lim,
-		kinds:   map[string]entryKind{".": kindDir},
-		modes:   map[string]fs.FileMode{},
-		targets: map[string]string{},
+		root:     root,
+		lim:      lim,
+		versions: versions,
+		free:     free,
+		space:    space,
+		kinds:    map[string]entryKind{".": kindDir},
+		modes:    map[string]fs.FileMode{},
+		targets:  map[string]string{},
 	}
 	got, err := x.unpack(tarGz)
 	if err != nil {
@@ -284,15 +332,18 @@ func (k entryKind) String() string {
 // ours alone, so this map is the truth about it, and every decision (is a
 // parent a real directory, where does a symlink lead) is made on it.
 type extractor struct {
-	root    *os.Root
-	lim     Limits
-	entries int
-	total   int64
-	kinds   map[string]entryKind   // cleaned name → kind; "." is the root
-	modes   map[string]fs.FileMode // regular files (hard links included)
-	targets map[string]string      // symlinks → their target
-	links   []string               // symlinks, in archive order
-	dirs    []string               // directories, in creation order
+	root     *os.Root
+	lim      Limits
+	versions string // for messages
+	free     uint64 // in versions/ when the extraction began
+	space    int64  // what it may use: free less the margin
+	entries  int
+	total    int64
+	kinds    map[string]entryKind   // cleaned name → kind; "." is the root
+	modes    map[string]fs.FileMode // regular files (hard links included)
+	targets  map[string]string      // symlinks → their target
+	links    []string               // symlinks, in archive order
+	dirs     []string               // directories, in creation order
 }
 
 func hostile(name, format string, args ...any) error {
@@ -312,7 +363,7 @@ func (x *extractor) unpack(tarGz string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %s is not gzip: %v", ErrHostileArchive, tarGz, err)
 	}
-	stream := &capReader{r: zr, left: x.lim.streamCap()}
+	stream := &capReader{r: zr, left: x.streamCap()}
 	tr := tar.NewReader(stream)
 	for {
 		hdr, err := tr.Next()
@@ -323,14 +374,13 @@ func (x *extractor) unpack(tarGz string) (string, error) {
 			return "", hostile(hdr.Name, "insecure path")
 		}
 		if errors.Is(err, errStreamCap) {
-			return "", fmt.Errorf("%w: the tar stream expands to more than %d bytes", ErrHostileArchive, x.lim.streamCap())
+			return "", fmt.Errorf("%w: the tar stream expands to more than %d bytes", ErrHostileArchive, x.streamCap())
 		}
 		if err != nil {
 			return "", fmt.Errorf("%w: reading the tar stream after %d entries: %v", ErrHostileArchive, x.entries, err)
 		}
-		x.entries++
-		if x.entries > x.lim.MaxFiles {
-			return "", hostile(hdr.Name, "more than %d entries", x.lim.MaxFiles)
+		if err := x.count(hdr.Name, false); err != nil {
+			return "", err
 		}
 		if err := x.entry(tr, hdr); err != nil {
 			return "", err
@@ -342,6 +392,35 @@ func (x *extractor) unpack(tarGz string) (string, error) {
 		return "", fmt.Errorf("read %s: %w", tarGz, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// count admits one more entry against MaxFiles and the free space,
+// before anything is created for it: every header, and every directory
+// made for an entry's missing parents (implicit), which the header count
+// alone would not see. A single entry "a/b/…/f" can otherwise create one
+// directory per component.
+func (x *extractor) count(raw string, implicit bool) error {
+	x.entries++
+	switch {
+	case x.entries > x.lim.MaxFiles && implicit:
+		return hostile(raw, "more than %d entries, counting the parent directories created for it", x.lim.MaxFiles)
+	case x.entries > x.lim.MaxFiles:
+		return hostile(raw, "more than %d entries", x.lim.MaxFiles)
+	case x.used() > x.space:
+		return x.noSpace(raw)
+	}
+	return nil
+}
+
+// used is what the extraction has put on disk so far, by its count: the
+// content written and a block per entry.
+func (x *extractor) used() int64 {
+	return x.total + int64(x.entries)*entryDiskBytes
+}
+
+func (x *extractor) noSpace(raw string) error {
+	return fmt.Errorf("%w in %s: entry %q: the release needs more than the %d bytes it may use there (%d free when extraction began, less the %d-byte margin; contents count as written, plus %d bytes per entry)",
+		ErrNoSpace, x.versions, raw, x.space, x.free, x.lim.SpaceMargin, entryDiskBytes)
 }
 
 // cleanName validates an entry name as written in the archive and returns
@@ -364,6 +443,8 @@ func nameProblem(raw string) string {
 		return "NUL in name"
 	case strings.HasPrefix(raw, "/"):
 		return "absolute path"
+	case strings.Count(path.Clean(raw), "/") >= maxPathDepth:
+		return fmt.Sprintf("more than %d path components", maxPathDepth)
 	}
 	// Rejected even where it would clean away ("bin/../x"): no release needs
 	// it, and it is how traversal attacks look.
@@ -409,7 +490,11 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
 
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		return x.mkdirs(name)
+		// The entry itself is counted already; its missing parents are not.
+		if err := x.mkdirs(hdr.Name, path.Dir(name)); err != nil {
+			return err
+		}
+		return x.mkdir(name)
 	case tar.TypeReg:
 		return x.file(tr, hdr, name)
 	case tar.TypeSymlink:
@@ -444,37 +529,50 @@ func (x *extractor) checkParents(raw, name string) error {
 	return nil
 }
 
-// mkdirs creates name and any missing parent, each 0755 whatever the
-// umask.
-func (x *extractor) mkdirs(name string) error {
+// mkdirs creates dir and any missing parent for the entry raw, each
+// counted as an entry of its own.
+func (x *extractor) mkdirs(raw, dir string) error {
 	var missing []string
-	for p := name; p != "."; p = path.Dir(p) {
+	for p := dir; p != "."; p = path.Dir(p) {
 		if _, ok := x.kinds[p]; ok {
 			break
 		}
 		missing = append(missing, p)
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		p := missing[i]
-		if err := x.root.Mkdir(p, 0o755); err != nil {
-			return fmt.Errorf("create %q: %w", p, err)
+		if err := x.count(raw, true); err != nil {
+			return err
 		}
-		if err := x.root.Chmod(p, 0o755); err != nil {
-			return fmt.Errorf("chmod %q: %w", p, err)
+		if err := x.mkdir(missing[i]); err != nil {
+			return err
 		}
-		x.kinds[p] = kindDir
-		x.dirs = append(x.dirs, p)
 	}
+	return nil
+}
+
+// mkdir creates the directory p, 0755 whatever the umask.
+func (x *extractor) mkdir(p string) error {
+	if err := x.root.Mkdir(p, 0o755); err != nil {
+		return fmt.Errorf("create %q: %w", p, err)
+	}
+	if err := x.root.Chmod(p, 0o755); err != nil {
+		return fmt.Errorf("chmod %q: %w", p, err)
+	}
+	x.kinds[p] = kindDir
+	x.dirs = append(x.dirs, p)
 	return nil
 }
 
 func (x *extractor) file(tr *tar.Reader, hdr *tar.Header, name string) error {
 	// The header's size is only a hint for failing early; the limits are
-	// enforced on the bytes actually written.
+	// enforced on the bytes actually written. Reading goes through Read,
+	// which returns a sparse file's holes as zeros, never through
+	// tar.Reader.WriteTo, which would seek over them and write less than
+	// the file's size: every byte of the file is written and counted.
 	if hdr.Size > x.lim.MaxFileBytes {
 		return hostile(hdr.Name, "%d bytes, more than the %d allowed for one file", hdr.Size, x.lim.MaxFileBytes)
 	}
-	if err := x.mkdirs(path.Dir(name)); err != nil {
+	if err := x.mkdirs(hdr.Name, path.Dir(name)); err != nil {
 		return err
 	}
 	mode := fs.FileMode(hdr.Mode) & 0o755
@@ -487,13 +585,13 @@ func (x *extractor) file(tr *tar.Reader, hdr *tar.Header, name string) error {
 	x.kinds[name] = kindFile
 	x.modes[name] = mode
 
-	limit := min(x.lim.MaxFileBytes, x.lim.MaxTotalBytes-x.total)
+	limit := min(x.lim.MaxFileBytes, x.lim.MaxTotalBytes-x.total, x.space-x.used())
 	src := &readErrReader{r: tr}
 	n, err := io.Copy(out, io.LimitReader(src, limit+1))
 	x.total += n
 	switch {
 	case errors.Is(src.err, errStreamCap):
-		return fmt.Errorf("%w: the tar stream expands to more than %d bytes", ErrHostileArchive, x.lim.streamCap())
+		return fmt.Errorf("%w: the tar stream expands to more than %d bytes", ErrHostileArchive, x.streamCap())
 	case src.err != nil:
 		return hostile(hdr.Name, "reading its content: %v", src.err)
 	case err != nil:
@@ -502,6 +600,8 @@ func (x *extractor) file(tr *tar.Reader, hdr *tar.Header, name string) error {
 		return hostile(hdr.Name, "the archive expands to more than %d bytes", x.lim.MaxTotalBytes)
 	case n > x.lim.MaxFileBytes:
 		return hostile(hdr.Name, "more than the %d bytes allowed for one file", x.lim.MaxFileBytes)
+	case x.used() > x.space:
+		return x.noSpace(hdr.Name)
 	}
 	// Set the mode exactly: the umask must not take bits a user of the
 	// linked programs needs.
@@ -535,7 +635,7 @@ func (x *extractor) symlink(hdr *tar.Header, name string) error {
 	if p := path.Join(path.Dir(name), target); p == ".." || strings.HasPrefix(p, "../") {
 		return hostile(hdr.Name, "symlink target %q leads out of the release", target)
 	}
-	if err := x.mkdirs(path.Dir(name)); err != nil {
+	if err := x.mkdirs(hdr.Name, path.Dir(name)); err != nil {
 		return err
 	}
 	if err := x.root.Symlink(target, name); err != nil {
@@ -561,7 +661,7 @@ func (x *extractor) hardlink(hdr *tar.Header, name string) error {
 	case k != kindFile:
 		return hostile(hdr.Name, "hard link to %q, a %s", hdr.Linkname, k)
 	}
-	if err := x.mkdirs(path.Dir(name)); err != nil {
+	if err := x.mkdirs(hdr.Name, path.Dir(name)); err != nil {
 		return err
 	}
 	if err := x.root.Link(target, name); err != nil {

@@ -324,6 +324,8 @@ func TestExtractHostile(t *testing.T) {
 		{name: "dotdot that cleans away", entries: e(file("bin/../bin/x")), want: `entry "bin/../bin/x"`},
 		{name: "dotdot directory", entries: e(dir("a/../../")), want: `entry "a/../../"`},
 		{name: "long name", entries: e(file(strings.Repeat("d/", 600) + "f")), want: "longer than 1024 bytes"},
+		{name: "deep name", entries: e(file(strings.Repeat("d/", 64) + "f")), want: "more than 64 path components"},
+		{name: "deep hard link target", entries: e(hardlink("h", strings.Repeat("d/", 64)+"f")), want: "more than 64 path components"},
 		{name: "symlink absolute", entries: e(symlink("bin/sh", "/bin/sh")), want: `entry "bin/sh": symlink to the absolute path "/bin/sh"`},
 		{name: "symlink up and out", entries: e(symlink("bin/up", "../../..")), want: `entry "bin/up": symlink target "../../.." leads out`},
 		{name: "symlink to the parent", entries: e(symlink("up", "..")), want: `entry "up"`},
@@ -386,7 +388,8 @@ func TestExtractHostile(t *testing.T) {
 		{name: "marker directory", entries: e(file("sha256/x")), want: `entry "sha256/x"`},
 		{name: "marker symlink", entries: e(symlink("sha256", "bin/app")), want: `entry "sha256"`},
 		{name: "backup", entries: e(file("backup/app.db")), want: `entry "backup/app.db": "backup" at the root is reserved`},
-		{name: "too many entries", entries: e(file("a"), file("b"), file("c")), lim: install.Limits{MaxFiles: 3}, want: `entry "c": more than 3 entries`},
+		// bin (created for bin/app), bin/app, a: b is the fourth.
+		{name: "too many entries", entries: e(file("a"), file("b"), file("c")), lim: install.Limits{MaxFiles: 3}, want: `entry "b": more than 3 entries`},
 		{
 			name:    "file over the limit",
 			entries: e(extractEntry{Name: "big", Body: strings.Repeat("x", 101)}),
@@ -510,9 +513,11 @@ func TestExtractLimitsBoundary(t *testing.T) {
 		{name: "file over the limit", entries: []extractEntry{{Name: "bin/app", Mode: 0o755, Body: strings.Repeat("x", 101)}}, lim: install.Limits{MaxFileBytes: 100}},
 		{name: "total at the limit", entries: []extractEntry{extractBin, {Name: "a", Body: "1234567"}}, lim: install.Limits{MaxTotalBytes: 10}, ok: true},
 		{name: "total over the limit", entries: []extractEntry{extractBin, {Name: "a", Body: "12345678"}}, lim: install.Limits{MaxTotalBytes: 10}},
-		// bin and bin/app: the implicit bin/ is not an entry.
-		{name: "entries at the limit", entries: []extractEntry{extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 2}, ok: true},
-		{name: "entries over the limit", entries: []extractEntry{{Name: "bin", Type: tar.TypeDir}, extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 2}},
+		// bin, bin/app and a: the bin/ created for bin/app is an entry.
+		{name: "entries at the limit", entries: []extractEntry{extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 3}, ok: true},
+		{name: "entries over the limit", entries: []extractEntry{extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 2}},
+		{name: "listed dir counted once", entries: []extractEntry{{Name: "bin", Type: tar.TypeDir}, extractBin, {Name: "a"}}, lim: install.Limits{MaxFiles: 3}, ok: true},
+		{name: "path at the depth limit", entries: []extractEntry{extractBin, {Name: strings.Repeat("d/", 63) + "f"}}, ok: true},
 		{name: "negative limits mean defaults", entries: []extractEntry{extractBin}, lim: install.Limits{MaxTotalBytes: -1, MaxFiles: -1, MaxFileBytes: -1}, ok: true},
 	}
 	for _, tc := range tests {
@@ -529,6 +534,295 @@ func TestExtractLimitsBoundary(t *testing.T) {
 			}
 		})
 	}
+}
+
+// extractDeepParents is the shape of the attack in issue 12 (point 9): few
+// entries, each under depth directories of its own that the archive does
+// not list, so that one entry makes depth+1 inodes.
+func extractDeepParents(n, depth int) []extractEntry {
+	entries := []extractEntry{extractBin}
+	for i := range n {
+		name := fmt.Sprintf("p%d/", i) + strings.Repeat("d/", depth-1) + "f"
+		entries = append(entries, extractEntry{Name: name, Body: "x"})
+	}
+	return entries
+}
+
+// extractCountEntries counts what an extraction created in dir: every
+// path but the root and the marker.
+func extractCountEntries(t testing.TB, dir string) int {
+	t.Helper()
+	snap := extractSnapshot(t, dir)
+	delete(snap, ".")
+	delete(snap, "sha256")
+	return len(snap)
+}
+
+// TestExtractEntryCapCountsImplicitDirs: MaxFiles bounds the inodes an
+// extraction creates, the directories made for unlisted parents included
+// (issue 12, point 9: 203 entries made 96,408 inodes).
+func TestExtractEntryCapCountsImplicitDirs(t *testing.T) {
+	t.Parallel()
+	abc := []extractEntry{extractBin, {Name: "a/b/c/f", Body: "x"}} // bin bin/app a a/b a/b/c a/b/c/f
+	tests := []struct {
+		name     string
+		entries  []extractEntry
+		maxFiles int
+		want     []string // in the error; nil: success
+	}{
+		{
+			// bin, bin/app, then 41 per entry: p2's parents pass 100.
+			name:     "deep unlisted parents",
+			entries:  extractDeepParents(10, 40),
+			maxFiles: 100,
+			want:     []string{`entry "p2/d/d/`, `more than 100 entries, counting the parent directories created for it`},
+		},
+		{name: "one unlisted parent too many", entries: abc, maxFiles: 5, want: []string{`entry "a/b/c/f": more than 5 entries, counting the parent directories`}},
+		{name: "unlisted parents at the cap", entries: abc, maxFiles: 6},
+		{
+			name:     "symlink under unlisted parents",
+			entries:  []extractEntry{extractBin, {Name: "x/y/z/l", Type: tar.TypeSymlink, Link: "../../../bin/app"}},
+			maxFiles: 5,
+			want:     []string{`entry "x/y/z/l": more than 5 entries, counting the parent directories`},
+		},
+		{
+			name:     "directory under unlisted parents",
+			entries:  []extractEntry{extractBin, {Name: "x/y/z/", Type: tar.TypeDir}},
+			maxFiles: 4,
+			want:     []string{`entry "x/y/z/": more than 4 entries, counting the parent directories`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, tree := extractSetup(t)
+			tarGz, sum := extractWriteFile(t, filepath.Join(base, "dl"), extractGzip(t, extractTar(t, tc.entries...)))
+			before := extractSnapshot(t, base)
+
+			err := install.Extract(tarGz, tree, extractVersion, sum, install.Limits{MaxFiles: tc.maxFiles})
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Extract: %v", err)
+				}
+				if n := extractCountEntries(t, tree.VersionDir(extractVersion)); n > tc.maxFiles {
+					t.Errorf("Extract created %d entries, more than MaxFiles %d", n, tc.maxFiles)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Extract succeeded and created %d entries from %d in the archive; want it stopped at MaxFiles %d",
+					extractCountEntries(t, tree.VersionDir(extractVersion)), len(tc.entries), tc.maxFiles)
+			}
+			if !errors.Is(err, install.ErrHostileArchive) {
+				t.Errorf("Extract = %v, want ErrHostileArchive", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if diff := cmp.Diff(before, extractSnapshot(t, base)); diff != "" {
+				t.Errorf("a rejected archive changed the host (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// extractSparse is a regular file in the PAX GNU sparse 1.0 format, as GNU
+// tar writes it and tar.Writer cannot: realSize bytes of which only the
+// last is stored, after the sparse map at the start of the data. The rest
+// is a hole, which archive/tar's Reader returns as zeros. No end marker:
+// append an extractTar stream.
+func extractSparse(name string, realSize int64) []byte {
+	pad := func(b []byte) []byte { return append(b, make([]byte, (512-len(b)%512)%512)...) }
+	recs := extractPAXRecord("GNU.sparse.major", "1") +
+		extractPAXRecord("GNU.sparse.minor", "0") +
+		extractPAXRecord("GNU.sparse.name", name) +
+		extractPAXRecord("GNU.sparse.realsize", strconv.FormatInt(realSize, 10))
+	data := append(pad(fmt.Appendf(nil, "1\n%d\n1\n", realSize-1)), 'x')
+	var b []byte
+	b = append(b, extractRawHeader("PaxHeaders/"+name, tar.TypeXHeader, int64(len(recs)))...)
+	b = append(b, pad([]byte(recs))...)
+	b = append(b, extractRawHeader("GNUSparseFile.0/"+name, tar.TypeReg, int64(len(data)))...)
+	return append(b, pad(data)...)
+}
+
+// TestExtractSpaceBound: what an extraction writes is bounded by the free
+// space of the versions dir when it starts, less the margin, counted on
+// the bytes written, whatever the tarball's size or its headers say (issue
+// 12, point 10: 1.9 GB of zeros from a 1.9 MB tarball, and 2×900 MiB of
+// sparse files from 1.2 KB, were written). FreeSpace simulates the disk.
+func TestExtractSpaceBound(t *testing.T) {
+	t.Parallel()
+	const margin = install.DefaultSpaceMargin
+	sparse := func(sizes ...int64) []byte {
+		var raw []byte
+		for i, n := range sizes {
+			raw = append(raw, extractSparse(fmt.Sprintf("big%d", i+1), n)...)
+		}
+		return append(raw, extractTar(t, extractBin)...)
+	}
+	empties := []extractEntry{extractBin}
+	for i := range 20 {
+		empties = append(empties, extractEntry{Name: fmt.Sprintf("e%d", i)})
+	}
+	statfsErr := errors.New("statfs: input/output error")
+
+	tests := []struct {
+		name    string
+		raw     []byte // the tar stream
+		free    uint64 // what FreeSpace answers
+		freeErr error  // or its error
+		lim     install.Limits
+		wantIs  error                           // nil: success
+		want    []string                        // in the error
+		check   func(t *testing.T, vdir string) // on success
+	}{
+		{
+			name:   "gzip bomb on a small disk",
+			raw:    extractTar(t, extractBin, extractEntry{Name: "zeros", Body: string(make([]byte, 8<<20))}),
+			free:   margin + 1<<20,
+			wantIs: install.ErrNoSpace,
+			want:   []string{`entry "zeros": the release needs more than the 1048576 bytes it may use there`, fmt.Sprintf("(%d free when extraction began, less the %d-byte margin", margin+1<<20, margin)},
+		},
+		{
+			name:   "sparse files on a small disk",
+			raw:    sparse(48<<20, 48<<20),
+			free:   margin + 1<<20,
+			wantIs: install.ErrNoSpace,
+			want:   []string{`entry "big1": the release needs more than the 1048576 bytes`},
+		},
+		{
+			name:   "sparse files count at their size against MaxTotalBytes",
+			raw:    sparse(6<<20, 6<<20),
+			free:   1 << 40,
+			lim:    install.Limits{MaxTotalBytes: 8 << 20},
+			wantIs: install.ErrHostileArchive,
+			want:   []string{`entry "big2": the archive expands to more than 8388608 bytes`},
+		},
+		{
+			name: "sparse files that fit",
+			raw:  sparse(1<<20, 1<<20),
+			free: margin + 3<<20,
+			lim:  install.Limits{MaxTotalBytes: 2<<20 + 3},
+			check: func(t *testing.T, vdir string) {
+				want := append(make([]byte, 1<<20-1), 'x') // the hole written as zeros
+				for _, name := range []string{"big1", "big2"} {
+					if !bytes.Equal(readFile(t, filepath.Join(vdir, name)), want) {
+						t.Errorf("%s is not %d zeros and an x", name, len(want)-1)
+					}
+				}
+			},
+		},
+		{
+			name:   "every entry takes a block",
+			raw:    extractTar(t, empties...),
+			free:   margin + 10*4096,
+			wantIs: install.ErrNoSpace,
+			want:   []string{`entry "e7": the release needs more than the 40960 bytes`},
+		},
+		{
+			name:   "own margin",
+			raw:    extractTar(t, extractBin, extractEntry{Name: "data", Body: strings.Repeat("d", 600<<10)}),
+			free:   1 << 20,
+			lim:    install.Limits{SpaceMargin: 512 << 10},
+			wantIs: install.ErrNoSpace,
+			want:   []string{`entry "data": the release needs more than the 524288 bytes`, "less the 524288-byte margin"},
+		},
+		{
+			name:   "PAX header flood bounded by the free space",
+			raw:    extractPAXFlood(t, 3, 900<<10),
+			free:   margin + 64<<10,
+			lim:    install.Limits{MaxFiles: 10},
+			wantIs: install.ErrHostileArchive,
+			want:   []string{"the tar stream expands to more than"},
+		},
+		{
+			name:   "no space at all",
+			raw:    extractTar(t, extractGoodRelease()...),
+			free:   margin,
+			wantIs: install.ErrNoSpace,
+			want:   []string{fmt.Sprintf("%d bytes free, %d of them to be kept free; free some space", margin, margin)},
+		},
+		{
+			name:    "free space unknown",
+			raw:     extractTar(t, extractGoodRelease()...),
+			freeErr: statfsErr,
+			wantIs:  statfsErr,
+			want:    []string{"free space in "},
+		},
+		{name: "fits", raw: extractTar(t, extractGoodRelease()...), free: margin + 1<<20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, tree := extractSetup(t)
+			tarGz, sum := extractWriteFile(t, filepath.Join(base, "dl"), extractGzip(t, tc.raw))
+			before := extractSnapshot(t, base)
+			var asked []string
+			lim := tc.lim
+			lim.FreeSpace = func(dir string) (uint64, error) {
+				asked = append(asked, dir)
+				return tc.free, tc.freeErr
+			}
+
+			start := time.Now()
+			err := install.Extract(tarGz, tree, extractVersion, sum, lim)
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("Extract took %v", d) // it wrote far more than it may
+			}
+			if diff := cmp.Diff([]string{tree.VersionsDir()}, asked); diff != "" {
+				t.Errorf("FreeSpace asked about (-want +got):\n%s", diff)
+			}
+			if tc.wantIs == nil {
+				if err != nil {
+					t.Fatalf("Extract: %v", err)
+				}
+				if tc.check != nil {
+					tc.check(t, tree.VersionDir(extractVersion))
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Extract succeeded, writing %d bytes from a %d-byte tarball; want %v",
+					extractDirBytes(t, tree.VersionDir(extractVersion)), len(extractGzip(t, tc.raw)), tc.wantIs)
+			}
+			if !errors.Is(err, tc.wantIs) {
+				t.Errorf("Extract = %v, want %v", err, tc.wantIs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			// Nothing left: no version dir, no temp dir, nothing else
+			// changed.
+			if diff := cmp.Diff(before, extractSnapshot(t, base)); diff != "" {
+				t.Errorf("a failed Extract changed the host (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// extractDirBytes is the size of the regular files under dir.
+func extractDirBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += fi.Size()
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return n
 }
 
 func TestExtractBadArguments(t *testing.T) {
@@ -677,6 +971,10 @@ func extractFuzzSeeds(t testing.TB) map[string][]byte {
 		"hardlink-out": extractTar(t, extractBin, extractEntry{Name: "h", Type: tar.TypeLink, Link: "../../outside/secret"}),
 		"device":       extractTar(t, extractBin, extractEntry{Name: "null", Type: tar.TypeChar}),
 		"setuid":       extractTar(t, extractEntry{Name: "bin/su", Mode: 0o4755, Body: "x"}),
+		// 5 entries, 305 inodes: over FuzzExtract's MaxFiles of 200.
+		"implicit-dirs": extractTar(t, extractDeepParents(5, 60)...),
+		// 2 MiB written from 2 KiB: over FuzzExtract's MaxTotalBytes.
+		"sparse": append(extractSparse("big", 2<<20), extractTar(t, extractBin)...),
 	}
 }
 
