@@ -26,6 +26,9 @@ func (t Tree) Link(v string) (Links, error) {
 	if err := checkVersion(v); err != nil {
 		return nil, err
 	}
+	if err := t.checkAbs(); err != nil {
+		return nil, fmt.Errorf("link %s: %w", v, err)
+	}
 	names, err := t.binaries(v)
 	if err != nil {
 		return nil, err
@@ -70,6 +73,9 @@ func (t Tree) Link(v string) (Links, error) {
 
 // RestoreLinks puts the bin dir back exactly as prev recorded it.
 func (t Tree) RestoreLinks(prev Links) error {
+	if err := t.checkAbs(); err != nil {
+		return fmt.Errorf("restore links: %w", err)
+	}
 	var errs []error
 	for _, name := range sortedNames(prev) {
 		path := filepath.Join(t.BinDir, name)
@@ -88,6 +94,9 @@ func (t Tree) RestoreLinks(prev Links) error {
 
 // Unlink removes the bin dir's links into versions/ and reports how many.
 func (t Tree) Unlink() (int, error) {
+	if err := t.checkAbs(); err != nil {
+		return 0, fmt.Errorf("unlink: %w", err)
+	}
 	owned, err := t.ownedLinks()
 	if err != nil {
 		return 0, err
@@ -105,6 +114,9 @@ func (t Tree) Unlink() (int, error) {
 // LinkedVersion reports which version the bin dir's links point into: ""
 // when there are none, an error when they point into several.
 func (t Tree) LinkedVersion() (string, error) {
+	if err := t.checkAbs(); err != nil {
+		return "", err
+	}
 	owned, err := t.ownedLinks()
 	if err != nil {
 		return "", err
@@ -126,6 +138,17 @@ func (t Tree) undo(prev Links, cause error) error {
 		return errors.Join(cause, fmt.Errorf("and restoring the previous links failed: %w", err))
 	}
 	return cause
+}
+
+// checkAbs refuses a tree with a relative root or bin dir: the links would
+// be relative to the bin dir, not to the working directory, and dangle.
+func (t Tree) checkAbs() error {
+	for _, p := range []struct{ what, path string }{{"root", t.Root}, {"bin dir", t.BinDir}} {
+		if !filepath.IsAbs(p.path) {
+			return fmt.Errorf("%s %q is not an absolute path; links must not depend on the working directory", p.what, p.path)
+		}
+	}
+	return nil
 }
 
 // binaries lists the executables a version ships in bin/.

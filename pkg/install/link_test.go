@@ -126,6 +126,40 @@ func TestLinkNeverClobbersAFile(t *testing.T) {
 	}
 }
 
+// TestLinkRefusesARelativeTree: links into a relative root would be
+// relative to the bin dir and dangle.
+func TestLinkRefusesARelativeTree(t *testing.T) {
+	t.Chdir(t.TempDir())
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := install.Tree{Root: filepath.Join(wd, "root"), BinDir: filepath.Join(wd, "bin")}
+	linkFakeVersion(t, abs, "1.0.0", map[string]string{"app": "echo 1"})
+	cases := []struct {
+		name string
+		tree install.Tree
+		want string
+	}{
+		{name: "relative root", tree: install.Tree{Root: "root", BinDir: abs.BinDir}, want: `root "root" is not an absolute path`},
+		{name: "relative bin dir", tree: install.Tree{Root: abs.Root, BinDir: "bin"}, want: `bin dir "bin" is not an absolute path`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() { os.RemoveAll(abs.BinDir) })
+			if _, err := tc.tree.Link("1.0.0"); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Link: %v; want an error saying %q", err, tc.want)
+			}
+			if _, err := os.Lstat(abs.BinDir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused Link made the bin dir: %v; it holds %v", err, linkSnapshot(t, abs.BinDir))
+			}
+			if _, err := tc.tree.Unlink(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Unlink: %v; want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func runBin(t *testing.T, path string) (string, error) {
 	t.Helper()
 	out, err := exec.Command(path).Output()

@@ -16,6 +16,8 @@ import (
 //	<root>/versions/<v>/sha256    written last: the extraction is complete
 //	<root>/versions/<v>/backup/   the app's database as it was under <v>
 //	<bin_dir>/<name> -> <root>/versions/<v>/bin/<name>
+//
+// Root and BinDir must be absolute: the links hold paths into Root.
 type Tree struct {
 	Root   string
 	BinDir string
