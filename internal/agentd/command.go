@@ -426,7 +426,7 @@ func newUnlinkCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "unlink",
 		Short: "Remove agentd's links from the bin dir (e.g. to let a system package own them)",
-		Long: `Remove every link in --bin-dir that points into agentd's versions/ directory.
+		Long: `Remove every link agentd created in --bin-dir (listed in <root>/links.yaml).
 Links and files agentd did not create are left alone. Disable updates first
 ('agentd disable') or the next update links again.`,
 		Example: `  agentd disable && agentd unlink --bin-dir /usr/local/bin`,
