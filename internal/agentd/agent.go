@@ -119,6 +119,18 @@ func New(o Options) (*Agent, error) {
 		o.Hostname, _ = os.Hostname()
 	}
 	o.Hostname = heartbeat.CleanText(o.Hostname, heartbeat.MaxHostnameLen)
+	// Nothing may depend on the working directory: links into a relative
+	// root are relative to the bin dir and dangle, and agentd run from
+	// another directory would find another tree.
+	var err error
+	if o.Root, err = filepath.Abs(o.Root); err != nil {
+		return nil, fmt.Errorf("--root: %w", err)
+	}
+	if o.App.BinDir != "" {
+		if o.App.BinDir, err = filepath.Abs(o.App.BinDir); err != nil {
+			return nil, fmt.Errorf("--bin-dir: %w", err)
+		}
+	}
 	if o.Group != "" {
 		if err := rollout.ValidateGroupName(o.Group); err != nil {
 			return nil, fmt.Errorf("--group: %w", err)

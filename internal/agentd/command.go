@@ -52,7 +52,7 @@ type flags struct {
 
 func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.o.Root, "root", DefaultRoot, "state directory (agent_id, update.yaml, versions/)")
+	fl.StringVar(&f.o.Root, "root", DefaultRoot, "state directory (agent_id, update.yaml, versions/; a relative path is made absolute)")
 	fl.StringVar(&f.o.NATSURL, "nats", cliutil.Env("", "NATS_URL"), "NATS server URL(s); saved default is update.yaml spec.nats (env NATS_URL)")
 	fl.StringVar(&f.o.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
 	f.o.TLS.Register(fl)
@@ -60,7 +60,7 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.StringVar(&f.o.Hostname, "hostname", "", "host name to report (default: the system's)")
 	fl.StringVar(&f.o.App.URLTemplate, "url-template", "", "release URL, e.g. https://dl.example/app/{{.Version}}/app-{{.OS}}-{{.Arch}}.tar.gz (saved in update.yaml)")
 	fl.StringArrayVar(&f.o.FindURLs, "find-url", nil, "controller find endpoint, e.g. https://ctl-1:8080/v1/find, for when the bus is unreachable (repeat; saved in update.yaml)")
-	fl.StringVar(&f.o.App.BinDir, "bin-dir", DefaultBinDir, "where links to the active version's binaries go")
+	fl.StringVar(&f.o.App.BinDir, "bin-dir", DefaultBinDir, "where links to the active version's binaries go (a relative path is made absolute)")
 	fl.StringVar(&f.o.App.Process, "app", "", "run bin/NAME of the active version as a child of agentd (hosts and containers without systemd)")
 	fl.StringArrayVar(&f.o.App.ProcessArgs, "app-arg", nil, "argument for --app (repeat for several)")
 	fl.StringVar(&f.o.App.SystemdUnit, "systemd-unit", "", "restart this systemd unit to run a new version")
@@ -434,7 +434,7 @@ func newUnlinkCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "unlink",
 		Short: "Remove agentd's links from the bin dir (e.g. to let a system package own them)",
-		Long: `Remove every link in --bin-dir that points into agentd's versions/ directory.
+		Long: `Remove every link agentd created in --bin-dir (listed in <root>/links.yaml).
 Links and files agentd did not create are left alone. Disable updates first
 ('agentd disable') or the next update links again.`,
 		Example: `  agentd disable && agentd unlink --bin-dir /usr/local/bin`,

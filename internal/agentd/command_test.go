@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/agentd"
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 	"github.com/fleetwave/fleetwave/test/releases"
@@ -127,5 +129,47 @@ func TestEnableUpdateStatusWithSystemd(t *testing.T) {
 	}
 	if _, code := runAgentd(t, append([]string{"update", "--app", "app"}, common...)...); code != cliutil.ExitUsage {
 		t.Errorf("update with both --app and --systemd-unit: exit %d, want %d", code, cliutil.ExitUsage)
+	}
+}
+
+// TestRelativeRootAndBinDir: agentd run with a relative --root and
+// --bin-dir must make absolute links, which resolve from any working
+// directory (relative ones dangled, and the first install was rolled back).
+func TestRelativeRootAndBinDir(t *testing.T) {
+	t.Chdir(t.TempDir())
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := install.Tree{Root: filepath.Join(wd, "state"), BinDir: filepath.Join(wd, "bin")}
+	// An installed release of the app.
+	if err := os.MkdirAll(filepath.Join(tree.VersionDir("1.0.0"), "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree.VersionDir("1.0.0"), "bin", "app"), []byte("#!/bin/sh\necho 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tree.MarkerPath("1.0.0"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	out, code := runAgentd(t, "link", "--root", "state", "--bin-dir", "bin", "--group", "blue", "--version", "1.0.0", "--log-level", "error")
+	if code != 0 {
+		t.Fatalf("agentd link: exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "linked 1.0.0 into "+tree.BinDir+"\n") {
+		t.Errorf("agentd link says %q, want the absolute bin dir %s", out, tree.BinDir)
+	}
+	link := filepath.Join(tree.BinDir, "app")
+	want := filepath.Join(tree.VersionDir("1.0.0"), "bin", "app")
+	if target, err := os.Readlink(link); err != nil || target != want {
+		t.Errorf("bin/app -> %q (%v), want %s", target, err, want)
+	}
+	t.Chdir("/")
+	if got, err := exec.Command(link).Output(); err != nil || strings.TrimSpace(string(got)) != "1" {
+		t.Errorf("running %s from /: %q, %v", link, got, err)
+	}
+	if _, err := install.LoadUpdateFile(tree.Root); err != nil {
+		t.Errorf("update.yaml is not under the absolute root: %v", err)
 	}
 }

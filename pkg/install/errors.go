@@ -24,4 +24,8 @@ var (
 	ErrUnhealthy = errors.New("new version unhealthy")
 	// ErrBackup: the database backup could not be made or is unusable.
 	ErrBackup = errors.New("database backup")
+	// ErrNotOurs: a bin dir entry agentd did not create (links.yaml does not
+	// list it, or it no longer points into versions/) is where a link of
+	// ours should go. It is never replaced or removed: the operator decides.
+	ErrNotOurs = errors.New("not created by agentd")
 )

@@ -40,7 +40,8 @@ func linkFakeVersion(t *testing.T, tr install.Tree, v string, bins map[string]st
 	}
 }
 
-// linkSnapshot maps every entry of dir to its link target (or "file").
+// linkSnapshot maps every entry of dir to its link target, or to "file: "
+// and the content of a regular file, or "dir".
 func linkSnapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -49,11 +50,15 @@ func linkSnapshot(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err != nil {
-			target = "file"
+		path := filepath.Join(dir, e.Name())
+		switch target, err := os.Readlink(path); {
+		case err == nil:
+			out[e.Name()] = target
+		case e.IsDir():
+			out[e.Name()] = "dir"
+		default:
+			out[e.Name()] = "file: " + string(readFile(t, path))
 		}
-		out[e.Name()] = target
 	}
 	return out
 }
@@ -102,6 +107,10 @@ func TestLinkSwapAndRestoreExactly(t *testing.T) {
 	if diff := cmp.Diff(before, linkSnapshot(t, tr.BinDir)); diff != "" {
 		t.Errorf("bin dir after restore (-before +after):\n%s", diff)
 	}
+	// The restored links are ours again: the next swap may replace them.
+	if _, err := tr.Link("2.0.0"); err != nil {
+		t.Errorf("Link after restore: %v", err)
+	}
 }
 
 func TestLinkNeverClobbersAFile(t *testing.T) {
@@ -123,6 +132,362 @@ func TestLinkNeverClobbersAFile(t *testing.T) {
 	}
 	if _, err := tr.Link("../../etc"); err == nil {
 		t.Error("Link accepted a version that is a path")
+	}
+}
+
+// linkTree is a tree whose bin dir is outside the root, as /usr/local/bin
+// is outside /var/lib/fleetwave.
+func linkTree(t *testing.T) install.Tree {
+	t.Helper()
+	return install.Tree{Root: t.TempDir(), BinDir: filepath.Join(t.TempDir(), "bin")}
+}
+
+// symlink makes path -> target.
+func symlink(t *testing.T, target, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// systemBinary is an executable outside the tree that prints "system": a
+// stand-in for /usr/bin/python3.
+func systemBinary(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\necho system\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// readIfAny is the content of path, or "absent".
+func readIfAny(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "absent"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestLinkRefusesAForeignSymlink: python3 -> /usr/bin/python3 is the
+// operator's; a release that ships bin/python3 must not take it.
+func TestLinkRefusesAForeignSymlink(t *testing.T) {
+	tr := linkTree(t)
+	linkFakeVersion(t, tr, "1.2.0", map[string]string{"app": "echo 1", "python3": "echo ours"})
+	system := systemBinary(t, "python3")
+	python := filepath.Join(tr.BinDir, "python3")
+	symlink(t, system, python)
+	before := linkSnapshot(t, tr.BinDir)
+
+	prev, err := tr.Link("1.2.0")
+	want := fmt.Sprintf("link 1.2.0: %s exists and was not created by agentd (it points to %s); move it away or remove it from the release", python, system)
+	if !errors.Is(err, install.ErrNotOurs) || err.Error() != want {
+		t.Errorf("Link over the operator's symlink:\n got: %v\nwant: %s", err, want)
+	}
+	if prev != nil {
+		t.Errorf("a refused Link reports replacing %v", prev)
+	}
+	if diff := cmp.Diff(before, linkSnapshot(t, tr.BinDir)); diff != "" {
+		t.Errorf("bin dir changed by a refused link (-before +after):\n%s", diff)
+	}
+	if got := readIfAny(t, filepath.Join(tr.Root, "links.yaml")); got != "absent" {
+		t.Errorf("a refused Link wrote links.yaml:\n%s", got)
+	}
+}
+
+// TestLinkNeverDeletesAForeignSymlink: the issue's sequence. A release that
+// ships python3 used to replace the operator's link, and the next release,
+// which does not ship it, deleted it.
+func TestLinkNeverDeletesAForeignSymlink(t *testing.T) {
+	tr := linkTree(t)
+	linkFakeVersion(t, tr, "1.0.0", map[string]string{"app": "echo 1", "python3": "echo ours"})
+	linkFakeVersion(t, tr, "2.0.0", map[string]string{"app": "echo 2"})
+	system := systemBinary(t, "python3")
+	python := filepath.Join(tr.BinDir, "python3")
+	symlink(t, system, python)
+	check := func(step string) {
+		t.Helper()
+		if got, err := os.Readlink(python); err != nil || got != system {
+			t.Errorf("after %s: python3 -> %q (%v), want the operator's %s", step, got, err, system)
+		}
+	}
+
+	if _, err := tr.Link("1.0.0"); !errors.Is(err, install.ErrNotOurs) {
+		t.Errorf("Link 1.0.0, which ships python3: %v, want ErrNotOurs", err)
+	}
+	check("Link 1.0.0")
+	if _, err := tr.Link("2.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	check("Link 2.0.0")
+	if out, err := runBin(t, python); err != nil || out != "system" {
+		t.Errorf("running python3: %q, %v; want the system's", out, err)
+	}
+	if out, err := runBin(t, filepath.Join(tr.BinDir, "app")); err != nil || out != "2" {
+		t.Errorf("running app: %q, %v; want 2", out, err)
+	}
+}
+
+// TestLinkKeepsAnOperatorsLinkIntoVersions: once links.yaml exists, a link
+// into versions/ that agentd did not make is not ours either.
+func TestLinkKeepsAnOperatorsLinkIntoVersions(t *testing.T) {
+	tr := linkTree(t)
+	linkFakeVersion(t, tr, "1.0.0", map[string]string{"app": "echo 1"})
+	linkFakeVersion(t, tr, "2.0.0", map[string]string{"app": "echo 2"})
+	linkFakeVersion(t, tr, "3.0.0", map[string]string{"app": "echo 3", "helper": "echo ours"})
+	if _, err := tr.Link("1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	helperTarget := filepath.Join(tr.VersionDir("1.0.0"), "bin", "app")
+	helper := filepath.Join(tr.BinDir, "helper")
+	symlink(t, helperTarget, helper)
+	check := func(step string) {
+		t.Helper()
+		if got, err := os.Readlink(helper); err != nil || got != helperTarget {
+			t.Errorf("after %s: helper -> %q (%v), want the operator's link to %s", step, got, err, helperTarget)
+		}
+	}
+
+	if _, err := tr.Link("2.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	check("Link 2.0.0, which does not ship helper")
+	if v, err := tr.LinkedVersion(); err != nil || v != "2.0.0" {
+		t.Errorf("LinkedVersion = %q, %v; want 2.0.0 (helper is not ours)", v, err)
+	}
+	before := linkSnapshot(t, tr.BinDir)
+	_, err := tr.Link("3.0.0")
+	if !errors.Is(err, install.ErrNotOurs) || !strings.Contains(err.Error(), filepath.Join(tr.Root, "links.yaml")+" does not list it") {
+		t.Errorf("Link 3.0.0, which ships helper: %v; want ErrNotOurs saying links.yaml does not list it", err)
+	}
+	if diff := cmp.Diff(before, linkSnapshot(t, tr.BinDir)); diff != "" {
+		t.Errorf("bin dir changed by a refused link (-before +after):\n%s", diff)
+	}
+	if n, err := tr.Unlink(); err != nil || n != 1 {
+		t.Errorf("Unlink = %d, %v; want 1 (app only)", n, err)
+	}
+	check("Unlink")
+}
+
+// TestLinkOwnership: what each state of a name Link would create leads to.
+// An entry is ours when it is a symlink into versions/ and links.yaml lists
+// it for this bin dir, or links.yaml has no entry for this bin dir (hosts
+// set up before links.yaml).
+func TestLinkOwnership(t *testing.T) {
+	cases := []struct {
+		name    string
+		setup   func(t *testing.T, tr, other install.Tree)
+		wantErr string // "" links 2.0.0
+	}{
+		{name: "absent", setup: func(*testing.T, install.Tree, install.Tree) {}},
+		{name: "ours", setup: func(t *testing.T, tr, _ install.Tree) { mustLink(t, tr, "1.0.0") }},
+		{name: "recorded, link gone (crash)", setup: func(t *testing.T, tr, _ install.Tree) {
+			mustLink(t, tr, "1.0.0")
+			mustRemove(t, filepath.Join(tr.BinDir, "app"))
+		}},
+		{name: "recorded, replaced by a file", wantErr: "it is a regular file, not a symlink", setup: func(t *testing.T, tr, _ install.Tree) {
+			mustLink(t, tr, "1.0.0")
+			mustRemove(t, filepath.Join(tr.BinDir, "app"))
+			if err := os.WriteFile(filepath.Join(tr.BinDir, "app"), []byte("theirs"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "recorded, replaced by a symlink elsewhere", wantErr: "it points to /usr/bin/env)", setup: func(t *testing.T, tr, _ install.Tree) {
+			mustLink(t, tr, "1.0.0")
+			mustRemove(t, filepath.Join(tr.BinDir, "app"))
+			symlink(t, "/usr/bin/env", filepath.Join(tr.BinDir, "app"))
+		}},
+		{name: "directory", wantErr: "it is a directory", setup: func(t *testing.T, tr, _ install.Tree) {
+			if err := os.MkdirAll(filepath.Join(tr.BinDir, "app"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "into versions, not recorded", wantErr: "does not list it", setup: func(t *testing.T, tr, _ install.Tree) {
+			mustLink(t, tr, "1.0.0")
+			if _, err := tr.Unlink(); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, filepath.Join(tr.VersionDir("1.0.0"), "bin", "app"), filepath.Join(tr.BinDir, "app"))
+		}},
+		{name: "into versions, recorded for another bin dir only", wantErr: "does not list it", setup: func(t *testing.T, tr, other install.Tree) {
+			mustLink(t, other, "1.0.0")
+			mustLink(t, tr, "0.9.0") // this bin dir is known, without app
+			symlink(t, filepath.Join(tr.VersionDir("1.0.0"), "bin", "app"), filepath.Join(tr.BinDir, "app"))
+		}},
+		{name: "into versions, no links.yaml (an older agentd's link)", setup: func(t *testing.T, tr, _ install.Tree) {
+			symlink(t, filepath.Join(tr.VersionDir("1.0.0"), "bin", "app"), filepath.Join(tr.BinDir, "app"))
+		}},
+		{name: "into versions, links.yaml knows only another bin dir", setup: func(t *testing.T, tr, other install.Tree) {
+			mustLink(t, other, "1.0.0")
+			symlink(t, filepath.Join(tr.VersionDir("1.0.0"), "bin", "app"), filepath.Join(tr.BinDir, "app"))
+		}},
+		{name: "corrupt links.yaml", wantErr: "corrupt state file", setup: func(t *testing.T, tr, _ install.Tree) {
+			if err := os.WriteFile(filepath.Join(tr.Root, "links.yaml"), []byte("version: [\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := linkTree(t)
+			other := install.Tree{Root: tr.Root, BinDir: filepath.Join(t.TempDir(), "bin")}
+			linkFakeVersion(t, tr, "0.9.0", map[string]string{"other": "echo 0"})
+			linkFakeVersion(t, tr, "1.0.0", map[string]string{"app": "echo 1"})
+			linkFakeVersion(t, tr, "2.0.0", map[string]string{"app": "echo 2"})
+			tc.setup(t, tr, other)
+			before, record := linkSnapshot(t, tr.BinDir), readIfAny(t, filepath.Join(tr.Root, "links.yaml"))
+
+			_, err := tr.Link("2.0.0")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Link: %v; want an error saying %q", err, tc.wantErr)
+				}
+				if diff := cmp.Diff(before, linkSnapshot(t, tr.BinDir)); diff != "" {
+					t.Errorf("bin dir changed by a refused link (-before +after):\n%s", diff)
+				}
+				if diff := cmp.Diff(record, readIfAny(t, filepath.Join(tr.Root, "links.yaml"))); diff != "" {
+					t.Errorf("links.yaml changed by a refused link (-before +after):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Link: %v", err)
+			}
+			if out, err := runBin(t, filepath.Join(tr.BinDir, "app")); err != nil || out != "2" {
+				t.Errorf("running app: %q, %v; want 2", out, err)
+			}
+			// Recorded as ours: Unlink takes it.
+			if n, err := tr.Unlink(); err != nil || n < 1 {
+				t.Errorf("Unlink = %d, %v; want app removed", n, err)
+			}
+			if _, err := os.Lstat(filepath.Join(tr.BinDir, "app")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("app after Unlink: %v", err)
+			}
+		})
+	}
+}
+
+func mustLink(t *testing.T, tr install.Tree, v string) {
+	t.Helper()
+	if _, err := tr.Link(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustRemove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLinkAdoptsLinksMadeBeforeLinksYAML: a host an older agentd set up has
+// links into versions/ and no links.yaml. They are ours: the next Link
+// replaces or removes them and records what it made.
+func TestLinkAdoptsLinksMadeBeforeLinksYAML(t *testing.T) {
+	tr := linkTree(t)
+	linkFakeVersion(t, tr, "1.0.0", map[string]string{"app": "echo 1", "tool": "echo tool"})
+	linkFakeVersion(t, tr, "2.0.0", map[string]string{"app": "echo 2"})
+	for _, name := range []string{"app", "tool"} {
+		symlink(t, filepath.Join(tr.VersionDir("1.0.0"), "bin", name), filepath.Join(tr.BinDir, name))
+	}
+	symlink(t, "/usr/bin/env", filepath.Join(tr.BinDir, "theirs"))
+
+	if _, err := tr.Link("2.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"app":    filepath.Join(tr.VersionDir("2.0.0"), "bin", "app"),
+		"theirs": "/usr/bin/env",
+	}
+	if diff := cmp.Diff(want, linkSnapshot(t, tr.BinDir)); diff != "" {
+		t.Errorf("bin dir (-want +got):\n%s", diff)
+	}
+	wantRecord := fmt.Sprintf(`# Written by agentd: the entries of each bin dir that agentd created.
+# agentd never replaces or removes a bin dir entry that is not listed here.
+version: v1
+kind: links
+spec:
+  bin_dirs:
+    - path: %s
+      names:
+        - app
+`, tr.BinDir)
+	if diff := cmp.Diff(wantRecord, readIfAny(t, filepath.Join(tr.Root, "links.yaml"))); diff != "" {
+		t.Errorf("links.yaml (-want +got):\n%s", diff)
+	}
+}
+
+// TestRestoreLinksLeavesWhatIsNotOurs: between a swap and its undo, the
+// operator put a file where a new link of ours was; the undo must not
+// remove it.
+func TestRestoreLinksLeavesWhatIsNotOurs(t *testing.T) {
+	tr := linkTree(t)
+	linkFakeVersion(t, tr, "1.0.0", map[string]string{"app": "echo 1"})
+	linkFakeVersion(t, tr, "2.0.0", map[string]string{"app": "echo 2", "newtool": "echo new"})
+	mustLink(t, tr, "1.0.0")
+	prev, err := tr.Link("2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newtool := filepath.Join(tr.BinDir, "newtool")
+	mustRemove(t, newtool)
+	if err := os.WriteFile(newtool, []byte("theirs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	err = tr.RestoreLinks(prev)
+	if !errors.Is(err, install.ErrNotOurs) || !strings.Contains(err.Error(), newtool) || !strings.Contains(err.Error(), "left alone") {
+		t.Errorf("RestoreLinks: %v; want ErrNotOurs naming %s", err, newtool)
+	}
+	want := map[string]string{
+		"app":     filepath.Join(tr.VersionDir("1.0.0"), "bin", "app"),
+		"newtool": "file: theirs",
+	}
+	if diff := cmp.Diff(want, linkSnapshot(t, tr.BinDir)); diff != "" {
+		t.Errorf("bin dir after restore (-want +got):\n%s", diff)
+	}
+}
+
+// TestLinkRefusesARelativeTree: links into a relative root would be
+// relative to the bin dir and dangle.
+func TestLinkRefusesARelativeTree(t *testing.T) {
+	t.Chdir(t.TempDir())
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := install.Tree{Root: filepath.Join(wd, "root"), BinDir: filepath.Join(wd, "bin")}
+	linkFakeVersion(t, abs, "1.0.0", map[string]string{"app": "echo 1"})
+	cases := []struct {
+		name string
+		tree install.Tree
+		want string
+	}{
+		{name: "relative root", tree: install.Tree{Root: "root", BinDir: abs.BinDir}, want: `root "root" is not an absolute path`},
+		{name: "relative bin dir", tree: install.Tree{Root: abs.Root, BinDir: "bin"}, want: `bin dir "bin" is not an absolute path`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() { os.RemoveAll(abs.BinDir) })
+			if _, err := tc.tree.Link("1.0.0"); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Link: %v; want an error saying %q", err, tc.want)
+			}
+			if _, err := os.Lstat(abs.BinDir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused Link made the bin dir: %v; it holds %v", err, linkSnapshot(t, abs.BinDir))
+			}
+			if _, err := tc.tree.Unlink(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Unlink: %v; want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }
 

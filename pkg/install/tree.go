@@ -12,10 +12,13 @@ import (
 //	<root>/update.yaml            config + status
 //	<root>/agent_id               the update id
 //	<root>/lock                   flock: one updater at a time
+//	<root>/links.yaml             the bin dir entries agentd created
 //	<root>/versions/<v>/bin/…     an extracted release
 //	<root>/versions/<v>/sha256    written last: the extraction is complete
 //	<root>/versions/<v>/backup/   the app's database as it was under <v>
 //	<bin_dir>/<name> -> <root>/versions/<v>/bin/<name>
+//
+// Root and BinDir must be absolute: the links hold paths into Root.
 type Tree struct {
 	Root   string
 	BinDir string
