@@ -199,7 +199,10 @@ func (in *Installer) rollback(ctx context.Context, st Status, j *Journal, cause 
 	// Not the version's fault when the install was cancelled (agentd
 	// stopping, a newer plan): restore, but do not mark it bad (a
 	// rolled-back version is never retried automatically).
-	interrupted := errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded)
+	// Nor when the bin dir holds an entry of someone else's where the
+	// release puts a link: the operator must move it, and the release is
+	// tried again after that.
+	interrupted := errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, ErrNotOurs)
 	j.Cause, j.Bad = cause.Error(), !interrupted
 	in.Log.Warn("rolling back", slog.String("from", j.Target), slog.String("to", j.From), slog.Any("cause", cause))
 	var errs []error
@@ -328,7 +331,7 @@ func (in *Installer) ensureVersion(ctx context.Context, v string) error {
 		return err
 	}
 	defer os.Remove(dl.Path)
-	return Extract(dl.Path, in.Tree, v, dl.SHA256, Limits{})
+	return Extract(dl.Path, in.Tree, v, dl.SHA256, Limits{FreeSpace: in.Fetcher.FreeSpace, SpaceMargin: in.Fetcher.SpaceMargin})
 }
 
 // backups says, in PlanDB's terms, whether target has a usable database
