@@ -253,6 +253,12 @@ type StatusReport struct {
 	Rollback     bool      `json:"rollback"`
 	RollbackFrom string    `json:"rollback_from,omitempty"`
 	Error        string    `json:"error,omitempty"`
+	// InstallStep and InstallTarget come from the install journal: an
+	// install under way, or one a crash interrupted that the next run,
+	// update, enable or link finishes.
+	InstallStep   string `json:"install_step,omitempty"`
+	InstallTarget string `json:"install_target,omitempty"`
+	JournalError  string `json:"journal_error,omitempty"`
 }
 
 func newStatusCmd() *cobra.Command {
@@ -272,6 +278,11 @@ func newStatusCmd() *cobra.Command {
 				LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error}
 			if len(st.VersionHistory) > 0 {
 				rep.Previous = st.VersionHistory[0]
+			}
+			if j, err := install.LoadJournal(a.tree()); err != nil {
+				rep.JournalError = err.Error()
+			} else if j != nil && j.Step != install.StepUndone {
+				rep.InstallStep, rep.InstallTarget = string(j.Step), j.Target
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()

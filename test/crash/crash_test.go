@@ -106,9 +106,13 @@ func setup(m *testing.M) (int, error) {
 
 // systemctl stands in for systemd: "restart" runs <dir>/exec in its own
 // session (so it outlives agentd), "stop" ends it (TERM, then KILL), and
-// "is-active" reports whether it runs (a zombie does not).
+// "is-active" reports whether it runs (a zombie does not); one job at a
+// time.
 const systemctl = `#!/bin/sh
 d="$FAKE_SYSTEMD"
+# One job at a time, as systemd does: a systemctl left running by a killed
+# agentd finishes before the next one starts.
+exec 9>>"$d/lock"; flock 9
 alive() { [ -f "$d/pid" ] && st=$(cut -d')' -f2 "/proc/$(cat "$d/pid")/stat" 2>/dev/null | cut -c2) && [ -n "$st" ] && [ "$st" != Z ]; }
 stop() {
   [ -f "$d/pid" ] || return 0
@@ -118,7 +122,7 @@ stop() {
 }
 case "$1" in
   stop) stop ;;
-  restart) stop; setsid "$d/exec" >>"$d/app.log" 2>&1 </dev/null & echo $! >"$d/pid.tmp"; mv "$d/pid.tmp" "$d/pid" ;;
+  restart) stop; setsid "$d/exec" >>"$d/app.log" 2>&1 </dev/null 9>&- & echo $! >"$d/pid.tmp"; mv "$d/pid.tmp" "$d/pid" ;;
   is-active) alive ;;
   *) echo "systemctl stand-in: $*: not supported" >&2; exit 1 ;;
 esac
@@ -375,9 +379,9 @@ func hasMarker(args []string, marker string) bool {
 	return false
 }
 
-// check asserts that the host is consistent on version want, with the
-// target recorded as rolled back when bad is set.
-func (h *host) check(want, target string, bad bool) {
+// check asserts that the host is consistent on version want, with
+// rollbackFrom recorded as the version rolled back from ("" for none).
+func (h *host) check(want, rollbackFrom string) {
 	h.t.Helper()
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -388,10 +392,10 @@ func (h *host) check(want, target string, bad bool) {
 		fail("update.yaml: %v", err)
 	case st.ActiveVersion != want:
 		fail("update.yaml active_version %q, want %s (error %q)", st.ActiveVersion, want, st.Error)
-	case bad && (!st.Rollback || st.RollbackFrom != target):
-		fail("update.yaml rollback %v from %q, want the rollback from %s recorded", st.Rollback, st.RollbackFrom, target)
-	case !bad && st.Rollback:
-		fail("update.yaml says rolled back from %s; the release is good", st.RollbackFrom)
+	case rollbackFrom != "" && (!st.Rollback || st.RollbackFrom != rollbackFrom):
+		fail("update.yaml rollback %v from %q, want the rollback from %s recorded", st.Rollback, st.RollbackFrom, rollbackFrom)
+	case rollbackFrom == "" && st.Rollback:
+		fail("update.yaml says rolled back from %s; want no rollback", st.RollbackFrom)
 	}
 	if j, err := install.LoadJournal(h.tree()); err != nil || j != nil && j.Step != install.StepUndone {
 		fail("journal left open: %+v (%v)", j, err)

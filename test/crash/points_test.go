@@ -3,7 +3,6 @@ package crash_test
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/pkg/install"
 )
 
 // scenario is an install that a crash interrupts.
@@ -123,7 +123,11 @@ func crashAt(t *testing.T, sc scenario, daemon bool, point string) {
 		h.startDaemon("")
 		h.waitSettled(sc)
 	}
-	h.check(sc.want, sc.target, sc.bad)
+	rollbackFrom := ""
+	if sc.bad {
+		rollbackFrom = sc.target
+	}
+	h.check(sc.want, rollbackFrom)
 	if daemon {
 		h.stopDaemon()
 		if apps := h.apps(); len(apps) != 0 {
@@ -144,6 +148,9 @@ func (h *host) waitSettled(sc scenario) {
 		done := st.ActiveVersion == sc.want && (!sc.bad || st.Rollback && st.RollbackFrom == sc.target)
 		if !done {
 			return fmt.Errorf("active %q rollback_from %q (%s)", st.ActiveVersion, st.RollbackFrom, st.Error)
+		}
+		if j, err := install.LoadJournal(h.tree()); err != nil || j != nil && j.Step != install.StepUndone {
+			return fmt.Errorf("journal still open: %+v %v", j, err)
 		}
 		if n := len(h.apps()); n != 1 {
 			return fmt.Errorf("%d app processes", n)
@@ -178,5 +185,3 @@ func smallDisk(t *testing.T, size int) string {
 	})
 	return dir
 }
-
-var _ = os.Getpid
