@@ -84,16 +84,26 @@ func LoadUpdateFile(root string) (*UpdateFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	f, err := parseUpdateFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// parseUpdateFile is LoadUpdateFile on the file's bytes; every error is
+// ErrCorrupt.
+func parseUpdateFile(data []byte) (*UpdateFile, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v (fix or remove it; it is never overwritten automatically)", path, ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %v (fix or remove it; it is never overwritten automatically)", ErrCorrupt, err)
 	}
 	var f UpdateFile
 	if err := doc.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	f.doc = &doc
 	return &f, nil
@@ -142,12 +152,29 @@ func (f *UpdateFile) Validate() error {
 // rename), keeping any field of the file as read that this build does not
 // know.
 func (f *UpdateFile) Save(root string) error {
-	if err := f.Validate(); err != nil {
+	data, err := f.marshal()
+	if err != nil {
 		return fmt.Errorf("save %s: %w", UpdateFileName, err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("save %s: %w", UpdateFileName, err)
+	}
+	path := filepath.Join(root, UpdateFileName)
+	if err := renameio.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return nil
+}
+
+// marshal validates f and encodes it as Save writes it: merged into the
+// document as read, if any.
+func (f *UpdateFile) marshal() ([]byte, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
 	}
 	var fresh yaml.Node
 	if err := fresh.Encode(f); err != nil {
-		return fmt.Errorf("save %s: %w", UpdateFileName, err)
+		return nil, err
 	}
 	out := &fresh
 	if f.doc != nil && len(f.doc.Content) == 1 {
@@ -158,16 +185,9 @@ func (f *UpdateFile) Save(root string) error {
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(out); err != nil {
-		return fmt.Errorf("save %s: %w", UpdateFileName, err)
+		return nil, err
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return fmt.Errorf("save %s: %w", UpdateFileName, err)
-	}
-	path := filepath.Join(root, UpdateFileName)
-	if err := renameio.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	return nil
+	return buf.Bytes(), nil
 }
 
 // mergeMapping writes every key of src into dst (both mapping nodes encoding
