@@ -180,6 +180,7 @@ func (f *UpdateFile) marshal() ([]byte, error) {
 	if f.doc != nil && len(f.doc.Content) == 1 {
 		mergeMapping(f.doc.Content[0], &fresh, reflect.TypeFor[UpdateFile]())
 		out = f.doc.Content[0]
+		inlineDroppedAnchors(out, map[*yaml.Node]bool{}, map[*yaml.Node]*yaml.Node{})
 	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -220,6 +221,35 @@ func mergeMapping(dst, src *yaml.Node, t reflect.Type) {
 		default:
 			dst.Content[j+1] = v
 		}
+	}
+}
+
+// inlineDroppedAnchors walks n in document order and replaces each alias
+// whose anchored node the merge dropped (a known field's value replaced or
+// cleared, while an unknown field still refers to it) by that node as read,
+// anchor included, so that later aliases to it still resolve. Without this
+// Save writes an "unknown anchor" file that Load then calls corrupt.
+// defined holds the anchored nodes met so far; moved, where a dropped one
+// now is.
+func inlineDroppedAnchors(n *yaml.Node, defined map[*yaml.Node]bool, moved map[*yaml.Node]*yaml.Node) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		if to, ok := moved[n.Alias]; ok {
+			n.Alias = to
+		}
+		if defined[n.Alias] {
+			return
+		}
+		head, line, foot := n.HeadComment, n.LineComment, n.FootComment
+		target := n.Alias
+		*n = *target
+		n.HeadComment, n.LineComment, n.FootComment = head, line, foot
+		moved[target] = n
+	}
+	if n.Anchor != "" {
+		defined[n] = true
+	}
+	for _, c := range n.Content {
+		inlineDroppedAnchors(c, defined, moved)
 	}
 }
 
