@@ -219,6 +219,11 @@ func mergeMapping(dst, src *yaml.Node, t reflect.Type) {
 		case fields[k.Value] != nil && dst.Content[j+1].Kind == yaml.MappingNode && v.Kind == yaml.MappingNode:
 			mergeMapping(dst.Content[j+1], v, fields[k.Value])
 		default:
+			// The comments on the value as read stay with it: a comment
+			// after an empty value belongs to the key when read and to the
+			// value once written, so otherwise each Save would move or drop it.
+			old := dst.Content[j+1]
+			v.HeadComment, v.LineComment, v.FootComment = old.HeadComment, old.LineComment, old.FootComment
 			dst.Content[j+1] = v
 		}
 	}
