@@ -26,7 +26,7 @@ func updateFileFuzzSeeds(t testing.TB) map[string]string {
 	}
 	const head = "version: v1\nkind: update_config\n"
 	var history strings.Builder
-	for i := range 100 {
+	for i := range 30 {
 		fmt.Fprintf(&history, "    - 1.%d.%d\n", i/10, i%10)
 	}
 	return map[string]string{
@@ -45,9 +45,10 @@ status:
   future_nested: {depth: 2}
 `,
 		"huge-strings": head + "spec:\n  group: " + strings.Repeat("g", 63) +
-			"\n  url_template: https://releases.example.net/" + strings.Repeat("x/", 1000) + "{{.Version}}.tar.gz" +
+			"\n  url_template: https://releases.example.net/" + strings.Repeat("x/", 600) + "{{.Version}}.tar.gz" +
+			"\n? " + strings.Repeat("k", 1100) + "\n: an unknown key too long (1024) to be written as a simple key" +
 			"\nstatus:\n  version_history:\n" + history.String() +
-			"  error: " + fmt.Sprintf("%q", strings.Repeat("line with \"quotes\", # hash, é, \t tab\n", 100)) + "\n",
+			"  error: " + fmt.Sprintf("%q", strings.Repeat("line with \"quotes\", # hash, é, \t tab\n", 40)) + "\n",
 		"anchors-aliases": `version: &v v1
 kind: update_config
 base: &base {group: prod, enabled: true}
