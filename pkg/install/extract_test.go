@@ -22,7 +22,7 @@ import (
 	"github.com/fleetwave/fleetwave/pkg/install"
 )
 
-var extractGenSeeds = flag.Bool("gen-seeds", false, "rewrite the FuzzExtract seeds in testdata/fuzz/FuzzExtract")
+var genSeeds = flag.Bool("gen-seeds", false, "rewrite the fuzz seeds in testdata/fuzz (FuzzExtract, FuzzUpdateFile)")
 
 const extractVersion = "2.0.0"
 
@@ -986,7 +986,7 @@ func TestExtractFuzzSeeds(t *testing.T) {
 	for name, data := range extractFuzzSeeds(t) {
 		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
 		path := filepath.Join(dir, "seed-"+name)
-		if *extractGenSeeds {
+		if *genSeeds {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}

@@ -84,16 +84,26 @@ func LoadUpdateFile(root string) (*UpdateFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	f, err := parseUpdateFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// parseUpdateFile is LoadUpdateFile on the file's bytes; every error is
+// ErrCorrupt.
+func parseUpdateFile(data []byte) (*UpdateFile, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v (fix or remove it; it is never overwritten automatically)", path, ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %v (fix or remove it; it is never overwritten automatically)", ErrCorrupt, err)
 	}
 	var f UpdateFile
 	if err := doc.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	f.doc = &doc
 	return &f, nil
@@ -142,29 +152,15 @@ func (f *UpdateFile) Validate() error {
 // rename), keeping any field of the file as read that this build does not
 // know.
 func (f *UpdateFile) Save(root string) error {
-	if err := f.Validate(); err != nil {
-		return fmt.Errorf("save %s: %w", UpdateFileName, err)
-	}
-	var fresh yaml.Node
-	if err := fresh.Encode(f); err != nil {
-		return fmt.Errorf("save %s: %w", UpdateFileName, err)
-	}
-	out := &fresh
-	if f.doc != nil && len(f.doc.Content) == 1 {
-		mergeMapping(f.doc.Content[0], &fresh, reflect.TypeFor[UpdateFile]())
-		out = f.doc.Content[0]
-	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(out); err != nil {
+	data, err := f.marshal()
+	if err != nil {
 		return fmt.Errorf("save %s: %w", UpdateFileName, err)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return fmt.Errorf("save %s: %w", UpdateFileName, err)
 	}
 	path := filepath.Join(root, UpdateFileName)
-	if err := renameio.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := renameio.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
 	// The rename itself must be on disk before the install journal that
@@ -173,6 +169,31 @@ func (f *UpdateFile) Save(root string) error {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
 	return nil
+}
+
+// marshal validates f and encodes it as Save writes it: merged into the
+// document as read, if any.
+func (f *UpdateFile) marshal() ([]byte, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	var fresh yaml.Node
+	if err := fresh.Encode(f); err != nil {
+		return nil, err
+	}
+	out := &fresh
+	if f.doc != nil && len(f.doc.Content) == 1 {
+		mergeMapping(f.doc.Content[0], &fresh, reflect.TypeFor[UpdateFile]())
+		out = f.doc.Content[0]
+		inlineDroppedAnchors(out, map[*yaml.Node]bool{}, map[*yaml.Node]*yaml.Node{})
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // mergeMapping writes every key of src into dst (both mapping nodes encoding
@@ -203,8 +224,42 @@ func mergeMapping(dst, src *yaml.Node, t reflect.Type) {
 		case fields[k.Value] != nil && dst.Content[j+1].Kind == yaml.MappingNode && v.Kind == yaml.MappingNode:
 			mergeMapping(dst.Content[j+1], v, fields[k.Value])
 		default:
+			// The comments on the value as read stay with it: a comment
+			// after an empty value belongs to the key when read and to the
+			// value once written, so otherwise each Save would move or drop it.
+			old := dst.Content[j+1]
+			v.HeadComment, v.LineComment, v.FootComment = old.HeadComment, old.LineComment, old.FootComment
 			dst.Content[j+1] = v
 		}
+	}
+}
+
+// inlineDroppedAnchors walks n in document order and replaces each alias
+// whose anchored node the merge dropped (a known field's value replaced or
+// cleared, while an unknown field still refers to it) by that node as read,
+// anchor included, so that later aliases to it still resolve. Without this
+// Save writes an "unknown anchor" file that Load then calls corrupt.
+// defined holds the anchored nodes met so far; moved, where a dropped one
+// now is.
+func inlineDroppedAnchors(n *yaml.Node, defined map[*yaml.Node]bool, moved map[*yaml.Node]*yaml.Node) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		if to, ok := moved[n.Alias]; ok {
+			n.Alias = to
+		}
+		if defined[n.Alias] {
+			return
+		}
+		head, line, foot := n.HeadComment, n.LineComment, n.FootComment
+		target := n.Alias
+		*n = *target
+		n.HeadComment, n.LineComment, n.FootComment = head, line, foot
+		moved[target] = n
+	}
+	if n.Anchor != "" {
+		defined[n] = true
+	}
+	for _, c := range n.Content {
+		inlineDroppedAnchors(c, defined, moved)
 	}
 }
 

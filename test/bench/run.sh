@@ -32,4 +32,6 @@ go build -o "$bin/controller" ./cmd/controller || exit 1
   echo "== rss 10k";  "$bin/fleetbench" rss -agents 10000  -controller "$bin/controller"
   echo "== rss 100k"; "$bin/fleetbench" rss -agents 100000 -controller "$bin/controller"
   echo "== httpfind"; go test -run '^$' -bench 'BenchmarkDecide|BenchmarkFind' -benchtime 2s ./pkg/httpfind
+  # 5: a 100 MB release install against sha256sum && tar xzf.
+  echo "== install 100MB"; go test -run '^$' -bench Install100MB -benchtime 1x -count 5 ./pkg/install/
 } 2>&1 | tee "$out"
