@@ -47,8 +47,9 @@ const (
 // Fetcher downloads release tarballs and verifies them against their
 // published sha256 and, when PublicKey is set, its Ed25519 signature.
 type Fetcher struct {
-	// Client makes the requests; nil means http.DefaultClient. Fetch's ctx
-	// bounds every request.
+	// Client makes the requests; nil means http.DefaultClient. Fetch's ctx,
+	// StallTimeout and Deadline bound every request: a Client.Timeout is not
+	// needed, and one shorter than Deadline cuts a slow but moving download.
 	Client *http.Client
 	// URLTemplate is a text/template for the tarball URL, with {{.Version}},
 	// {{.OS}} and {{.Arch}}. The checksum is at URL+".sha256", the signature
@@ -67,6 +68,23 @@ type Fetcher struct {
 	// SpaceMargin is kept free beyond what the release needs; 0 means
 	// DefaultSpaceMargin.
 	SpaceMargin int64
+
+	// StallTimeout and MinProgress say when a server has stalled: every
+	// request (HEAD, .sha256, .sig, tarball) must get its response headers
+	// within StallTimeout, and then MinProgress more bytes within
+	// StallTimeout of the headers or of the previous MinProgress bytes, until
+	// the body is complete. A dead server and a trickle that only keeps the
+	// connection open both fail within about StallTimeout; a slow but moving
+	// download is left to Deadline. 0 means DefaultStallTimeout and
+	// DefaultMinProgress; a negative StallTimeout turns the check off.
+	StallTimeout time.Duration
+	MinProgress  int64
+	// Deadline bounds a whole Fetch, every request included; 0 means
+	// DefaultDeadline, negative none.
+	Deadline time.Duration
+	// Clock times StallTimeout, Deadline and progress reports; zero means
+	// the wall clock.
+	Clock Clock
 }
 
 // Download is a verified release tarball on disk.
@@ -114,13 +132,16 @@ func (f *Fetcher) URL(version string) (string, error) {
 // when a previous attempt was cut off, and renamed to
 // <dir>/.download-<version>.tar.gz once its checksum matches.
 //
-// A download cut short (ErrDownload, or ctx) keeps the .part file for the
-// next attempt; a checksum mismatch removes it.
+// A download cut short (ErrDownload, including ErrStalled and ErrDeadline,
+// or ctx) keeps the .part file for the next attempt; a checksum mismatch
+// removes it.
 func (f *Fetcher) Fetch(ctx context.Context, version, dir string) (Download, error) {
 	rawURL, err := f.URL(version)
 	if err != nil {
 		return Download{}, fmt.Errorf("fetch %q: %w", version, err)
 	}
+	ctx, stop := f.withDeadline(ctx)
+	defer stop()
 	dl, err := f.fetch(ctx, version, dir, rawURL)
 	if err != nil {
 		return Download{}, fmt.Errorf("fetch %s: %w", version, err)
@@ -211,9 +232,13 @@ func (f *Fetcher) head(ctx context.Context, rawURL string) (*http.Response, erro
 	return resp, nil
 }
 
+// do sends a request held to the stall rule (see watch); closing the
+// response's body ends the watch.
 func (f *Fetcher) do(ctx context.Context, method, rawURL string, hdr http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
+	w := f.watch(ctx)
+	req, err := http.NewRequestWithContext(w.ctx, method, rawURL, nil)
 	if err != nil {
+		w.close()
 		return nil, fmt.Errorf("%w: %s %s: %v", ErrDownload, method, redact(rawURL), err)
 	}
 	for k, v := range hdr {
@@ -229,8 +254,12 @@ func (f *Fetcher) do(ctx context.Context, method, rawURL string, hdr http.Header
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		err = w.why(err)
+		w.close()
 		return nil, fmt.Errorf("%w: %s %s: %w", ErrDownload, method, redact(rawURL), err)
 	}
+	w.gotHeaders()
+	resp.Body = &watchedBody{ReadCloser: resp.Body, w: w}
 	return resp, nil
 }
 
@@ -398,9 +427,10 @@ func (f *Fetcher) download(ctx context.Context, rawURL, part string, size, have 
 	}
 	defer out.Close()
 	var w io.Writer = io.MultiWriter(out, h)
+	clk := f.Clock.orReal()
 	var prog *progress
 	if f.Progress != nil {
-		prog = newProgress(f.Progress, progressName(rawURL), have, size, time.Now)
+		prog = newProgress(f.Progress, progressName(rawURL), have, size, clk.Now)
 		w = io.MultiWriter(w, prog)
 	}
 	// Read one byte more than expected to tell "exactly right" from "too

@@ -38,6 +38,9 @@ type fetchServer struct {
 	// tarball, when set, answers GET (not HEAD) of the tarball instead of
 	// http.ServeContent.
 	tarball http.HandlerFunc
+	// hang is a request ("HEAD /app-….tar.gz") never answered: the handler
+	// waits until the client goes away.
+	hang string
 
 	mu       sync.Mutex
 	requests []string // "HEAD /app-….tar.gz"
@@ -80,6 +83,10 @@ func (s *fetchServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, r.Method+" "+r.URL.Path)
 	s.mu.Unlock()
+	if r.Method+" "+r.URL.Path == s.hang {
+		<-r.Context().Done()
+		return
+	}
 	switch r.URL.Path {
 	case fetchTarballPath():
 		s.mu.Lock()
