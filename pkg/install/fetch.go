@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -85,6 +86,11 @@ type Fetcher struct {
 	// Clock times StallTimeout, Deadline and progress reports; zero means
 	// the wall clock.
 	Clock Clock
+	// Log, when set, gets a "downloading" line when the tarball's transfer
+	// starts, then whenever another quarter of it has arrived or
+	// logProgressEvery has passed: a daemon's record that the download moves,
+	// at a rate a fleet's log pipeline can take.
+	Log *slog.Logger
 }
 
 // Download is a verified release tarball on disk.
@@ -187,7 +193,7 @@ func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Downl
 		}
 	}
 
-	got, err := f.download(ctx, rawURL, part, size, have, head.Header)
+	got, err := f.download(ctx, version, rawURL, part, size, have, head.Header)
 	if err != nil {
 		return Download{}, err
 	}
@@ -199,7 +205,7 @@ func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Downl
 			// The fault may be the old part (a crash can leave garbage at
 			// the end of a file that was never fsynced, or the file was
 			// replaced since): one more try, from zero.
-			if got, err = f.download(ctx, rawURL, part, size, 0, head.Header); err != nil {
+			if got, err = f.download(ctx, version, rawURL, part, size, 0, head.Header); err != nil {
 				return Download{}, err
 			}
 		}
@@ -371,7 +377,7 @@ func verifySignature(pub ed25519.PublicKey, sumFile, sig []byte) error {
 
 // download writes the tarball to part, resuming when part holds a prefix
 // of have bytes (partialSize), and returns the sha256 of the whole file.
-func (f *Fetcher) download(ctx context.Context, rawURL, part string, size, have int64, headHdr http.Header) (string, error) {
+func (f *Fetcher) download(ctx context.Context, version, rawURL, part string, size, have int64, headHdr http.Header) (string, error) {
 	h := sha256.New()
 	if have > 0 {
 		if err := hashPrefix(h, part, have); err != nil {
@@ -432,6 +438,9 @@ func (f *Fetcher) download(ctx context.Context, rawURL, part string, size, have 
 	if f.Progress != nil {
 		prog = newProgress(f.Progress, progressName(rawURL), have, size, clk.Now)
 		w = io.MultiWriter(w, prog)
+	}
+	if f.Log != nil {
+		w = io.MultiWriter(w, newLogProgress(f.Log.With(slog.String("version", version)), redact(rawURL), have, size, clk.Now))
 	}
 	// Read one byte more than expected to tell "exactly right" from "too
 	// long" without writing the excess.
@@ -560,3 +569,38 @@ func progressName(rawURL string) string {
 }
 
 func mib(n float64) string { return strconv.FormatFloat(n/(1<<20), 'f', 1, 64) + " MiB" }
+
+// logProgressEvery is the longest a moving download goes without a
+// "downloading" line in Fetcher.Log.
+const logProgressEvery = 30 * time.Second
+
+// logProgress is Fetcher.Log's record of a download: one line at the start,
+// then one whenever another quarter has arrived or logProgressEvery has
+// passed since the last.
+type logProgress struct {
+	log      *slog.Logger
+	n, total int64
+	now      func() time.Time
+	last     time.Time
+	lastN    int64
+}
+
+func newLogProgress(log *slog.Logger, rawURL string, start, total int64, now func() time.Time) *logProgress {
+	attrs := []any{slog.String("url", rawURL), slog.Int64("bytes", total)}
+	if start > 0 {
+		attrs = append(attrs, slog.Int64("resumed_at", start))
+	}
+	log.Info("downloading", attrs...)
+	return &logProgress{log: log, n: start, total: total, now: now, last: now(), lastN: start}
+}
+
+func (p *logProgress) Write(b []byte) (int, error) {
+	p.n += int64(len(b))
+	t := p.now()
+	if p.n-p.lastN >= max(p.total/4, 1) || t.Sub(p.last) >= logProgressEvery {
+		p.last, p.lastN = t, p.n
+		pct := 100 * p.n / max(p.total, 1)
+		p.log.Info("downloading", slog.Int64("received", p.n), slog.Int64("bytes", p.total), slog.Int64("percent", pct))
+	}
+	return len(b), nil
+}
