@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,6 +75,10 @@ type AppOptions struct {
 	DBPath string
 	// Progress receives download progress (a terminal), or nil.
 	Progress io.Writer
+	// DownloadStallTimeout and DownloadDeadline are install.Fetcher's
+	// StallTimeout and Deadline (0: its defaults).
+	DownloadStallTimeout time.Duration
+	DownloadDeadline     time.Duration
 }
 
 // Defaults.
@@ -203,8 +206,10 @@ func (a *Agent) setupInstaller() error {
 	a.installer = &install.Installer{
 		Tree: tree,
 		Fetcher: &install.Fetcher{
-			Client: &http.Client{Timeout: 30 * time.Minute}, URLTemplate: a.update.Spec.URLTemplate,
-			PublicKey: app.PublicKey, Progress: app.Progress,
+			URLTemplate: a.update.Spec.URLTemplate, PublicKey: app.PublicKey, Progress: app.Progress,
+			// The stall rule and the deadline bound every request, not a
+			// client timeout: a slow but moving download may finish.
+			StallTimeout: app.DownloadStallTimeout, Deadline: app.DownloadDeadline, Log: a.o.Log,
 		},
 		Runner: a.runner,
 		Health: install.Health{URL: app.HealthURL, Command: app.HealthCommand},

@@ -68,6 +68,10 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.StringVar(&f.healthCmd, "health-command", "", "a new version is healthy when this shell command exits 0")
 	fl.StringVar(&f.o.App.DBPath, "db", "", "the app's SQLite database, backed up before every update and restored on rollback")
 	fl.StringVar(&f.publicKey, "public-key", "", "file with the Ed25519 public key (hex or base64) that must have signed every release checksum")
+	fl.DurationVar(&f.o.App.DownloadStallTimeout, "download-stall-timeout", install.DefaultStallTimeout,
+		fmt.Sprintf("give up a release download that gets no response, or under %d KiB, in this long; a later attempt resumes it (negative: never)", install.DefaultMinProgress>>10))
+	fl.DurationVar(&f.o.App.DownloadDeadline, "download-deadline", install.DefaultDeadline,
+		"give up a release download not finished in this long; a later attempt resumes it (negative: never)")
 	if withHeartbeat {
 		fl.DurationVar(&f.o.Interval, "heartbeat-interval", DefaultInterval, "time between heartbeats; must match the controller's --heartbeat-interval")
 		fl.DurationVar(&f.o.Jitter, "heartbeat-jitter", DefaultJitter, "random spread (±) around the heartbeat interval")

@@ -16,7 +16,6 @@ import (
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
-	"github.com/fleetwave/fleetwave/pkg/rollout"
 	"github.com/fleetwave/fleetwave/test/releases"
 )
 
@@ -45,29 +44,7 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 	}
 	rel := releaseServer(t, map[string]releases.Behaviour{"2.0.0": releases.Good, "3.0.0": releases.Crash})
 	// The group is done on 2.0.0: every agent is told to update.
-	setPlan := func(start, target string) {
-		t.Helper()
-		spec := rollout.DefaultSpec(start, target)
-		e, err := kv.Get[rollout.Spec](ctx, fleet.Plan, kv.KeySpec)
-		var rev uint64
-		if err == nil {
-			rev = e.Revision
-		}
-		if _, err := kv.Save(ctx, fleet.Plan, kv.KeySpec, spec, rev); err != nil {
-			t.Fatal(err)
-		}
-		st := rollout.GroupStatus{V: 1, Group: "blue", State: rollout.StateDone, TargetVersion: target, StartVersion: start,
-			Progress: 1, Mode: rollout.ModeEnabled, HealthTimeout: rollout.Duration(10 * time.Second), MinHealthyTime: rollout.Duration(300 * time.Millisecond)}
-		se, err := kv.Get[rollout.GroupStatus](ctx, fleet.Plan, kv.GroupKey("blue"))
-		rev = 0
-		if err == nil {
-			rev = se.Revision
-		}
-		if _, err := kv.Save(ctx, fleet.Plan, kv.GroupKey("blue"), st, rev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setPlan("1.0.0", "2.0.0")
+	setPlan(t, ctx, fleet, "1.0.0", "2.0.0")
 
 	root := t.TempDir()
 	uf := install.NewUpdateFile("blue")
@@ -86,13 +63,7 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 
-	lastBeat := func() (*heartbeat.Heartbeat, error) {
-		msgs, err := fleet.LastHeartbeats(ctx, "blue")
-		if err != nil || len(msgs) != 1 {
-			return nil, fmt.Errorf("%d heartbeats, %v", len(msgs), err)
-		}
-		return heartbeat.DecodeFrom(msgs[0].Subject, msgs[0].Data)
-	}
+	lastBeat := func() (*heartbeat.Heartbeat, error) { return lastHeartbeat(ctx, fleet) }
 	natstest.Eventually(t, 30*time.Second, func() error {
 		hb, err := lastBeat()
 		if err != nil {
@@ -109,7 +80,7 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 	}
 
 	// A broken release: installed, fails, rolled back, reported, not retried.
-	setPlan("2.0.0", "3.0.0")
+	setPlan(t, ctx, fleet, "2.0.0", "3.0.0")
 	var rolledBack *heartbeat.Heartbeat
 	natstest.Eventually(t, 30*time.Second, func() error {
 		hb, err := lastBeat()
@@ -134,7 +105,7 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 	}
 	// The plan changes again (same target): the agent decides not to retry.
 	before := a.Status().StartTime
-	setPlan("2.0.0", "3.0.0")
+	setPlan(t, ctx, fleet, "2.0.0", "3.0.0")
 	natstest.Eventually(t, 10*time.Second, func() error {
 		if !strings.Contains(logs.String(), "not retrying a version this host rolled back from") {
 			return fmt.Errorf("agent has not decided on the new plan revision yet")

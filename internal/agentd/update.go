@@ -45,11 +45,15 @@ func (a *Agent) busDecision(f *PlanFollower) decision {
 func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan decision) error {
 	recheck := a.o.Clock.NewTimer(recheckInterval)
 	defer recheck.Stop()
+	// later holds the last decision that arrived during an install (the
+	// install watched the plan meanwhile), to be acted on next.
+	later := make(chan decision, 1)
 	for {
 		var d decision
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case d = <-later:
 		case <-f.Changed():
 			d = a.busDecision(f)
 		case <-recheck.C():
@@ -82,7 +86,9 @@ func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan 
 				}
 			}
 		}
-		a.install(ctx, f.Plan(), target)
+		if next := a.install(ctx, f, answers, target); next != nil {
+			later <- *next
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -112,20 +118,83 @@ func (a *Agent) wants(d decision) (string, bool) {
 	return v, true
 }
 
-func (a *Agent) install(ctx context.Context, p Plan, target string) {
+// install installs target. Meanwhile it keeps deciding on plan changes and
+// find answers: the first that no longer moves this host to target abandons
+// the download (install.Installer.Abandon; once the release is downloaded,
+// the install runs to its end). It returns the last decision that arrived
+// during the install, for the update loop to act on, or nil.
+func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan decision, target string) *decision {
 	a.mu.Lock()
 	cur := a.update.Status
 	a.mu.Unlock()
 	a.o.Log.Info("installing", slog.String("version", target), slog.String("from", cur.ActiveVersion))
-	timeout, minHealthy := p.HealthTimes()
-	_, err := a.installer.Install(ctx, cur, target, timeout, minHealthy)
+	timeout, minHealthy := f.Plan().HealthTimes()
+
+	abandon, stop := make(chan struct{}), make(chan struct{})
+	type watched struct{ last, moved *decision }
+	result := make(chan watched, 1)
+	go func() {
+		last, moved := a.watchPlan(f, answers, cur.ActiveVersion, target, abandon, stop)
+		result <- watched{last, moved}
+	}()
+	in := *a.installer // a copy, for this install's own Abandon
+	in.Abandon = abandon
+	_, err := in.Install(ctx, cur, target, timeout, minHealthy)
+	close(stop)
+	w := <-result
+
 	switch {
 	case err == nil:
+		if w.moved != nil {
+			a.o.Log.Info("the plan moved on after the release was downloaded; finished installing it first", slog.String("version", target),
+				slog.String("plan_version", w.moved.version), slog.Bool("update", w.moved.update), slog.String("source", w.moved.source))
+		}
 		if a.o.SelfUpdate {
 			a.selfUpdate(ctx)
 		}
+	case errors.Is(err, install.ErrAbandoned):
+		a.o.Log.Info("the plan moved on; cancelled the download of an outdated target", slog.String("version", target),
+			slog.String("plan_version", w.moved.version), slog.Bool("update", w.moved.update), slog.String("source", w.moved.source))
 	case errors.Is(err, install.ErrSkipped), errors.Is(err, context.Canceled):
 	default:
 		a.o.Log.Warn("install failed", slog.String("version", target), slog.Any("err", err))
 	}
+	return w.last
+}
+
+// watchPlan decides on every plan change and find answer until stop is
+// closed, and closes abandon the first time a decision does not move this
+// host from from to target (keepsTarget). It returns the last decision and
+// the one that abandoned target (nil: none). It takes the plan's change
+// signals that the update loop, busy installing, is not reading; the loop
+// gets the last decision back instead.
+func (a *Agent) watchPlan(f *PlanFollower, answers <-chan decision, from, target string, abandon chan<- struct{}, stop <-chan struct{}) (last, moved *decision) {
+	for {
+		var d decision
+		select {
+		case <-stop:
+			return last, moved
+		case <-f.Changed():
+			d = a.busDecision(f)
+		case d = <-answers:
+		}
+		last = &d
+		if moved != nil {
+			continue
+		}
+		if !keepsTarget(d, from, target) {
+			moved = &d
+			close(abandon)
+		}
+	}
+}
+
+// keepsTarget reports whether d, decided during an install from from to
+// target, still moves the host to target: a new target, a rollback to the
+// start version, a pause or a halt do not, and abandon a download that
+// has not finished (it changed nothing on the host yet). It judges against
+// from, not the live status, which the install itself changes as it ends. A decision without a version (no plan
+// known yet) changes nothing.
+func keepsTarget(d decision, from, target string) bool {
+	return d.version == "" || d.version == target && rollout.Act(from, d.version, d.update)
 }

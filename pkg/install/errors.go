@@ -15,6 +15,15 @@ var (
 	ErrNoSpace = errors.New("not enough free space")
 	// ErrDownload: the release could not be fetched.
 	ErrDownload = errors.New("download failed")
+	// ErrStalled: a response did not come, or came too slowly (Fetcher's
+	// StallTimeout and MinProgress). It comes with ErrDownload.
+	ErrStalled = errors.New("stalled")
+	// ErrDeadline: a download did not finish within Fetcher.Deadline. It
+	// comes with ErrDownload.
+	ErrDeadline = errors.New("download deadline passed")
+	// ErrAbandoned: the caller gave up a download (Installer.Abandon)
+	// because the version is no longer wanted.
+	ErrAbandoned = errors.New("abandoned: no longer the target")
 	// ErrHostileArchive: the tarball tries to write outside its directory,
 	// links out of it, holds device files, or is a size or file-count bomb.
 	ErrHostileArchive = errors.New("archive rejected")

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -47,8 +48,9 @@ const (
 // Fetcher downloads release tarballs and verifies them against their
 // published sha256 and, when PublicKey is set, its Ed25519 signature.
 type Fetcher struct {
-	// Client makes the requests; nil means http.DefaultClient. Fetch's ctx
-	// bounds every request.
+	// Client makes the requests; nil means http.DefaultClient. Fetch's ctx,
+	// StallTimeout and Deadline bound every request: a Client.Timeout is not
+	// needed, and one shorter than Deadline cuts a slow but moving download.
 	Client *http.Client
 	// URLTemplate is a text/template for the tarball URL, with {{.Version}},
 	// {{.OS}} and {{.Arch}}. The checksum is at URL+".sha256", the signature
@@ -67,6 +69,28 @@ type Fetcher struct {
 	// SpaceMargin is kept free beyond what the release needs; 0 means
 	// DefaultSpaceMargin.
 	SpaceMargin int64
+
+	// StallTimeout and MinProgress say when a server has stalled: every
+	// request (HEAD, .sha256, .sig, tarball) must get its response headers
+	// within StallTimeout, and then MinProgress more bytes within
+	// StallTimeout of the headers or of the previous MinProgress bytes, until
+	// the body is complete. A dead server and a trickle that only keeps the
+	// connection open both fail within about StallTimeout; a slow but moving
+	// download is left to Deadline. 0 means DefaultStallTimeout and
+	// DefaultMinProgress; a negative StallTimeout turns the check off.
+	StallTimeout time.Duration
+	MinProgress  int64
+	// Deadline bounds a whole Fetch, every request included; 0 means
+	// DefaultDeadline, negative none.
+	Deadline time.Duration
+	// Clock times StallTimeout, Deadline and progress reports; zero means
+	// the wall clock.
+	Clock Clock
+	// Log, when set, gets a "downloading" line when the tarball's transfer
+	// starts, then whenever another quarter of it has arrived or
+	// logProgressEvery has passed: a daemon's record that the download moves,
+	// at a rate a fleet's log pipeline can take.
+	Log *slog.Logger
 }
 
 // Download is a verified release tarball on disk.
@@ -114,13 +138,16 @@ func (f *Fetcher) URL(version string) (string, error) {
 // when a previous attempt was cut off, and renamed to
 // <dir>/.download-<version>.tar.gz once its checksum matches.
 //
-// A download cut short (ErrDownload, or ctx) keeps the .part file for the
-// next attempt; a checksum mismatch removes it.
+// A download cut short (ErrDownload, including ErrStalled and ErrDeadline,
+// or ctx) keeps the .part file for the next attempt; a checksum mismatch
+// removes it.
 func (f *Fetcher) Fetch(ctx context.Context, version, dir string) (Download, error) {
 	rawURL, err := f.URL(version)
 	if err != nil {
 		return Download{}, fmt.Errorf("fetch %q: %w", version, err)
 	}
+	ctx, stop := f.withDeadline(ctx)
+	defer stop()
 	dl, err := f.fetch(ctx, version, dir, rawURL)
 	if err != nil {
 		return Download{}, fmt.Errorf("fetch %s: %w", version, err)
@@ -166,7 +193,7 @@ func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Downl
 		}
 	}
 
-	got, err := f.download(ctx, rawURL, part, size, have, head.Header)
+	got, err := f.download(ctx, version, rawURL, part, size, have, head.Header)
 	if err != nil {
 		return Download{}, err
 	}
@@ -178,7 +205,7 @@ func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Downl
 			// The fault may be the old part (a crash can leave garbage at
 			// the end of a file that was never fsynced, or the file was
 			// replaced since): one more try, from zero.
-			if got, err = f.download(ctx, rawURL, part, size, 0, head.Header); err != nil {
+			if got, err = f.download(ctx, version, rawURL, part, size, 0, head.Header); err != nil {
 				return Download{}, err
 			}
 		}
@@ -211,9 +238,13 @@ func (f *Fetcher) head(ctx context.Context, rawURL string) (*http.Response, erro
 	return resp, nil
 }
 
+// do sends a request held to the stall rule (see watch); closing the
+// response's body ends the watch.
 func (f *Fetcher) do(ctx context.Context, method, rawURL string, hdr http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
+	w := f.watch(ctx)
+	req, err := http.NewRequestWithContext(w.ctx, method, rawURL, nil)
 	if err != nil {
+		w.close()
 		return nil, fmt.Errorf("%w: %s %s: %v", ErrDownload, method, redact(rawURL), err)
 	}
 	for k, v := range hdr {
@@ -229,8 +260,12 @@ func (f *Fetcher) do(ctx context.Context, method, rawURL string, hdr http.Header
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		err = w.why(err)
+		w.close()
 		return nil, fmt.Errorf("%w: %s %s: %w", ErrDownload, method, redact(rawURL), err)
 	}
+	w.gotHeaders()
+	resp.Body = &watchedBody{ReadCloser: resp.Body, w: w}
 	return resp, nil
 }
 
@@ -342,7 +377,7 @@ func verifySignature(pub ed25519.PublicKey, sumFile, sig []byte) error {
 
 // download writes the tarball to part, resuming when part holds a prefix
 // of have bytes (partialSize), and returns the sha256 of the whole file.
-func (f *Fetcher) download(ctx context.Context, rawURL, part string, size, have int64, headHdr http.Header) (string, error) {
+func (f *Fetcher) download(ctx context.Context, version, rawURL, part string, size, have int64, headHdr http.Header) (string, error) {
 	h := sha256.New()
 	if have > 0 {
 		if err := hashPrefix(h, part, have); err != nil {
@@ -398,10 +433,14 @@ func (f *Fetcher) download(ctx context.Context, rawURL, part string, size, have 
 	}
 	defer out.Close()
 	var w io.Writer = io.MultiWriter(out, h)
+	clk := f.Clock.orReal()
 	var prog *progress
 	if f.Progress != nil {
-		prog = newProgress(f.Progress, progressName(rawURL), have, size, time.Now)
+		prog = newProgress(f.Progress, progressName(rawURL), have, size, clk.Now)
 		w = io.MultiWriter(w, prog)
+	}
+	if f.Log != nil {
+		w = io.MultiWriter(w, newLogProgress(f.Log.With(slog.String("version", version)), redact(rawURL), have, size, clk.Now))
 	}
 	// Read one byte more than expected to tell "exactly right" from "too
 	// long" without writing the excess.
@@ -530,3 +569,38 @@ func progressName(rawURL string) string {
 }
 
 func mib(n float64) string { return strconv.FormatFloat(n/(1<<20), 'f', 1, 64) + " MiB" }
+
+// logProgressEvery is the longest a moving download goes without a
+// "downloading" line in Fetcher.Log.
+const logProgressEvery = 30 * time.Second
+
+// logProgress is Fetcher.Log's record of a download: one line at the start,
+// then one whenever another quarter has arrived or logProgressEvery has
+// passed since the last.
+type logProgress struct {
+	log      *slog.Logger
+	n, total int64
+	now      func() time.Time
+	last     time.Time
+	lastN    int64
+}
+
+func newLogProgress(log *slog.Logger, rawURL string, start, total int64, now func() time.Time) *logProgress {
+	attrs := []any{slog.String("url", rawURL), slog.Int64("bytes", total)}
+	if start > 0 {
+		attrs = append(attrs, slog.Int64("resumed_at", start))
+	}
+	log.Info("downloading", attrs...)
+	return &logProgress{log: log, n: start, total: total, now: now, last: now(), lastN: start}
+}
+
+func (p *logProgress) Write(b []byte) (int, error) {
+	p.n += int64(len(b))
+	t := p.now()
+	if p.n-p.lastN >= max(p.total/4, 1) || t.Sub(p.last) >= logProgressEvery {
+		p.last, p.lastN = t, p.n
+		pct := 100 * p.n / max(p.total, 1)
+		p.log.Info("downloading", slog.Int64("received", p.n), slog.Int64("bytes", p.total), slog.Int64("percent", pct))
+	}
+	return len(b), nil
+}

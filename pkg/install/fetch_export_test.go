@@ -2,6 +2,7 @@ package install
 
 import (
 	"io"
+	"log/slog"
 	"time"
 )
 
@@ -10,4 +11,11 @@ import (
 func NewProgress(w io.Writer, name string, start, total int64, now func() time.Time) (write func([]byte), done func()) {
 	p := newProgress(w, name, start, total, now)
 	return func(b []byte) { _, _ = p.Write(b) }, p.done
+}
+
+// NewLogProgress exposes Fetcher.Log's progress record to the external
+// tests, with its clock.
+func NewLogProgress(log *slog.Logger, url string, start, total int64, now func() time.Time) (write func([]byte)) {
+	p := newLogProgress(log, url, start, total, now)
+	return func(b []byte) { _, _ = p.Write(b) }
 }

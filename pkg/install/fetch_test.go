@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -38,6 +39,9 @@ type fetchServer struct {
 	// tarball, when set, answers GET (not HEAD) of the tarball instead of
 	// http.ServeContent.
 	tarball http.HandlerFunc
+	// hang is a request ("HEAD /app-….tar.gz") never answered: the handler
+	// waits until the client goes away.
+	hang string
 
 	mu       sync.Mutex
 	requests []string // "HEAD /app-….tar.gz"
@@ -80,6 +84,10 @@ func (s *fetchServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, r.Method+" "+r.URL.Path)
 	s.mu.Unlock()
+	if r.Method+" "+r.URL.Path == s.hang {
+		<-r.Context().Done()
+		return
+	}
 	switch r.URL.Path {
 	case fetchTarballPath():
 		s.mu.Lock()
@@ -890,4 +898,76 @@ func TestFetchProgressClock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFetchLogProgress drives Fetcher.Log's record with a clock that
+// advances step per reading: a line at the start, then one per quarter of
+// the release or per 30s, whichever comes first.
+func TestFetchLogProgress(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		start  int64
+		step   time.Duration
+		writes int
+		want   []string
+	}{
+		{
+			name: "fast", step: time.Second, writes: 10,
+			want: []string{
+				"msg=downloading url=http://dl/app.tar.gz bytes=100",
+				"msg=downloading received=30 bytes=100 percent=30",
+				"msg=downloading received=60 bytes=100 percent=60",
+				"msg=downloading received=90 bytes=100 percent=90",
+			},
+		},
+		{
+			name: "slow and resumed", start: 40, step: 10 * time.Second, writes: 6,
+			want: []string{
+				"msg=downloading url=http://dl/app.tar.gz bytes=100 resumed_at=40",
+				"msg=downloading received=70 bytes=100 percent=70",
+				"msg=downloading received=100 bytes=100 percent=100",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			ticks := 0
+			now := func() time.Time {
+				defer func() { ticks++ }()
+				return t0.Add(time.Duration(ticks) * tc.step)
+			}
+			var out bytes.Buffer
+			write := install.NewLogProgress(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{ReplaceAttr: dropTimeAndLevel})),
+				"http://dl/app.tar.gz", tc.start, 100, now)
+			for range tc.writes {
+				write(make([]byte, 10))
+			}
+			if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(out.String()), "\n")); diff != "" {
+				t.Errorf("log (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// A real download logs its start with the version.
+	s := newFetchServer(t, fetchRelease(64<<10))
+	f := s.fetcher()
+	var out bytes.Buffer
+	f.Log = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{ReplaceAttr: dropTimeAndLevel}))
+	if _, err := f.Fetch(t.Context(), fetchVersion, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(out.String(), "\n")
+	if want := "msg=downloading version=" + fetchVersion + " url=" + s.url() + " bytes=65536"; first != want {
+		t.Errorf("first log line %q, want %q", first, want)
+	}
+}
+
+func dropTimeAndLevel(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey || a.Key == slog.LevelKey {
+		return slog.Attr{}
+	}
+	return a
 }

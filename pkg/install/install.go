@@ -34,6 +34,13 @@ type Installer struct {
 	// Save records a new status; an error stops the install (we must not
 	// do what we cannot record).
 	Save func(Status) error
+	// Abandon, once closed, cancels step 1's download if it has not
+	// finished: Install fails at "fetch" with ErrAbandoned and nothing
+	// changed on the host. After the download it has no effect:
+	// extraction, swap, restart and health wait answer to Install's ctx
+	// alone. agentd closes it when the plan moves away from the version
+	// being downloaded. nil: never.
+	Abandon <-chan struct{}
 }
 
 // maxHistory bounds update.yaml's version_history.
@@ -325,6 +332,8 @@ func (in *Installer) ensureVersion(ctx context.Context, v string) error {
 	if in.Fetcher == nil {
 		return errors.New("no url_template configured to download releases from")
 	}
+	ctx, stop := abandonable(ctx, in.Abandon)
+	defer stop()
 	// Fetch creates the versions dir.
 	dl, err := in.Fetcher.Fetch(ctx, v, in.Tree.VersionsDir())
 	if err != nil {

@@ -402,3 +402,94 @@ func TestInstallBadReleaseChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// restartHook runs onRestart before each restart of the app.
+type restartHook struct {
+	install.Runner
+	onRestart func()
+}
+
+func (r restartHook) Restart(ctx context.Context) error {
+	r.onRestart()
+	return r.Runner.Restart(ctx)
+}
+
+// TestInstallAbandon: closing Installer.Abandon stops an install whose
+// download has not finished, with nothing changed on the host; once the
+// release is downloaded, it no longer matters.
+func TestInstallAbandon(t *testing.T) {
+	cases := []struct {
+		name string
+		// setup returns when to close Abandon.
+		setup func(t *testing.T, srv *installServer, h *installHost) (closeAt <-chan struct{})
+		want  error
+	}{
+		{name: "before the download", want: install.ErrAbandoned, setup: func(*testing.T, *installServer, *installHost) <-chan struct{} {
+			now := make(chan struct{})
+			close(now)
+			return now
+		}},
+		{name: "while the server does not answer", want: install.ErrAbandoned, setup: func(t *testing.T, srv *installServer, _ *installHost) <-chan struct{} {
+			asked, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			srv.damage = func(p string, b []byte) []byte {
+				if strings.HasSuffix(p, "/2.0.0/app.tar.gz") {
+					once.Do(func() { close(asked) })
+					<-release
+				}
+				return b
+			}
+			t.Cleanup(func() { close(release) }) // before the server closes
+			return asked
+		}},
+		{name: "after the download", setup: func(_ *testing.T, _ *installServer, h *installHost) <-chan struct{} {
+			restarting := make(chan struct{})
+			var once sync.Once
+			h.in.Runner = restartHook{Runner: h.in.Runner, onRestart: func() { once.Do(func() { close(restarting) }) }}
+			return restarting
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pub, priv := installKey(t)
+			srv := newInstallServer(t, priv, map[string]installRelease{"1.0.0": {mode: "good"}, "2.0.0": {mode: "good"}})
+			h := newInstallHost(t, srv, pub)
+			if err := h.install("1.0.0"); err != nil {
+				t.Fatal(err)
+			}
+			before := extractSnapshot(t, filepath.Dir(h.tree.Root))
+			closeAt := tc.setup(t, srv, h)
+			abandon := make(chan struct{})
+			h.in.Abandon = abandon
+			go func() {
+				<-closeAt
+				close(abandon)
+			}()
+
+			err := h.install("2.0.0")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("install: %v, want %v", err, tc.want)
+			}
+			if tc.want == nil {
+				if h.status.ActiveVersion != "2.0.0" {
+					t.Errorf("status %+v, want 2.0.0 installed", h.status)
+				}
+				return
+			}
+			after := extractSnapshot(t, filepath.Dir(h.tree.Root))
+			for _, snap := range []map[string]string{before, after} {
+				for p := range snap {
+					if strings.HasSuffix(p, "/lock") {
+						delete(snap, p)
+					}
+				}
+			}
+			if diff := cmp.Diff(before, after); diff != "" {
+				t.Errorf("host changed by an abandoned install (-before +after):\n%s", diff)
+			}
+			if st := h.status; st.ActiveVersion != "1.0.0" || st.Rollback || !strings.HasPrefix(st.Error, "install 2.0.0: fetch: ") {
+				t.Errorf("status %+v, want 1.0.0 with the abandoned fetch recorded", st)
+			}
+		})
+	}
+}
