@@ -107,6 +107,11 @@ type BackupInfo struct {
 	SHA256 string `yaml:"sha256"`
 	// Size is the copy's size in bytes.
 	Size int64 `yaml:"size"`
+	// UserVersion is the copy's PRAGMA user_version, where apps keep their
+	// schema version: a version's backups all have the same one, so a
+	// live database with another was written by another version and must
+	// not replace this version's backup. Absent in older backups.
+	UserVersion *int64 `yaml:"user_version,omitempty"`
 }
 
 // HasDB reports whether the backup holds a database, as opposed to
@@ -178,9 +183,17 @@ func BackupDB(ctx context.Context, t Tree, version, dbPath string, now time.Time
 		return fail(fmt.Errorf("not a regular file (%s)", fi.Mode().Type()))
 	default:
 		info.DBPath = src
-		info.SHA256, info.Size, err = backupCopyDB(ctx, src, filepath.Join(tmp, BackupDBName), fi)
+		var uv int64
+		info.SHA256, info.Size, uv, err = backupCopyDB(ctx, src, filepath.Join(tmp, BackupDBName), fi)
 		if err != nil {
 			return fail(err)
+		}
+		info.UserVersion = &uv
+		// The journal's repair-first rule keeps a database of another
+		// version from getting here; this is the backstop.
+		if old, err := readBackupInfo(t, version); err == nil && old.UserVersion != nil && *old.UserVersion != uv {
+			return fail(fmt.Errorf("the live database has user_version %d, but %s's backup has %d: it was written by another version; refusing to overwrite %s's backup with it (restore the right database, or remove %s if you are sure)",
+				uv, version, *old.UserVersion, version, t.BackupDir(version)))
 		}
 	}
 
@@ -204,8 +217,9 @@ func BackupDB(ctx context.Context, t Tree, version, dbPath string, now time.Time
 }
 
 // backupCopyDB streams the pages of the database at src into a new file dst
-// inside one read transaction, and returns the copy's sha256 and size.
-func backupCopyDB(ctx context.Context, src, dst string, like fs.FileInfo) (sum string, size int64, err error) {
+// inside one read transaction, and returns the copy's sha256, size and
+// PRAGMA user_version.
+func backupCopyDB(ctx context.Context, src, dst string, like fs.FileInfo) (sum string, size, userVersion int64, err error) {
 	// mode=rw: never create a database that is not there. query_only: this
 	// connection must never write to the app's database. Opening read-write
 	// still lets SQLite roll back a hot journal left by a crashed writer,
@@ -213,12 +227,12 @@ func backupCopyDB(ctx context.Context, src, dst string, like fs.FileInfo) (sum s
 	db, err := sql.Open("sqlite", backupDSN(src, "mode=rw",
 		fmt.Sprintf("_pragma=busy_timeout(%d)", backupBusyTimeoutMS), "_pragma=query_only(1)"))
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	defer db.Close()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	// Read-only: rolling back only ends the read transaction.
 	defer func() { _ = tx.Rollback() }()
@@ -227,12 +241,15 @@ func backupCopyDB(ctx context.Context, src, dst string, like fs.FileInfo) (sum s
 	// from the same state of the database.
 	var pages int64
 	if err := tx.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
-		return "", 0, fmt.Errorf("read %s: %w", src, err)
+		return "", 0, 0, fmt.Errorf("read %s: %w", src, err)
+	}
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&userVersion); err != nil {
+		return "", 0, 0, fmt.Errorf("read %s: %w", src, err)
 	}
 
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	defer func() {
 		if out != nil {
@@ -243,7 +260,7 @@ func backupCopyDB(ctx context.Context, src, dst string, like fs.FileInfo) (sum s
 	w := io.MultiWriter(failpointWriter(out, string(StepBackup)+"/db-copy"), h)
 	rows, err := tx.QueryContext(ctx, "SELECT pgno, data FROM sqlite_dbpage ORDER BY pgno")
 	if err != nil {
-		return "", 0, fmt.Errorf("read %s: %w", src, err)
+		return "", 0, 0, fmt.Errorf("read %s: %w", src, err)
 	}
 	defer rows.Close()
 	var n int64
@@ -251,39 +268,39 @@ func backupCopyDB(ctx context.Context, src, dst string, like fs.FileInfo) (sum s
 		var pgno int64
 		var data []byte
 		if err := rows.Scan(&pgno, &data); err != nil {
-			return "", 0, fmt.Errorf("read %s: %w", src, err)
+			return "", 0, 0, fmt.Errorf("read %s: %w", src, err)
 		}
 		// A gap would make a file SQLite reads as a different database.
 		if pgno != n+1 {
-			return "", 0, fmt.Errorf("read %s: page %d follows page %d", src, pgno, n)
+			return "", 0, 0, fmt.Errorf("read %s: page %d follows page %d", src, pgno, n)
 		}
 		if _, err := w.Write(data); err != nil {
-			return "", 0, err
+			return "", 0, 0, err
 		}
 		n++
 		size += int64(len(data))
 	}
 	if err := rows.Err(); err != nil {
-		return "", 0, fmt.Errorf("read %s: %w", src, err)
+		return "", 0, 0, fmt.Errorf("read %s: %w", src, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	if n != pages {
-		return "", 0, fmt.Errorf("read %s: copied %d of %d pages", src, n, pages)
+		return "", 0, 0, fmt.Errorf("read %s: copied %d of %d pages", src, n, pages)
 	}
 	if err := backupLikeFile(out, like); err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	if err := out.Sync(); err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	err = out.Close()
 	out = nil
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), size, nil
+	return hex.EncodeToString(h.Sum(nil)), size, userVersion, nil
 }
 
 // backupDSN is a modernc.org/sqlite DSN for the file at path: a SQLite URI,

@@ -3,6 +3,7 @@ package install_test
 import (
 	"context"
 	"database/sql"
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -324,6 +325,7 @@ func TestBackupYAMLFormat(t *testing.T) {
 				spec["db_path"] = dbPath
 				spec["sha256"] = info.SHA256
 				spec["size"] = int(info.Size)
+				spec["user_version"] = 1 // backupSeed's, as a migrating app sets it
 				if len(info.SHA256) != 64 || info.Size == 0 {
 					t.Errorf("info = %+v", info)
 				}
@@ -963,5 +965,39 @@ func TestBackupDBRollsBackACrashedWritersJournal(t *testing.T) {
 	}
 	if left := backupSidecarsLeft(t, crashed); len(left) != 0 {
 		t.Errorf("hot journal not rolled back: %v left", left)
+	}
+}
+
+// TestBackupRefusesAnotherVersionsDatabase: a version's backup is never
+// replaced by a database whose user_version differs from the one its backup
+// recorded (a database another version migrated), and the old backup stays
+// exactly as it was.
+func TestBackupRefusesAnotherVersionsDatabase(t *testing.T) {
+	tr := backupTree(t)
+	dbPath := filepath.Join(t.TempDir(), "app.db")
+	db := backupOpenApp(t, dbPath, "wal")
+	backupSeed(t, db) // user_version 1
+	if _, err := install.BackupDB(t.Context(), tr, "1.4.2", dbPath, backupNow); err != nil {
+		t.Fatal(err)
+	}
+	before := readFile(t, tr.BackupFilePath("1.4.2"))
+	beforeDB := readFile(t, tr.BackupDBPath("1.4.2"))
+
+	// Same version, same schema: replaced.
+	backupExec(t, db, `INSERT INTO items (name) VALUES ('more')`)
+	if _, err := install.BackupDB(t.Context(), tr, "1.4.2", dbPath, backupNow.Add(time.Minute)); err != nil {
+		t.Fatalf("a backup of the same schema was refused: %v", err)
+	}
+	before = readFile(t, tr.BackupFilePath("1.4.2"))
+	beforeDB = readFile(t, tr.BackupDBPath("1.4.2"))
+
+	// A newer version migrated it: refused, nothing changed.
+	backupExec(t, db, `PRAGMA user_version = 2`)
+	_, err := install.BackupDB(t.Context(), tr, "1.4.2", dbPath, backupNow.Add(2*time.Minute))
+	if !errors.Is(err, install.ErrBackup) || !strings.Contains(err.Error(), "user_version 2, but 1.4.2's backup has 1") {
+		t.Fatalf("BackupDB of a database another version migrated = %v, want ErrBackup naming both user_versions", err)
+	}
+	if !bytes.Equal(before, readFile(t, tr.BackupFilePath("1.4.2"))) || !bytes.Equal(beforeDB, readFile(t, tr.BackupDBPath("1.4.2"))) {
+		t.Error("the refused backup changed the existing one")
 	}
 }

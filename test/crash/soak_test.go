@@ -26,7 +26,7 @@ func TestSoakRandomKills(t *testing.T) {
 	h.check("1.0.0", "")
 
 	targets := []string{"2.0.0", "1.0.0", "3.0.0", "2.0.0", "1.0.0"}
-	killedN := 0
+	killedN, span := 0, 2500*time.Millisecond
 	for i := range *soakInstalls {
 		before, err := h.status()
 		if err != nil {
@@ -37,9 +37,11 @@ func TestSoakRandomKills(t *testing.T) {
 			target = targets[rnd.IntN(len(targets))]
 		}
 		h.setPlan(target)
-		// An install here takes about 2 s (fetch, backup, swap, start,
-		// a health check over 1 s); kill anywhere in [0, 2.5 s).
-		delay := time.Duration(rnd.Int64N(int64(2500 * time.Millisecond)))
+		// Kill anywhere in [0, span): span follows how long an install
+		// that was not killed took (fetch, backup, swap, start, a health
+		// check over a second), so most kills land inside one.
+		delay := time.Duration(rnd.Int64N(int64(span)))
+		started := time.Now()
 		cmd := h.command("", h.args("update")...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -49,6 +51,8 @@ func TestSoakRandomKills(t *testing.T) {
 		timer.Stop()
 		if killed(err) {
 			killedN++
+		} else if err == nil {
+			span = max(time.Since(started), 500*time.Millisecond)
 		}
 		// What the host must be on now: the target, unless it is the bad
 		// release (rolled back) or one this host rolled back from before;
