@@ -1,9 +1,9 @@
 package install_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
-	"bytes"
 	"errors"
 	"io/fs"
 	"os"
