@@ -66,6 +66,13 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// The hosts mostly wait (health checks, the app starting): run more at
+	// once than there are CPUs, unless told otherwise.
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", "8")
+	}
 	code, err := setup(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "crash tests:", err)
