@@ -62,8 +62,16 @@ type ProcessRunner struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
+	rec  appRecord     // cmd's process group
 	done chan struct{} // closed when cmd exits
 	exit error         // cmd.Wait's result once done
+}
+
+func (p *ProcessRunner) stopTimeout() time.Duration {
+	if p.StopTimeout == 0 {
+		return 10 * time.Second
+	}
+	return p.StopTimeout
 }
 
 // Restart stops the child if it runs and starts it again from Path (which
@@ -80,8 +88,9 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Path, err)
 	}
+	rec := recordFor(cmd.Process.Pid, p.Path, time.Now())
 	done := make(chan struct{})
-	p.cmd, p.done, p.exit = cmd, done, nil
+	p.cmd, p.rec, p.done, p.exit = cmd, rec, done, nil
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()
@@ -92,35 +101,20 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 	return nil
 }
 
-// Stop sends SIGTERM to the child's process group, then SIGKILL after
-// StopTimeout (default 10s), and waits for it to exit.
+// Stop ends the child's whole process group: SIGTERM to every member, then
+// SIGKILL to what remains after StopTimeout (default 10s), and waits until
+// no member remains, the app's own children included (they can outlive the
+// leader).
 func (p *ProcessRunner) Stop(ctx context.Context) error {
 	p.mu.Lock()
-	cmd, done := p.cmd, p.done
+	cmd, rec, done := p.cmd, p.rec, p.done
 	p.mu.Unlock()
 	if cmd == nil {
 		return nil
 	}
-	select {
-	case <-done:
-		return nil
-	default:
+	if err := endGroup(ctx, rec, p.stopTimeout(), done); err != nil {
+		return fmt.Errorf("stop %s: %w", p.Path, err)
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	timeout := p.StopTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-done:
-		return nil
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
 	return nil
 }
 
