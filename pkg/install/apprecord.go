@@ -1,15 +1,26 @@
 package install
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"time"
+
+	"github.com/google/renameio/v2"
 )
 
-// appRecord identifies the supervised app's process group: enough to find
-// the group, and to tell it from an unrelated process that was given the
-// same pid since. StartTimeTicks is field 22 of /proc/<pid>/stat (clock
-// ticks since boot) and BootID is /proc/sys/kernel/random/boot_id: a pid and
-// a start time name one process only within one boot. Both are empty
-// outside Linux.
+// appRecord is the supervised app's process group as ProcessRunner.PIDFile
+// records it: enough for a later agentd to find the group, and to tell it
+// from an unrelated process that was given the same pid since.
+//
+//	{"pid": 4242, "pgid": 4242, "sid": 4100, "start_time_ticks": 1834567,
+//	 "boot_id": "…", "path": "/usr/local/bin/app", "started_at": "…"}
+//
+// start_time_ticks is field 22 of /proc/<pid>/stat (clock ticks since boot)
+// and boot_id is /proc/sys/kernel/random/boot_id: a pid and a start time
+// name one process only within one boot. Both are empty outside Linux.
 type appRecord struct {
 	PID            int       `json:"pid"`
 	PGID           int       `json:"pgid"`
@@ -51,4 +62,54 @@ func (rec appRecord) sameLeader(pi procInfo) bool {
 // leader is never ours.
 func (rec appRecord) member(pi procInfo) bool {
 	return pi.PGID == rec.PGID && pi.SID == rec.SID && pi.StartTime >= rec.StartTimeTicks
+}
+
+// verifiable reports whether rec carries what it takes to know that a live
+// process is the recorded one; without it nothing may be signalled.
+func (rec appRecord) verifiable() bool {
+	return rec.PGID > 0 && rec.StartTimeTicks != 0 && procAvailable()
+}
+
+// readRecord reads the record at path; ok is false when there is none.
+func readRecord(path string) (rec appRecord, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil || rec.PID <= 1 || rec.PGID <= 1 {
+		return rec, false, fmt.Errorf("%s: %w: want the JSON of the app's process group (remove it once no app an earlier agentd started runs)", path, ErrCorrupt)
+	}
+	return rec, true, nil
+}
+
+// writeRecord replaces the record at path atomically (temp file, fsync,
+// rename): an agentd killed while writing leaves the old record or the new
+// one, never half of either. The directory is not synced: the record only
+// matters while its processes run, and a crash of the host ends them (its
+// boot_id then marks the record stale).
+func writeRecord(path string, rec appRecord) error {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := renameio.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// removeRecord removes the record at path if it is pid's: a record written
+// since by another runner (a newer start) stays.
+func removeRecord(path string, pid int) error {
+	rec, ok, err := readRecord(path)
+	if err != nil || !ok || rec.PID != pid {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 //	<root>/update.yaml            config + status
 //	<root>/agent_id               the update id
 //	<root>/lock                   flock: one updater at a time
+//	<root>/app.pid                the supervised app's process group (ProcessRunner)
 //	<root>/versions/<v>/bin/…     an extracted release
 //	<root>/versions/<v>/sha256    written last: the extraction is complete
 //	<root>/versions/<v>/backup/   the app's database as it was under <v>
@@ -36,6 +37,10 @@ func (t Tree) BackupDir(v string) string { return filepath.Join(t.VersionDir(v),
 
 // LockPath is the updater lock file.
 func (t Tree) LockPath() string { return filepath.Join(t.Root, "lock") }
+
+// AppPIDPath records the process group of the app agentd supervises
+// (ProcessRunner.PIDFile).
+func (t Tree) AppPIDPath() string { return filepath.Join(t.Root, "app.pid") }
 
 // checkVersion guards every path built from a version string: a version
 // from the network must never become "../../etc".
