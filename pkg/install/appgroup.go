@@ -12,6 +12,7 @@ import (
 
 // procInfo is what /proc/<pid>/stat says about a process.
 type procInfo struct {
+	PID       int
 	State     byte // R, S, D, Z, …
 	PGID, SID int
 	StartTime uint64

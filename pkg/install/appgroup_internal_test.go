@@ -17,12 +17,13 @@ func TestParseStat(t *testing.T) {
 		want    procInfo
 		wantErr bool
 	}{
-		{name: "plain", stat: "4242 (app) S 1 4242 4100" + tail, want: procInfo{State: 'S', PGID: 4242, SID: 4100, StartTime: 1834567}},
+		{name: "plain", stat: "4242 (app) S 1 4242 4100" + tail, want: procInfo{PID: 4242, State: 'S', PGID: 4242, SID: 4100, StartTime: 1834567}},
 		// A command name may hold spaces and parentheses: fields count
 		// from the last ')'.
-		{name: "hostile comm", stat: "4242 (a) Z 9 9 9 (b c) Z 1 4242 4100" + tail, want: procInfo{State: 'Z', PGID: 4242, SID: 4100, StartTime: 1834567}},
+		{name: "hostile comm", stat: "4242 (a) Z 9 9 9 (b c) Z 1 4242 4100" + tail, want: procInfo{PID: 4242, State: 'Z', PGID: 4242, SID: 4100, StartTime: 1834567}},
 		{name: "too short", stat: "4242 (app) S 1 4242 4100 0", wantErr: true},
 		{name: "no comm", stat: "4242 app S 1 4242 4100" + tail, wantErr: true},
+		{name: "bad pid", stat: "x (app) S 1 4242 4100" + tail, wantErr: true},
 		{name: "not a number", stat: "4242 (app) S 1 x 4100" + tail, wantErr: true},
 	}
 	for _, tc := range cases {

@@ -33,7 +33,8 @@ func readProc(pid int) (procInfo, error) {
 // are counted from the last ')'.
 func parseStat(data []byte) (procInfo, error) {
 	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
+	j := bytes.IndexByte(data, ' ')
+	if i < 0 || j < 0 || j > i {
 		return procInfo{}, fmt.Errorf("/proc stat %q: no command name", data)
 	}
 	// fields[0] is field 3 of proc(5), so field n is fields[n-3].
@@ -41,13 +42,14 @@ func parseStat(data []byte) (procInfo, error) {
 	if len(fields) < 22-3+1 || len(fields[0]) != 1 {
 		return procInfo{}, fmt.Errorf("/proc stat %q: too few fields", data)
 	}
+	pid, err0 := strconv.Atoi(string(data[:j]))
 	pgid, err1 := strconv.Atoi(fields[5-3])
 	sid, err2 := strconv.Atoi(fields[6-3])
 	start, err3 := strconv.ParseUint(fields[22-3], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	if err := errors.Join(err0, err1, err2, err3); err != nil {
 		return procInfo{}, fmt.Errorf("/proc stat %q: %w", data, err)
 	}
-	return procInfo{State: fields[0][0], PGID: pgid, SID: sid, StartTime: start}, nil
+	return procInfo{PID: pid, State: fields[0][0], PGID: pgid, SID: sid, StartTime: start}, nil
 }
 
 // groupMembers lists the processes whose process group is pgid. Processes
@@ -68,6 +70,31 @@ func groupMembers(pgid int) ([]procInfo, error) {
 		}
 	}
 	return members, nil
+}
+
+// withEnv lists the processes whose environment, as they were started, holds
+// the variable kv ("NAME=value").
+func withEnv(kv string) ([]procInfo, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	want := []byte("\x00" + kv + "\x00")
+	var found []procInfo
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(append(append([]byte{0}, env...), 0), want) {
+			continue
+		}
+		if pi, err := readProc(pid); err == nil {
+			found = append(found, pi)
+		}
+	}
+	return found, nil
 }
 
 // bootID names the current boot: start times count from it.

@@ -14,4 +14,5 @@ var errNoProc = errors.New("no /proc on this system")
 func procAvailable() bool                  { return false }
 func readProc(int) (procInfo, error)       { return procInfo{}, errNoProc }
 func groupMembers(int) ([]procInfo, error) { return nil, errNoProc }
+func withEnv(string) ([]procInfo, error)   { return nil, errNoProc }
 func bootID() string                       { return "" }

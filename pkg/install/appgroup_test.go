@@ -176,16 +176,18 @@ func TestProcessRunnerStopsTheAppAnEarlierAgentdLeft(t *testing.T) {
 			if diff := cmp.Diff([]int{r.Pid()}, liveLeaders(t, dir)); diff != "" {
 				t.Errorf("app instances running (-want +got):\n%s", diff)
 			}
-			if want := fmt.Sprintf("stopped an app left running by an earlier agentd\" pid=%d", old[0]); !strings.Contains(logs.String(), want) {
+			if want := fmt.Sprintf("stopped an app left running by an earlier agentd\" path=%s", app); !strings.Contains(logs.String(), want) ||
+				!strings.Contains(logs.String(), fmt.Sprintf("pid=%d", old[0])) {
 				t.Errorf("log %q does not say %q", logs.String(), want)
 			}
 
 			// The record names the new group, and goes once it is gone.
 			var rec struct {
-				PID   int    `json:"pid"`
-				PGID  int    `json:"pgid"`
-				Start uint64 `json:"start_time_ticks"`
-				Path  string `json:"path"`
+				Instance string `json:"instance"`
+				PID      int    `json:"pid"`
+				PGID     int    `json:"pgid"`
+				Start    uint64 `json:"start_time_ticks"`
+				Path     string `json:"path"`
 			}
 			if err := json.Unmarshal(readFile(t, pidFile), &rec); err != nil {
 				t.Fatal(err)
@@ -193,6 +195,10 @@ func TestProcessRunnerStopsTheAppAnEarlierAgentdLeft(t *testing.T) {
 			start, _ := strconv.ParseUint(statField(t, r.Pid(), 22), 10, 64)
 			if rec.PID != r.Pid() || rec.PGID != r.Pid() || rec.Start != start || rec.Path != app {
 				t.Errorf("record %+v, want pid and pgid %d, start time %d, path %s", rec, r.Pid(), start, app)
+			}
+			env := readFile(t, fmt.Sprintf("/proc/%d/environ", r.Pid()))
+			if rec.Instance == "" || !slices.Contains(strings.Split(string(env), "\x00"), "FLEETWAVE_APP_INSTANCE="+rec.Instance) {
+				t.Errorf("record's instance %q is not in the app's environment", rec.Instance)
 			}
 			if err := r.Stop(ctx); err != nil {
 				t.Fatal(err)
@@ -204,6 +210,65 @@ func TestProcessRunnerStopsTheAppAnEarlierAgentdLeft(t *testing.T) {
 				t.Errorf("the record is still there after Stop (%v)", err)
 			}
 		})
+	}
+}
+
+func TestStopOrphanFindsAnAppWhosePidWasNotRecorded(t *testing.T) {
+	// The agentd was killed after it started the app but before it could
+	// record the pid: the record holds only the instance the app was
+	// started with, in its environment. Another copy of the app, started
+	// without it, is not the recorded one.
+	dir := t.TempDir()
+	app := filepath.Join(dir, "app")
+	if err := os.WriteFile(app, []byte(groupApp), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	instance := fmt.Sprintf("TEST%dX%d", os.Getpid(), time.Now().UnixNano())
+	start := func(env []string) []int {
+		t.Helper()
+		cmd := exec.Command(app, dir)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		})
+		return append([]int{cmd.Process.Pid}, appChildren(t, dir, cmd.Process.Pid)...)
+	}
+	orphan := start(append(os.Environ(), "FLEETWAVE_APP_INSTANCE="+instance))
+	other := start(os.Environ())
+
+	pidFile := filepath.Join(dir, "app.pid")
+	rec := fmt.Sprintf(`{"instance": %q, "pid": 0, "pgid": 0, "boot_id": %q, "path": %q, "started_at": %q}`, instance,
+		strings.TrimSpace(string(readFile(t, "/proc/sys/kernel/random/boot_id"))), app, time.Now().Format(time.RFC3339Nano))
+	if err := os.WriteFile(pidFile, []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	r := &install.ProcessRunner{Path: app, Args: []string{dir}, PIDFile: pidFile, StopTimeout: 200 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	if err := r.StopOrphan(context.Background()); err != nil {
+		t.Fatalf("StopOrphan: %v", err)
+	}
+	for _, pid := range orphan {
+		if running(t, pid) {
+			t.Errorf("pid %d of the app started as %s (leader and children %v) still runs", pid, instance, orphan)
+		}
+	}
+	for _, pid := range other {
+		if !running(t, pid) {
+			t.Errorf("pid %d of another copy of the app (leader and children %v) was stopped", pid, other)
+		}
+	}
+	if want := fmt.Sprintf("stopped an app left running by an earlier agentd\" path=%s", app); !strings.Contains(logs.String(), want) ||
+		!strings.Contains(logs.String(), fmt.Sprintf("pid=%d", orphan[0])) {
+		t.Errorf("log %q does not say %q with pid=%d", logs.String(), want, orphan[0])
+	}
+	if _, err := os.Stat(pidFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the record is still there after StopOrphan (%v)", err)
 	}
 }
 

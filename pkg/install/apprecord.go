@@ -1,11 +1,14 @@
 package install
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -15,13 +18,20 @@ import (
 // records it: enough for a later agentd to find the group, and to tell it
 // from an unrelated process that was given the same pid since.
 //
-//	{"pid": 4242, "pgid": 4242, "sid": 4100, "start_time_ticks": 1834567,
-//	 "boot_id": "…", "path": "/usr/local/bin/app", "started_at": "…"}
+//	{"instance": "9f…", "pid": 4242, "pgid": 4242, "sid": 4100,
+//	 "start_time_ticks": 1834567, "boot_id": "…",
+//	 "path": "/usr/local/bin/app", "started_at": "…"}
 //
 // start_time_ticks is field 22 of /proc/<pid>/stat (clock ticks since boot)
 // and boot_id is /proc/sys/kernel/random/boot_id: a pid and a start time
 // name one process only within one boot. Both are empty outside Linux.
+//
+// instance is a random id the app is started with in its environment
+// (instanceEnv). The record is first written with it alone (pid 0), before
+// the app starts, so that an agentd killed before it could record the pid
+// still leaves a way to find the app.
 type appRecord struct {
+	Instance       string    `json:"instance,omitempty"`
 	PID            int       `json:"pid"`
 	PGID           int       `json:"pgid"`
 	SID            int       `json:"sid,omitempty"`
@@ -29,6 +39,44 @@ type appRecord struct {
 	BootID         string    `json:"boot_id,omitempty"`
 	Path           string    `json:"path"`
 	StartedAt      time.Time `json:"started_at"`
+}
+
+// instanceEnv is the variable that carries a started app's instance id.
+const instanceEnv = "FLEETWAVE_APP_INSTANCE"
+
+// newInstance draws an instance id.
+func newInstance() string { return rand.Text() }
+
+// starting reports a record written before its app started: the pid is not
+// known, only the instance.
+func (rec appRecord) starting() bool { return rec.PID == 0 }
+
+// instanceGroups finds the process groups of the app started with rec's
+// instance (a record written just before an agentd was killed, so without
+// a pid) and describes each as a record to end it by. The instance, unlike
+// a pid, is never reused.
+func instanceGroups(rec appRecord) ([]appRecord, error) {
+	procs, err := withEnv(instanceEnv + "=" + rec.Instance)
+	if err != nil {
+		return nil, err
+	}
+	// The group's leader started first: its start time is the group's.
+	groups := map[int]appRecord{}
+	for _, pi := range procs {
+		if pi.exited() {
+			continue
+		}
+		if g, ok := groups[pi.PGID]; ok && g.StartTimeTicks <= pi.StartTime {
+			continue
+		}
+		groups[pi.PGID] = appRecord{Instance: rec.Instance, PID: pi.PGID, PGID: pi.PGID, SID: pi.SID,
+			StartTimeTicks: pi.StartTime, BootID: rec.BootID, Path: rec.Path, StartedAt: rec.StartedAt}
+	}
+	var out []appRecord
+	for _, pgid := range slices.Sorted(maps.Keys(groups)) {
+		out = append(out, groups[pgid])
+	}
+	return out, nil
 }
 
 // recordFor describes the process group our child pid leads. Until the child
@@ -67,7 +115,10 @@ func (rec appRecord) member(pi procInfo) bool {
 // verifiable reports whether rec carries what it takes to know that a live
 // process is the recorded one; without it nothing may be signalled.
 func (rec appRecord) verifiable() bool {
-	return rec.PGID > 0 && rec.StartTimeTicks != 0 && procAvailable()
+	if !procAvailable() {
+		return false
+	}
+	return rec.starting() && rec.Instance != "" || rec.PGID > 1 && rec.StartTimeTicks != 0
 }
 
 // readRecord reads the record at path; ok is false when there is none.
@@ -79,7 +130,7 @@ func readRecord(path string) (rec appRecord, ok bool, err error) {
 	if err != nil {
 		return rec, false, fmt.Errorf("read %s: %w", path, err)
 	}
-	if err := json.Unmarshal(data, &rec); err != nil || rec.PID <= 1 || rec.PGID <= 1 {
+	if err := json.Unmarshal(data, &rec); err != nil || !(rec.PID > 1 && rec.PGID > 1 || rec.starting() && rec.Instance != "") {
 		return rec, false, fmt.Errorf("%s: %w: want the JSON of the app's process group (remove it once no app an earlier agentd started runs)", path, ErrCorrupt)
 	}
 	return rec, true, nil
@@ -101,11 +152,11 @@ func writeRecord(path string, rec appRecord) error {
 	return nil
 }
 
-// removeRecord removes the record at path if it is pid's: a record written
-// since by another runner (a newer start) stays.
-func removeRecord(path string, pid int) error {
+// removeRecord removes the record at path if it is of the app started as
+// instance: a record written since by another runner (a newer start) stays.
+func removeRecord(path, instance string) error {
 	rec, ok, err := readRecord(path)
-	if err != nil || !ok || rec.PID != pid {
+	if err != nil || !ok || rec.Instance != instance {
 		return err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,7 +59,10 @@ func (s *SystemdRunner) Alive(ctx context.Context) error {
 //
 // The group is owned: with PIDFile set, the runner records it there (pid,
 // process group, and the leader's start time) as soon as it starts, and
-// removes the record only once no process of the group remains. An agentd
+// removes the record only once no process of the group remains. The record
+// is first written before the app starts, with a random instance id that
+// the app gets in its environment (FLEETWAVE_APP_INSTANCE), so an agentd
+// killed between the start and the pid's record leaves the app findable. An agentd
 // killed with SIGKILL cannot stop its app; the next one finds the record
 // and stops that app (StopOrphan, which Restart also calls) before it starts
 // its own, so one copy runs. Only a group whose leader still has the
@@ -114,7 +119,7 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cmd := exec.Command(p.Path, p.Args...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = p.Env, p.Stdout, p.Stderr
+	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
 	// No Pdeathsig: Linux sends it when the OS thread that forked the
 	// child exits, not the process, and the Go runtime retires threads
 	// at will (golang.org/issue/27505), so it can kill a healthy agentd's
@@ -122,16 +127,34 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 	// is Linux-only. The record in PIDFile is what cleans up after a
 	// killed agentd instead.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	instance := newInstance()
+	env := p.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(slices.Clip(env), instanceEnv+"="+instance)
+	now := time.Now()
+	if p.PIDFile != "" {
+		starting := appRecord{Instance: instance, BootID: bootID(), Path: p.Path, StartedAt: now.UTC()}
+		if err := writeRecord(p.PIDFile, starting); err != nil {
+			return fmt.Errorf("start %s: record it: %w", p.Path, err)
+		}
+	}
 	if err := cmd.Start(); err != nil {
+		if p.PIDFile != "" {
+			_ = removeRecord(p.PIDFile, instance)
+		}
 		return fmt.Errorf("start %s: %w", p.Path, err)
 	}
-	rec := recordFor(cmd.Process.Pid, p.Path, time.Now())
+	rec := recordFor(cmd.Process.Pid, p.Path, now)
+	rec.Instance = instance
 	if p.PIDFile != "" {
 		if err := writeRecord(p.PIDFile, rec); err != nil {
-			// An app no record names could outlive a killed agentd and
-			// run twice: do not run it unrecorded.
+			// Leave no app running that the record does not name: the
+			// instance alone only covers a crash in this very window.
 			_ = unix.Kill(-rec.PGID, unix.SIGKILL)
 			_ = cmd.Wait()
+			_ = removeRecord(p.PIDFile, instance)
 			return fmt.Errorf("start %s: record its process group: %w", p.Path, err)
 		}
 	}
@@ -163,7 +186,7 @@ func (p *ProcessRunner) Stop(ctx context.Context) error {
 		return fmt.Errorf("stop %s: %w", p.Path, err)
 	}
 	if p.PIDFile != "" {
-		return removeRecord(p.PIDFile, rec.PID)
+		return removeRecord(p.PIDFile, rec.Instance)
 	}
 	return nil
 }
@@ -183,31 +206,42 @@ func (p *ProcessRunner) StopOrphan(ctx context.Context) error {
 		return err
 	}
 	p.mu.Lock()
-	own := p.cmd != nil && p.rec.PID == rec.PID
+	own := p.cmd != nil && p.rec.Instance == rec.Instance
 	p.mu.Unlock()
 	if own {
 		return nil // this runner's child: Stop's to end
 	}
-	log := p.log().With(slog.Int("pid", rec.PID), slog.String("path", rec.Path), slog.Time("started_at", rec.StartedAt))
+	log := p.log().With(slog.String("path", rec.Path), slog.Time("started_at", rec.StartedAt))
+	var groups []appRecord
 	switch {
 	case rec.BootID != "" && rec.BootID != bootID():
 		// Recorded before the host rebooted: that group is gone.
 	case !rec.verifiable():
-		log.Warn("an earlier agentd recorded its app, but this system cannot tell whether that pid is still the app; not stopping it")
+		log.Warn("an earlier agentd recorded its app, but this system cannot tell whether that pid is still the app; not stopping it",
+			slog.Int("pid", rec.PID))
+	case rec.starting():
+		// That agentd was killed between starting the app and
+		// recording its pid: the app carries the instance.
+		if groups, err = instanceGroups(rec); err != nil {
+			return fmt.Errorf("find the app an earlier agentd started as %s: %w", rec.Instance, err)
+		}
 	default:
-		alive, err := groupAlive(rec, nil)
+		groups = []appRecord{rec}
+	}
+	for _, g := range groups {
+		alive, err := groupAlive(g, nil)
 		if err != nil {
-			return fmt.Errorf("stop the app an earlier agentd left running (pid %d): %w", rec.PID, err)
+			return fmt.Errorf("stop the app an earlier agentd left running (pid %d): %w", g.PID, err)
 		}
 		if !alive {
-			break
+			continue
 		}
-		if err := endGroup(ctx, rec, p.stopTimeout(), nil); err != nil {
-			return fmt.Errorf("stop the app an earlier agentd left running (pid %d): %w", rec.PID, err)
+		if err := endGroup(ctx, g, p.stopTimeout(), nil); err != nil {
+			return fmt.Errorf("stop the app an earlier agentd left running (pid %d): %w", g.PID, err)
 		}
-		log.Warn("stopped an app left running by an earlier agentd")
+		log.Warn("stopped an app left running by an earlier agentd", slog.Int("pid", g.PID))
 	}
-	return removeRecord(p.PIDFile, rec.PID)
+	return removeRecord(p.PIDFile, rec.Instance)
 }
 
 // Alive is nil while the child runs.
