@@ -198,6 +198,7 @@ func (a *Agent) setupInstaller() error {
 		a.runner = &install.ProcessRunner{
 			Path: filepath.Join(tree.BinDir, app.Process), Args: app.ProcessArgs,
 			Stdout: os.Stdout, Stderr: os.Stderr,
+			PIDFile: tree.AppPIDPath(), Log: a.o.Log,
 		}
 	default:
 		return cliutil.Usagef("a url_template is set but nothing runs the app: pass --app NAME (agentd supervises bin/NAME) or --systemd-unit UNIT")
@@ -283,6 +284,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return errNoNATS
 	}
 	if a.installer != nil {
+		if pr, ok := a.runner.(*install.ProcessRunner); ok {
+			// An agentd killed before it could stop its app left it
+			// running: stop it before anything acts on the app.
+			if err := pr.StopOrphan(ctx); err != nil {
+				a.o.Log.Error("stopping the app an earlier agentd left running failed", slog.Any("err", err))
+			}
+		}
 		// Finish what a crash interrupted, then bring the app up.
 		if _, err := a.installer.Repair(ctx, a.Status()); err != nil {
 			a.o.Log.Error("repairing an interrupted install failed", slog.Any("err", err))

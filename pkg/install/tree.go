@@ -13,6 +13,9 @@ import (
 //	<root>/agent_id               the update id
 //	<root>/lock                   flock: one updater at a time
 //	<root>/links.yaml             the bin dir entries agentd created
+//	<root>/app.pid                the supervised app's process group (ProcessRunner)
+//	<root>/journal.json           the install journal: the step under way (journal.go)
+//	<root>/space.reserve          1 MiB released to record a rollback on a full disk
 //	<root>/versions/<v>/bin/…     an extracted release
 //	<root>/versions/<v>/sha256    written last: the extraction is complete
 //	<root>/versions/<v>/backup/   the app's database as it was under <v>
@@ -39,6 +42,10 @@ func (t Tree) BackupDir(v string) string { return filepath.Join(t.VersionDir(v),
 
 // LockPath is the updater lock file.
 func (t Tree) LockPath() string { return filepath.Join(t.Root, "lock") }
+
+// AppPIDPath records the process group of the app agentd supervises
+// (ProcessRunner.PIDFile).
+func (t Tree) AppPIDPath() string { return filepath.Join(t.Root, "app.pid") }
 
 // checkVersion guards every path built from a version string: a version
 // from the network must never become "../../etc".
