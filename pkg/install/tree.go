@@ -45,7 +45,10 @@ func (t Tree) LockPath() string { return filepath.Join(t.Root, "lock") }
 
 // AppPIDPath records the process group of the app agentd supervises
 // (ProcessRunner.PIDFile).
-func (t Tree) AppPIDPath() string { return filepath.Join(t.Root, "app.pid") }
+func (t Tree) AppPIDPath() string { return filepath.Join(t.Root, AppPIDName) }
+
+// AppPIDName is the supervised app's record under the root.
+const AppPIDName = "app.pid"
 
 // checkVersion guards every path built from a version string: a version
 // from the network must never become "../../etc".
