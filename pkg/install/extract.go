@@ -227,7 +227,7 @@ func extract(tarGz string, t Tree, version, sha256hex string, lim Limits) (err e
 	if err := x.checkBin(); err != nil {
 		return err
 	}
-	if err := x.syncDirs(); err != nil {
+	if err := x.syncTree(); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp made it 0700
@@ -608,7 +608,7 @@ func (x *extractor) file(tr *tar.Reader, hdr *tar.Header, name string) error {
 	if err := out.Chmod(mode); err != nil {
 		return fmt.Errorf("chmod %q: %w", name, err)
 	}
-	if err := out.Sync(); err != nil {
+	if err := x.syncFile(out); err != nil {
 		return fmt.Errorf("sync %q: %w", name, err)
 	}
 	if err := out.Close(); err != nil {
