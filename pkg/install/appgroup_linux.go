@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // procAvailable reports whether /proc can say who a pid is; in a container
@@ -22,6 +24,10 @@ var procAvailable = sync.OnceValue(func() bool {
 // fs.ErrNotExist.
 func readProc(pid int) (procInfo, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if errors.Is(err, syscall.ESRCH) {
+		// It exited between the open and the read: as gone as ENOENT.
+		return procInfo{}, fmt.Errorf("process %d: %w", pid, fs.ErrNotExist)
+	}
 	if err != nil {
 		return procInfo{}, err
 	}
