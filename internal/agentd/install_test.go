@@ -46,22 +46,7 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 	// The group is done on 2.0.0: every agent is told to update.
 	setPlan(t, ctx, fleet, "1.0.0", "2.0.0")
 
-	root := t.TempDir()
-	uf := install.NewUpdateFile("blue")
-	uf.Spec.Enabled = true
-	if err := uf.Save(root); err != nil {
-		t.Fatal(err)
-	}
-	var logs natstest.Buffer
-	a, err := agentd.New(agentd.Options{
-		Root: root, NATSURL: srv.URL(), Interval: time.Hour, Log: slog.New(slog.NewTextHandler(&logs, nil)),
-		App: agentd.AppOptions{URLTemplate: releases.URLTemplate(rel.URL), BinDir: filepath.Join(root, "bin"), Process: "app"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	a, root, logs, done := runEnabledAgent(t, ctx, srv.URL(), rel.URL)
 
 	lastBeat := func() (*heartbeat.Heartbeat, error) { return lastHeartbeat(ctx, fleet) }
 	natstest.Eventually(t, 30*time.Second, func() error {
@@ -120,4 +105,28 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// runEnabledAgent runs an agent of group blue with updates enabled, which
+// supervises bin/app of the releases at releaseBase, until ctx ends. It
+// returns the agent, its root, its log and Run's result.
+func runEnabledAgent(t *testing.T, ctx context.Context, natsURL, releaseBase string) (*agentd.Agent, string, *natstest.Buffer, chan error) {
+	t.Helper()
+	root := t.TempDir()
+	uf := install.NewUpdateFile("blue")
+	uf.Spec.Enabled = true
+	if err := uf.Save(root); err != nil {
+		t.Fatal(err)
+	}
+	logs := &natstest.Buffer{}
+	a, err := agentd.New(agentd.Options{
+		Root: root, NATSURL: natsURL, Interval: time.Hour, Log: slog.New(slog.NewTextHandler(logs, nil)),
+		App: agentd.AppOptions{URLTemplate: releases.URLTemplate(releaseBase), BinDir: filepath.Join(root, "bin"), Process: "app"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	return a, root, logs, done
 }

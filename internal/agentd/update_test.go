@@ -3,20 +3,16 @@ package agentd_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/fleetwave/fleetwave/internal/agentd"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
-	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 	"github.com/fleetwave/fleetwave/test/releases"
@@ -108,24 +104,9 @@ func TestAgentAbandonsOutdatedDownload(t *testing.T) {
 	t.Cleanup(rel.Close)
 	setPlan(t, ctx, fleet, "1.0.0", "2.0.0")
 
-	root := t.TempDir()
-	uf := install.NewUpdateFile("blue")
-	uf.Spec.Enabled = true
-	if err := uf.Save(root); err != nil {
-		t.Fatal(err)
-	}
-	var logs natstest.Buffer
-	a, err := agentd.New(agentd.Options{
-		Root: root, NATSURL: srv.URL(), Interval: time.Hour, Log: slog.New(slog.NewTextHandler(&logs, nil)),
-		// The default stall timeout (a minute) is far beyond this test's
-		// patience: only the plan change can end the download in time.
-		App: agentd.AppOptions{URLTemplate: releases.URLTemplate(rel.URL), BinDir: filepath.Join(root, "bin"), Process: "app"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	// The default stall timeout (a minute) is far beyond this test's
+	// patience: only the plan change can end the download in time.
+	_, _, logs, done := runEnabledAgent(t, ctx, srv.URL(), rel.URL)
 	natstest.Eventually(t, 30*time.Second, func() error {
 		select {
 		case <-stalling.asked:

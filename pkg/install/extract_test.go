@@ -982,8 +982,16 @@ func extractFuzzSeeds(t testing.TB) map[string][]byte {
 // extractFuzzSeeds; -gen-seeds rewrites the files.
 func TestExtractFuzzSeeds(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join("testdata", "fuzz", "FuzzExtract")
-	for name, data := range extractFuzzSeeds(t) {
+	checkFuzzSeeds(t, "FuzzExtract", extractFuzzSeeds(t))
+}
+
+// checkFuzzSeeds compares testdata/fuzz/<fuzz>/seed-<name> with each seed,
+// or with -gen-seeds writes them. Other files there (regression inputs the
+// fuzzer found) are left alone.
+func checkFuzzSeeds[S string | []byte](t *testing.T, fuzz string, seeds map[string]S) {
+	t.Helper()
+	dir := filepath.Join("testdata", "fuzz", fuzz)
+	for name, data := range seeds {
 		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
 		path := filepath.Join(dir, "seed-"+name)
 		if *genSeeds {
@@ -997,11 +1005,11 @@ func TestExtractFuzzSeeds(t *testing.T) {
 		}
 		got, err := os.ReadFile(path)
 		if err != nil {
-			t.Errorf("%v (run go test -run TestExtractFuzzSeeds -gen-seeds)", err)
+			t.Errorf("%v (run go test -run %s -gen-seeds)", err, t.Name())
 			continue
 		}
 		if string(got) != want {
-			t.Errorf("%s is stale (run go test -run TestExtractFuzzSeeds -gen-seeds)", path)
+			t.Errorf("%s is stale (run go test -run %s -gen-seeds)", path, t.Name())
 		}
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,28 +72,7 @@ copy: *st
 // regression inputs the fuzzer found, left alone.
 func TestUpdateFileFuzzSeeds(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join("testdata", "fuzz", "FuzzUpdateFile")
-	for name, data := range updateFileFuzzSeeds(t) {
-		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
-		path := filepath.Join(dir, "seed-"+name)
-		if *genSeeds {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		got, err := os.ReadFile(path)
-		if err != nil {
-			t.Errorf("%v (run go test -run TestUpdateFileFuzzSeeds -gen-seeds)", err)
-			continue
-		}
-		if string(got) != want {
-			t.Errorf("%s is stale (run go test -run TestUpdateFileFuzzSeeds -gen-seeds)", path)
-		}
-	}
+	checkFuzzSeeds(t, "FuzzUpdateFile", updateFileFuzzSeeds(t))
 }
 
 // FuzzUpdateFile: whatever the bytes, parsing does not panic and fails only
