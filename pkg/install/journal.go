@@ -104,12 +104,13 @@ func LoadJournal(t Tree) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read install journal: %w", err)
 	}
+	const fix = "check the links, the app and the database by hand, then remove the file"
 	var j Journal
 	if err := json.Unmarshal(data, &j); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, t.JournalPath(), err)
+		return nil, fmt.Errorf("%w: install journal %s: %v (%s)", ErrCorrupt, t.JournalPath(), err, fix)
 	}
 	if err := j.validate(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, t.JournalPath(), err)
+		return nil, fmt.Errorf("%w: install journal %s: %v (%s)", ErrCorrupt, t.JournalPath(), err, fix)
 	}
 	return &j, nil
 }
