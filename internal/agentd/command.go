@@ -359,7 +359,7 @@ func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error
 	}
 	// Finish what a crash interrupted before deciding anything: the
 	// decision reads the active version, which the repair may change.
-	if _, err := a.installer.Repair(ctx, a.Status()); err != nil {
+	if err := a.repair(ctx); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -91,7 +91,7 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 		if serr := in.Save(st); serr != nil {
 			err = errors.Join(err, serr)
 		}
-		if jerr := in.endJournal(prior, target); jerr != nil {
+		if jerr := in.endJournal(j); jerr != nil {
 			err = errors.Join(err, jerr)
 		}
 		return st, err
@@ -127,7 +127,6 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	}
 	if action.Op == DBRestore {
 		in.Log.Info("restoring database", slog.String("backup_of", action.Backup), slog.String("why", action.Reason))
-		j.RestoredTarget = true
 		if err := in.step(j, StepRestoreTarget); err != nil {
 			return rollback(err)
 		}
@@ -166,9 +165,15 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 // step records that step s begins, then hits its failpoint.
 func (in *Installer) step(j *Journal, s Step) error {
 	j.Step = s
-	err := in.withSpace(func() error { return writeJournal(in.Tree, j, in.Clock.orReal().Now()) })
+	err := in.record(j)
 	failpoint(string(s))
 	return err
+}
+
+// record writes the journal, giving up the space reserve if the disk is
+// full.
+func (in *Installer) record(j *Journal) error {
+	return in.withSpace(func() error { return writeJournal(in.Tree, j, in.Clock.orReal().Now()) })
 }
 
 // commit records the target as the active version, ends the journal and
@@ -278,9 +283,7 @@ func (in *Installer) rollBack(ctx context.Context, st Status, j *Journal) (Statu
 	if j.Bad {
 		err = removeJournal(in.Tree)
 	} else {
-		// Remember the interrupted attempts (the journal's only use now).
-		j.Step = StepUndone
-		err = in.withSpace(func() error { return writeJournal(in.Tree, j, in.Clock.orReal().Now()) })
+		err = in.endJournal(j)
 	}
 	in.sweep("")
 	return st, err
@@ -305,22 +308,23 @@ func (in *Installer) restoreFrom(from string) error {
 	return restoreDB(in.Tree, from, in.DBPath, "")
 }
 
-// link points the bin dir at v, with a failpoint fp+"/links" after the
-// first link changed.
+// link points the bin dir at v, with a failpoint fp+"/linked" once the
+// links changed.
 func (in *Installer) link(v, fp string) error {
 	_, err := in.Tree.Link(v)
 	failpoint(fp + "/linked")
 	return err
 }
 
-// endJournal ends the journal of an install that failed before it changed
-// anything outside versions/<target>: removed, or back to the record of
-// interrupted attempts it replaced.
-func (in *Installer) endJournal(prior *Journal, target string) error {
-	if prior != nil && prior.Step == StepUndone && prior.Target == target {
-		return writeJournal(in.Tree, prior, in.Clock.orReal().Now())
+// endJournal ends the journal of an install that was not the target's
+// fault: removed, or, when earlier attempts were cut off by crashes, left
+// as the record of their count (StepUndone).
+func (in *Installer) endJournal(j *Journal) error {
+	if j.Attempts == 0 {
+		return removeJournal(in.Tree)
 	}
-	return removeJournal(in.Tree)
+	j.Step = StepUndone
+	return in.record(j)
 }
 
 // ensureVersion makes versions/<v> a complete extraction of the verified
@@ -405,12 +409,7 @@ func (in *Installer) repairLocked(ctx context.Context, cur Status, next string) 
 		st = cur
 		st.Error = fmt.Sprintf("install of %s was interrupted while %s; nothing had changed yet", j.Target, stepDoing(j.Step))
 		if err = in.withSpace(func() error { return in.Save(st) }); err == nil {
-			if j.Attempts > 0 {
-				j.Step = StepUndone // keep the count of interrupted attempts
-				err = writeJournal(in.Tree, j, in.Clock.orReal().Now())
-			} else {
-				err = removeJournal(in.Tree)
-			}
+			err = in.endJournal(j)
 		}
 	case RecoverCommit:
 		st, err = in.commit(cur, j)
@@ -426,7 +425,7 @@ func (in *Installer) repairLocked(ctx context.Context, cur Status, next string) 
 			j.Bad, j.Cause = true, fmt.Sprintf("%s, %d times in a row", j.Cause, j.Attempts)
 		}
 		j.Step = StepRollback
-		if err = in.withSpace(func() error { return writeJournal(in.Tree, j, in.Clock.orReal().Now()) }); err == nil {
+		if err = in.record(j); err == nil {
 			st, err = in.rollBack(ctx, cur, j)
 		}
 	}
@@ -434,8 +433,10 @@ func (in *Installer) repairLocked(ctx context.Context, cur Status, next string) 
 	if err != nil {
 		return nil, st, fmt.Errorf("repair the interrupted install of %s: %w", j.Target, err)
 	}
-	j, err = LoadJournal(in.Tree)
-	return j, st, err
+	if j.Step != StepUndone {
+		return nil, st, nil // ended: removed
+	}
+	return j, st, nil
 }
 
 // repairUnjournaled handles a host left by an agentd that kept no journal:

@@ -72,9 +72,6 @@ type Journal struct {
 	Target    string    `json:"target"`
 	From      string    `json:"from"`
 	StartedAt time.Time `json:"started_at"`
-	// RestoredTarget: the live database was replaced with the target's
-	// backup (StepRestoreTarget ran).
-	RestoredTarget bool `json:"restored_target_db,omitempty"`
 	// Cause of a rollback, and whether the target is to blame (a failed
 	// health check) or not (the install was cancelled or cut off).
 	Cause string `json:"cause,omitempty"`
