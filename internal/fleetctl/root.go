@@ -82,7 +82,7 @@ func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err er
 		// A denied request only times out; the reason reaches the
 		// connection. Say it instead of suggesting a missing controller.
 		if denied := nc.LastError(); errors.Is(denied, nats.ErrPermissionViolation) {
-			err = fmt.Errorf("the server refuses these credentials the fleet's stream and buckets (%w): fleetctl needs admin credentials (--creds, NATS_CREDS; docs/security.md)", denied)
+			err = fmt.Errorf("the server refuses %s access to the fleet's stream and buckets (%w): fleetctl needs admin credentials (--creds, NATS_CREDS; docs/security.md)", g.credsName(), denied)
 		}
 		nc.Close()
 		return nil, nil, err
@@ -98,9 +98,17 @@ func (g *Global) refused(what string, err error) error {
 		return err
 	}
 	if denied := g.conn.LastError(); errors.Is(denied, nats.ErrPermissionViolation) {
-		return &rewordedError{msg: fmt.Sprintf("%s: the server refuses these credentials (%v): it needs admin credentials (--creds, NATS_CREDS; docs/security.md)", what, denied), err: err}
+		return &rewordedError{msg: fmt.Sprintf("%s: the server refuses %s (%v): it needs admin credentials (--creds, NATS_CREDS; docs/security.md)", what, g.credsName(), denied), err: err}
 	}
 	return err
+}
+
+// credsName names the credentials a refusal is about.
+func (g *Global) credsName() string {
+	if g.Creds == "" {
+		return "a connection without credentials"
+	}
+	return "the credentials in " + g.Creds
 }
 
 // open connects like fleet, bounding only the connecting by the timeout: for
