@@ -140,15 +140,3 @@ func (g *Global) connLog() *slog.Logger {
 func (g *Global) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, g.Timeout)
 }
-
-// outputFlag registers -o/--output on cmd.
-func outputFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVarP(dst, "output", "o", "table", "output format: table or json")
-}
-
-func checkOutput(o string) error {
-	if o != "table" && o != "json" {
-		return cliutil.Usagef("--output %q: want table or json", o)
-	}
-	return nil
-}
