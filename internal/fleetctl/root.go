@@ -65,6 +65,7 @@ controller uses. Read commands print a table for people and -o json for scripts.
 		newRunCmd(g), newRollbackCmd(g), newMarkDoneCmd(g), newResetCmd(g),
 		newAuthCmd(g), newEdgeCmd(g), newBusCmd(g),
 	)
+	registerCompletions(root, g)
 	return root
 }
 
