@@ -47,7 +47,9 @@ func NewCommand() *cobra.Command {
 		Use:   "fleetctl",
 		Short: "Operate a fleetwave fleet: status, agents, rollouts",
 		Long: `fleetctl reads and changes the fleet's state on the NATS JetStream bus the
-controller uses. Read commands print a table for people and -o json for scripts.
+controller uses. Read commands print a table for people, write commands a few
+lines of text; -o json prints JSON for scripts (one object per write:
+docs/cli.md).
 ` + cliutil.ExitCodesHelp,
 		Version: version.Version,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
