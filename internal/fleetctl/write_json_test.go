@@ -257,3 +257,23 @@ func TestAuthWritesJSON(t *testing.T) {
 		t.Errorf("auth revoke -o json: %+v", res)
 	}
 }
+
+// TestResetOfBadStatusJSON: reset of a group status that is not valid
+// deletes it; its JSON says so, with the revision it deleted.
+func TestResetOfBadStatusJSON(t *testing.T) {
+	e := newEnv(t)
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	rev := e.putRaw(kv.BucketPlan, kv.GroupKey("prod"), streamInfoResponse)
+	stdout, stderr, code := execute(t, "--nats", e.srv.URL(), "reset", "--group", "prod", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got WriteResult
+	oneObject(t, stdout, &got)
+	if !got.Written || !got.Deleted || got.Key != kv.GroupKey("prod") || got.PreviousRevision != rev || got.Event == nil {
+		t.Errorf("reset -o json: %+v; want deleted %s at revision %d, with the event", got, kv.GroupKey("prod"), rev)
+	}
+	if _, err := e.fleet.ReadGroupStatus(e.ctx, "prod"); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("after reset: %v, want no status", err)
+	}
+}
