@@ -20,6 +20,8 @@ type GroupActionOptions struct {
 	Group string
 	// Note is the operator's reason, recorded in the status and the event.
 	Note string
+	// Output is text or json (a WriteResult).
+	Output string
 }
 
 // groupAction is one of rollout's operator actions.
@@ -34,11 +36,15 @@ func newGroupActionCmd(g *Global, use, short, long, example string, run func(con
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			return run(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Group, "group", "", "the group to act on")
 	cmd.Flags().StringVar(&o.Note, "note", "", "why (recorded in the group status and the event)")
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -147,6 +153,10 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 	if err != nil {
 		return fmt.Errorf("group %q: status written (%s/%s revision %d) but the event was not published: %w", o.Group, kv.BucketPlan, key, rev, err)
 	}
+	if o.Output == "json" {
+		return writeJSON(o.Out, WriteResult{Command: name, Written: true, Bucket: kv.BucketPlan, Key: key,
+			Revision: rev, PreviousRevision: e.Revision, Value: next, Changes: []string{eventChange(ev)}, Event: &ev})
+	}
 	if ev.From != ev.To {
 		fmt.Fprintf(o.Out, "group %q: %s → %s: %s\n", o.Group, ev.From, ev.To, ev.Reason)
 	} else {
@@ -154,6 +164,14 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 	}
 	_, err = fmt.Fprintf(o.Out, "written to %s/%s (revision %d); event on %s\n", kv.BucketPlan, key, rev, kv.EventSubject(o.Group))
 	return err
+}
+
+// eventChange is an operator event as one line: "canary → active: reason".
+func eventChange(ev rollout.Event) string {
+	if ev.From != ev.To {
+		return fmt.Sprintf("%s → %s: %s", ev.From, ev.To, ev.Reason)
+	}
+	return fmt.Sprintf("still %s: %s", ev.To, ev.Reason)
 }
 
 // removeBadStatus is "fleetctl reset" of a group whose stored status is not
@@ -186,6 +204,10 @@ func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, ba
 	}
 	if err != nil {
 		return fmt.Errorf("group %q: the invalid status %s was removed but the event was not published: %w", o.Group, bad.Where(), err)
+	}
+	if o.Output == "json" {
+		return writeJSON(o.Out, WriteResult{Command: "reset", Written: true, Bucket: kv.BucketPlan, Key: bad.Key,
+			PreviousRevision: bad.Revision, Deleted: true, Changes: []string{reason}, Event: &ev})
 	}
 	fmt.Fprintf(o.Out, "group %q: removed %s (revision %d), which was not valid: %v\n", o.Group, bad.Where(), bad.Revision, bad.Err)
 	_, err = fmt.Fprintf(o.Out, "the controller writes a fresh unstarted status at its next step; the group starts over by its window and predecessors (fleetctl pause first to hold it); event on %s\n",

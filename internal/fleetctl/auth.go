@@ -57,6 +57,16 @@ type AuthInitOptions struct {
 	*AuthOptions
 	Name      string
 	JetStream auth.JetStreamLimits
+	// Output is text or json (a WriteResult, Value an AuthInitReport).
+	Output string
+}
+
+// AuthInitReport is the Value of "fleetctl auth init -o json": the public
+// keys minted (never a seed).
+type AuthInitReport struct {
+	Operator     string            `json:"operator"`
+	OperatorName string            `json:"operator_name"`
+	Accounts     map[string]string `json:"accounts"`
 }
 
 func newAuthInitCmd(ao *AuthOptions) *cobra.Command {
@@ -81,8 +91,14 @@ credential already issued.`,
   fleetctl auth init --dir ./auth --js-disk 50GiB --js-memory 1GiB
   controller run --auth-dir /etc/fleetwave/auth    # embedded server in operator mode`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return RunAuthInit(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
+			return RunAuthInit(cmd.Context(), o)
+		},
 	}
+	writeOutputFlag(cmd, &o.Output)
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", "fleetwave", "operator name")
 	f.Var((*byteSize)(&o.JetStream.MemoryBytes), "js-memory", "FLEET account JetStream memory limit (e.g. 256MiB; -1 unlimited)")
@@ -101,6 +117,17 @@ func RunAuthInit(_ context.Context, o *AuthInitOptions) error {
 	res, err := d.Init(o.Name, o.JetStream)
 	if err != nil {
 		return err
+	}
+	if o.Output == "json" {
+		files := make([]string, len(res.Files))
+		for i, f := range res.Files {
+			files[i] = inDir(d, f)
+		}
+		return writeJSON(o.Out, WriteResult{Command: "auth init", Written: true, Files: files, Value: AuthInitReport{
+			Operator: res.Operator, OperatorName: o.Name,
+			Accounts: map[string]string{auth.AccountSystem: res.SystemAccount, auth.AccountFleet: res.FleetAccount,
+				auth.AccountAgents: res.AgentsAccount, auth.AccountControl: res.ControlAccount},
+		}})
 	}
 	js := o.JetStream
 	fmt.Fprintf(o.Out, "operator %q %s\n", o.Name, res.Operator)
@@ -127,8 +154,10 @@ type AuthAgentOptions struct {
 	Output string
 }
 
-// AuthAgentReport is the JSON of "fleetctl auth agent -o json".
+// AuthAgentReport is the JSON of "fleetctl auth agent -o json": the
+// WriteResult fields (files: the creds) and the agent's own beside them.
 type AuthAgentReport struct {
+	WriteResult
 	AgentID string `json:"agent_id"`
 	Group   string `json:"group"`
 	UserKey string `json:"user_key"`
@@ -157,7 +186,7 @@ id (another group, a rotation) adds a key; the old one stays valid until
   fleetctl auth agent --group prod --id "$ID" --out /srv/provision/$HOST/agent.creds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(o.Output); err != nil {
+			if err := checkWriteOutput(o.Output); err != nil {
 				return err
 			}
 			if err := rollout.ValidateGroupName(o.Group); err != nil {
@@ -174,7 +203,7 @@ id (another group, a rotation) adds a key; the old one stays valid until
 	cmd.Flags().StringVar(&o.ID, "id", "", "the agent's id (default: draw a new one)")
 	cmd.Flags().StringVar(&o.Group, "group", "", "the agent's rollout group (required)")
 	cmd.Flags().StringVar(&o.Out, "out", "", "write the creds here (default <dir>/agents/<id>.creds)")
-	outputFlag(cmd, &o.Output)
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -197,7 +226,8 @@ func RunAuthAgent(_ context.Context, o *AuthAgentOptions) error {
 	}
 	out = inDir(d, out)
 	if o.Output == "json" {
-		return writeJSON(o.Global.Out, AuthAgentReport{AgentID: string(id), Group: o.Group, UserKey: u.PubKey, Creds: out})
+		return writeJSON(o.Global.Out, AuthAgentReport{WriteResult: WriteResult{Command: "auth agent", Written: true, Files: []string{out}},
+			AgentID: string(id), Group: o.Group, UserKey: u.PubKey, Creds: out})
 	}
 	fmt.Fprintf(o.Global.Out, "agent %s, group %s: user %s\ncreds written to %s (0600)\n", id, o.Group, u.PubKey, out)
 	if drawn {
@@ -221,6 +251,16 @@ type AuthUserOptions struct {
 	Name string
 	Role string
 	Out  string
+	// Output is text or json (a WriteResult, Value an AuthUserReport).
+	Output string
+}
+
+// AuthUserReport is the Value of "fleetctl auth user -o json".
+type AuthUserReport struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	UserKey string `json:"user_key"`
+	Creds   string `json:"creds"`
 }
 
 func newAuthUserCmd(ao *AuthOptions) *cobra.Command {
@@ -243,6 +283,9 @@ with 'auth revoke --user NAME --keep-current'.`,
   fleetctl auth user --name edge-berlin --role leaf`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			if _, err := auth.ParseRole(o.Role); err != nil {
 				return cliutil.Usagef("--role: %v", err)
 			}
@@ -255,6 +298,7 @@ with 'auth revoke --user NAME --keep-current'.`,
 	cmd.Flags().StringVar(&o.Name, "name", "", "user name (a-z 0-9 - _)")
 	cmd.Flags().StringVar(&o.Role, "role", "", "controller, admin or leaf")
 	cmd.Flags().StringVar(&o.Out, "out", "", "write the creds here (default <dir>/creds/<name>.creds)")
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -273,6 +317,10 @@ func RunAuthUser(_ context.Context, o *AuthUserOptions) error {
 		return err
 	}
 	out = inDir(d, out)
+	if o.Output == "json" {
+		return writeJSON(o.Global.Out, WriteResult{Command: "auth user", Written: true, Files: []string{out},
+			Value: AuthUserReport{Name: o.Name, Role: string(role), UserKey: u.PubKey, Creds: out}})
+	}
 	fmt.Fprintf(o.Global.Out, "user %s (%s): %s\ncreds written to %s (0600)\n", o.Name, role, u.PubKey, out)
 	return nil
 }
@@ -286,6 +334,29 @@ type AuthRevokeOptions struct {
 	KeepCurrent bool
 	Push        bool
 	SysCreds    string
+	// Output is text or json (a WriteResult, Value an AuthRevokeReport).
+	Output string
+}
+
+// AuthRevokeReport is the Value of "fleetctl auth revoke -o json" and, with
+// only Pushed, of "fleetctl auth push -o json".
+type AuthRevokeReport struct {
+	Revoked []AuthRevoked `json:"revoked,omitempty"`
+	// Pushed are the servers that took the account JWTs; absent with
+	// --push=false.
+	Pushed []AuthPushed `json:"pushed,omitempty"`
+}
+
+// AuthRevoked are the keys revoked in one account.
+type AuthRevoked struct {
+	Account string   `json:"account"`
+	Keys    []string `json:"keys"`
+}
+
+// AuthPushed is one account JWT taken by a server.
+type AuthPushed struct {
+	URL    string `json:"url"`
+	Server string `json:"server"`
 }
 
 func newAuthRevokeCmd(ao *AuthOptions) *cobra.Command {
@@ -323,6 +394,9 @@ Servers the push does not reach (an edge leaf node on its own) need
 					return cliutil.Usagef("--id: %v", err)
 				}
 			}
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			if o.Key != "" && o.KeepCurrent {
 				return cliutil.Usagef("--keep-current goes with --id or --user")
 			}
@@ -336,6 +410,7 @@ Servers the push does not reach (an edge leaf node on its own) need
 	f.BoolVar(&o.KeepCurrent, "keep-current", false, "keep the newest key (end of a rotation)")
 	f.BoolVar(&o.Push, "push", true, "push the updated account JWT to the running servers (--nats)")
 	f.StringVar(&o.SysCreds, "sys-creds", "", "system account creds for the push (default <dir>/creds/sys.creds)")
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -360,7 +435,35 @@ func RunAuthRevoke(ctx context.Context, o *AuthRevokeOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Output == "json" {
+		return revocationsJSON(ctx, o.AuthOptions, "auth revoke", o.Push, o.SysCreds, revs...)
+	}
 	return reportRevocations(ctx, o.AuthOptions, o.Push, o.SysCreds, revs...)
+}
+
+// revocationsJSON is reportRevocations with -o json: the push goes first,
+// so that the one object printed says where it went; a failed push is an
+// error after the files were written, as in text.
+func revocationsJSON(ctx context.Context, o *AuthOptions, command string, push bool, sysCreds string, revs ...auth.Revocation) error {
+	d := auth.Dir{Path: o.Dir}
+	r := AuthRevokeReport{}
+	res := WriteResult{Command: command, Written: true}
+	var tokens []string
+	for _, rev := range revs {
+		r.Revoked = append(r.Revoked, AuthRevoked{Account: rev.Account, Keys: rev.Keys})
+		res.Files = append(res.Files, filepath.Join(d.Path, rev.File))
+		tokens = append(tokens, rev.AccountJWT)
+	}
+	res.Files = append(res.Files, filepath.Join(d.Path, auth.FileResolverConf))
+	var pushErr error
+	if push {
+		r.Pushed, pushErr = pushAccounts(ctx, o, o.Global.ErrOut, sysCreds, tokens...)
+	}
+	res.Value = r
+	if err := writeJSON(o.Global.Out, res); err != nil {
+		return err
+	}
+	return pushErr
 }
 
 // reportRevocations says what was revoked and pushes the account JWTs.
@@ -379,12 +482,13 @@ func reportRevocations(ctx context.Context, o *AuthOptions, push bool, sysCreds 
 		fmt.Fprintf(o.Global.Out, "not pushed: running servers still accept these keys until 'fleetctl auth push' or a restart with the new resolver.conf\n")
 		return nil
 	}
-	return pushAccounts(ctx, o, o.Global.Out, sysCreds, tokens...)
+	_, err := pushAccounts(ctx, o, o.Global.Out, sysCreds, tokens...)
+	return err
 }
 
 // pushAccounts sends account JWTs to the server at --nats as the system
-// user, saying so on w.
-func pushAccounts(ctx context.Context, o *AuthOptions, w io.Writer, sysCreds string, tokens ...string) error {
+// user, saying so on w, and returns where each went.
+func pushAccounts(ctx context.Context, o *AuthOptions, w io.Writer, sysCreds string, tokens ...string) ([]AuthPushed, error) {
 	if sysCreds == "" {
 		sysCreds = filepath.Join(o.Dir, auth.CredsFile(auth.UserSystem))
 	}
@@ -395,23 +499,28 @@ func pushAccounts(ctx context.Context, o *AuthOptions, w io.Writer, sysCreds str
 		Log: o.connLog(),
 	})
 	if err != nil {
-		return fmt.Errorf("%w; the change is saved in %s: push it with 'fleetctl auth push' once the server answers", err, o.Dir)
+		return nil, fmt.Errorf("%w; the change is saved in %s: push it with 'fleetctl auth push' once the server answers", err, o.Dir)
 	}
 	defer nc.Close()
+	var pushed []AuthPushed
 	for _, token := range tokens {
 		server, err := auth.Push(ctx, nc, token)
 		if err != nil {
-			return fmt.Errorf("%w; the change is saved in %s: push it with 'fleetctl auth push' once the server answers", err, o.Dir)
+			return pushed, fmt.Errorf("%w; the change is saved in %s: push it with 'fleetctl auth push' once the server answers", err, o.Dir)
 		}
 		fmt.Fprintf(w, "pushed to %s (server %s)\n", nc.ConnectedUrlRedacted(), server)
+		pushed = append(pushed, AuthPushed{URL: nc.ConnectedUrlRedacted(), Server: server})
 	}
-	return nil
+	return pushed, nil
 }
 
 // AuthPushOptions are the flags of "fleetctl auth push".
 type AuthPushOptions struct {
 	*AuthOptions
 	SysCreds string
+	// Output is text or json (a WriteResult, Value an AuthRevokeReport
+	// with only pushed).
+	Output string
 }
 
 func newAuthPushCmd(ao *AuthOptions) *cobra.Command {
@@ -424,9 +533,15 @@ server at --nats as the system user. 'auth revoke' does this itself; use push fo
 not reach, such as an edge site's leaf node, or after '--push=false'.`,
 		Example: `  fleetctl auth push --dir /etc/fleetwave/auth --nats nats://edge-berlin:4222`,
 		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return RunAuthPush(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
+			return RunAuthPush(cmd.Context(), o)
+		},
 	}
 	cmd.Flags().StringVar(&o.SysCreds, "sys-creds", "", "system account creds (default <dir>/creds/sys.creds)")
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -440,7 +555,15 @@ func RunAuthPush(ctx context.Context, o *AuthPushOptions) error {
 	if err != nil {
 		return err
 	}
-	return pushAccounts(ctx, o.AuthOptions, o.Global.Out, o.SysCreds, tokens...)
+	if o.Output != "json" {
+		_, err = pushAccounts(ctx, o.AuthOptions, o.Global.Out, o.SysCreds, tokens...)
+		return err
+	}
+	pushed, err := pushAccounts(ctx, o.AuthOptions, o.Global.ErrOut, o.SysCreds, tokens...)
+	if err != nil {
+		return err
+	}
+	return writeJSON(o.Global.Out, WriteResult{Command: "auth push", Written: true, Value: AuthRevokeReport{Pushed: pushed}})
 }
 
 // AuthListOptions are the flags of "fleetctl auth ls".
@@ -449,13 +572,20 @@ type AuthListOptions struct {
 	Output string
 }
 
+// AuthListReport is the JSON of "fleetctl auth ls -o json".
+type AuthListReport struct {
+	// Users are the users and agents issued from the directory, with
+	// every key issued to each.
+	Users []auth.Record `json:"users"`
+}
+
 func newAuthListCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthListOptions{AuthOptions: ao}
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the users and agents issued from the directory, with their keys",
 		Example: `  fleetctl auth ls --dir /etc/fleetwave/auth
-  fleetctl auth ls -o json | jq -r '.[] | select(.role == "agent") | .agent_id'`,
+  fleetctl auth ls -o json | jq -r '.users[] | select(.role == "agent") | .agent_id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(o.Output); err != nil {
@@ -482,7 +612,7 @@ func RunAuthList(_ context.Context, o *AuthListOptions) error {
 		if recs == nil {
 			recs = []auth.Record{}
 		}
-		return writeJSON(o.Global.Out, recs)
+		return writeJSON(o.Global.Out, AuthListReport{Users: recs})
 	}
 	tw := newTable(o.Global.Out)
 	fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tKEY\tISSUED\tREVOKED")
@@ -580,8 +710,10 @@ type AuthUpgradeOptions struct {
 	Output   string
 }
 
-// AuthUpgradeReport is the JSON of "fleetctl auth upgrade -o json".
+// AuthUpgradeReport is the JSON of "fleetctl auth upgrade -o json": the
+// WriteResult fields and the upgrade's own beside them.
 type AuthUpgradeReport struct {
+	WriteResult
 	Created  []string       `json:"created"`
 	Reissued []AuthReissued `json:"reissued"`
 	Skipped  []string       `json:"skipped_revoked"`
@@ -629,7 +761,7 @@ every key is revoked get no new creds.`,
   fleetctl auth upgrade --finish --nats nats://nats-a:4222`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(o.Output); err != nil {
+			if err := checkWriteOutput(o.Output); err != nil {
 				return err
 			}
 			return RunAuthUpgrade(cmd.Context(), o)
@@ -639,7 +771,7 @@ every key is revoked get no new creds.`,
 	f.BoolVar(&o.Finish, "finish", false, "revoke every agent and controller key still in the FLEET account (the last step)")
 	f.BoolVar(&o.Push, "push", true, "push the changed account JWTs to the running servers (--nats)")
 	f.StringVar(&o.SysCreds, "sys-creds", "", "system account creds for the push (default <dir>/creds/sys.creds)")
-	outputFlag(cmd, &o.Output)
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -653,7 +785,7 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	if o.Output == "json" {
 		progress = o.Global.ErrOut
 	}
-	rep := AuthUpgradeReport{Created: []string{}, Reissued: []AuthReissued{}, Skipped: []string{}}
+	rep := AuthUpgradeReport{WriteResult: WriteResult{Command: "auth upgrade"}, Created: []string{}, Reissued: []AuthReissued{}, Skipped: []string{}}
 	if o.Finish {
 		rev, err := d.RevokeLegacy(o.Now())
 		if err != nil {
@@ -663,10 +795,13 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 			return reportRevocations(ctx, o.AuthOptions, o.Push, o.SysCreds, rev)
 		}
 		rep.Revoked = rev.Keys
+		rep.Written = true
+		rep.Files = []string{filepath.Join(d.Path, rev.File), filepath.Join(d.Path, auth.FileResolverConf)}
 		if err := writeJSON(o.Global.Out, rep); err != nil || !o.Push {
 			return err
 		}
-		return pushAccounts(ctx, o.AuthOptions, progress, o.SysCreds, rev.AccountJWT)
+		_, err = pushAccounts(ctx, o.AuthOptions, progress, o.SysCreds, rev.AccountJWT)
+		return err
 	}
 	res, err := d.Upgrade()
 	if err != nil {
@@ -680,7 +815,9 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 			ri.Creds = inDir(d, auth.AgentCredsFile(rollout.AgentID(r.AgentID)))
 		}
 		rep.Reissued = append(rep.Reissued, ri)
+		rep.Files = append(rep.Files, ri.Creds)
 	}
+	rep.Written = len(res.Created) > 0 || len(res.Reissued) > 0
 	for _, r := range res.Skipped {
 		rep.Skipped = append(rep.Skipped, r.Name)
 	}
@@ -713,5 +850,6 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	if err != nil {
 		return err
 	}
-	return pushAccounts(ctx, o.AuthOptions, progress, o.SysCreds, tokens...)
+	_, err = pushAccounts(ctx, o.AuthOptions, progress, o.SysCreds, tokens...)
+	return err
 }

@@ -340,12 +340,12 @@ func TestAuthRevokeDisconnectsAgent(t *testing.T) {
 	nc.Close()
 
 	out, _, _ := execute(t, "auth", "ls", "--dir", dir, "-o", "json")
-	var recs []auth.Record
-	if err := json.Unmarshal([]byte(out), &recs); err != nil {
+	var ls AuthListReport
+	if err := json.Unmarshal([]byte(out), &ls); err != nil {
 		t.Fatal(err)
 	}
 	found := false
-	for _, r := range recs {
+	for _, r := range ls.Users {
 		if r.AgentID != string(id) {
 			continue
 		}

@@ -18,6 +18,16 @@ type BusEnsureOptions struct {
 	*Global
 	Replicas    int
 	AgentExpiry time.Duration
+	// Output is text or json (a WriteResult, Value a BusEnsureReport).
+	Output string
+}
+
+// BusEnsureReport is the Value of "fleetctl bus ensure -o json".
+type BusEnsureReport struct {
+	Stream      string   `json:"stream"`
+	Buckets     []string `json:"buckets"`
+	Replicas    int      `json:"replicas"`
+	AgentExpiry string   `json:"agent_expiry"`
 }
 
 func newBusCmd(g *Global) *cobra.Command {
@@ -40,9 +50,13 @@ after an upgrade, or to change the replicas or the agent expiry of a running
 fleet, run this with admin credentials. A controller that finds a stream it
 cannot use says so and names this command. Idempotent.`,
 		Example: `  fleetctl bus ensure --creds admin.creds --nats nats://nats-a:4222 --replicas 3
-  fleetctl bus ensure --creds admin.creds --agent-expiry 2h`,
+  fleetctl bus ensure --creds admin.creds --agent-expiry 2h
+  fleetctl bus ensure --creds admin.creds -o json | jq .value.replicas`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			if o.Replicas < 1 || o.Replicas > 5 {
 				return cliutil.Usagef("--replicas %d: must be 1-5", o.Replicas)
 			}
@@ -54,6 +68,7 @@ cannot use says so and names this command. Idempotent.`,
 	}
 	ensure.Flags().IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and every bucket (3 on a 3-node cluster)")
 	ensure.Flags().DurationVar(&o.AgentExpiry, "agent-expiry", kv.DefaultAgentExpiry, "how long an agent stays in the inventory without a heartbeat (the controllers' --agent-expiry)")
+	writeOutputFlag(ensure, &o.Output)
 	bus.AddCommand(ensure)
 	return bus
 }
@@ -78,6 +93,11 @@ func RunBusEnsure(ctx context.Context, o *BusEnsureOptions) error {
 	if len(drift) > 0 {
 		return fmt.Errorf("these credentials may not update the stream and buckets (%s): use admin credentials",
 			strings.Join(drift, "; "))
+	}
+	if o.Output == "json" {
+		return writeJSON(o.Out, WriteResult{Command: "bus ensure", Written: true, Value: BusEnsureReport{
+			Stream: kv.StreamHB, Buckets: []string{kv.BucketConfig, kv.BucketPlan, kv.BucketStats},
+			Replicas: o.Replicas, AgentExpiry: o.AgentExpiry.String()}})
 	}
 	fmt.Fprintf(o.Out, "%s and buckets %s, %s, %s: %d replica(s), agent expiry %v\n",
 		kv.StreamHB, kv.BucketConfig, kv.BucketPlan, kv.BucketStats, o.Replicas, o.AgentExpiry)

@@ -55,13 +55,13 @@ config was ever written, the default config fleetwave uses is shown.`,
   fleetctl config show -o json | jq '.groups[].name'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Output != "yaml" && o.Output != "json" {
-				return cliutil.Usagef("--output %q: want yaml or json", o.Output)
+			if err := checkFormat(o.Output, "yaml", "json"); err != nil {
+				return err
 			}
 			return RunConfigShow(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "yaml", "output format: yaml or json")
+	formatFlag(cmd, &o.Output, "yaml", "json")
 	return cmd
 }
 
@@ -123,6 +123,8 @@ type ConfigSetOptions struct {
 	// DependsOn: "a,b"; "" for none; "-" for the default (the group listed
 	// before this one).
 	DependsOn *string
+	// Output is text or json (a WriteResult).
+	Output string
 }
 
 func (o *ConfigSetOptions) groupSettings() []string {
@@ -161,7 +163,8 @@ target.
   fleetctl config set --group prod --days Mon,Tue,Wed,Thu --max-in-flight 10% --depends-on staging
   fleetctl config set --group canary --depends-on ''
   fleetctl config set --mode paused
-  fleetctl config set --timezone Europe/Berlin`,
+  fleetctl config set --timezone Europe/Berlin
+  fleetctl config set --mode enabled -o json | jq .revision`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -198,7 +201,11 @@ target.
 	str(&o.HealthTimeout, "health-timeout", `time for the app to become healthy ("10s"-"1h")`)
 	str(&o.MinHealthyTime, "min-healthy-time", `time the app must stay healthy ("0s"-"24h")`)
 	str(&o.DependsOn, "depends-on", `groups that must be done first: "a,b"; '' none; '-' the group listed before`)
+	writeOutputFlag(cmd, &o.Output)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkWriteOutput(o.Output); err != nil {
+			return err
+		}
 		for _, set := range setters {
 			set()
 		}
@@ -249,10 +256,13 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		edit(&next.Groups[i])
 	}
 	if reflect.DeepEqual(next, st.Config.Value) && !st.ConfigDefault {
+		if o.Output == "json" {
+			return writeJSON(o.Out, configUnchanged("config set", st))
+		}
 		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", configKeyName, st.Config.Revision)
 		return err
 	}
-	return writeConfig(ctx, o.Global, f, st, next)
+	return writeConfig(ctx, o.Global, f, st, next, "config set", o.Output)
 }
 
 // parse checks the given values that need parsing and returns the edit they
@@ -359,9 +369,15 @@ func cloneConfig(c rollout.Config) rollout.Config {
 	return c
 }
 
+// configUnchanged is the WriteResult of a config command that wrote nothing.
+func configUnchanged(command string, st *kv.State) WriteResult {
+	return WriteResult{Command: command, Bucket: kv.BucketConfig, Key: kv.KeyConfig,
+		Revision: st.Config.Revision, PreviousRevision: st.Config.Revision, Value: st.Config.Value}
+}
+
 // writeConfig validates next against the stored state and writes it with
-// the revision st was read at.
-func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next rollout.Config) error {
+// the revision st was read at; command and output say how to report it.
+func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next rollout.Config, command, output string) error {
 	if err := validateConfig(next); err != nil {
 		return err
 	}
@@ -387,12 +403,16 @@ func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next
 		return err
 	}
 	prev := st.Config.Value
+	changes := describeConfigChange(prev, next)
+	if output == "json" {
+		return writeJSON(g.Out, WriteResult{Command: command, Written: true, Bucket: kv.BucketConfig, Key: kv.KeyConfig,
+			Revision: rev, PreviousRevision: st.Config.Revision, Value: next, Changes: changes})
+	}
 	if st.ConfigDefault {
 		fmt.Fprintf(g.Out, "%s written (revision %d), replacing the built-in default:\n", configKeyName, rev)
 	} else {
 		fmt.Fprintf(g.Out, "%s written (revision %d, was %d):\n", configKeyName, rev, st.Config.Revision)
 	}
-	changes := describeConfigChange(prev, next)
 	if len(changes) == 0 {
 		changes = []string{"no setting changed"}
 	}
@@ -408,6 +428,8 @@ type ConfigApplyOptions struct {
 	// File is the YAML or JSON config to write; "-" reads In.
 	File string
 	In   io.Reader
+	// Output is text or json (a WriteResult).
+	Output string
 }
 
 func newConfigApplyCmd(g *Global) *cobra.Command {
@@ -426,11 +448,15 @@ checked against the groups rolling out before anything is written.`,
 			if o.File == "" {
 				return cliutil.Usagef("--file (-f): say which config file to apply (\"-\" for stdin)")
 			}
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			o.In = cmd.InOrStdin()
 			return RunConfigApply(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", `YAML or JSON config file ("-" for stdin)`)
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -460,10 +486,13 @@ func RunConfigApply(ctx context.Context, o *ConfigApplyOptions) error {
 		return err
 	}
 	if reflect.DeepEqual(next, st.Config.Value) && !st.ConfigDefault {
+		if o.Output == "json" {
+			return writeJSON(o.Out, configUnchanged("config apply", st))
+		}
 		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the file matches the stored config; nothing written\n", configKeyName, st.Config.Revision)
 		return err
 	}
-	return writeConfig(ctx, o.Global, f, st, next)
+	return writeConfig(ctx, o.Global, f, st, next, "config apply", o.Output)
 }
 
 // parseConfigFile decodes a YAML or JSON config with rollout's own decoder:
@@ -522,11 +551,13 @@ func readStateForReplace(ctx context.Context, g *Global, f *kv.Fleet) (*kv.State
 // ConfigResetOptions are the flags of "fleetctl config reset".
 type ConfigResetOptions struct {
 	*Global
+	// Output is text or json (a WriteResult).
+	Output string
 }
 
 func newConfigResetCmd(g *Global) *cobra.Command {
 	o := &ConfigResetOptions{Global: g}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "reset",
 		Short: "Replace the rollout config with the default (one group, every day)",
 		Long: `Replace the rollout config with the default: mode enabled, UTC, one group
@@ -536,9 +567,14 @@ is rolling out. The previous config stays in the bucket's history
 		Example: `  fleetctl config reset`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			return RunConfigReset(cmd.Context(), o)
 		},
 	}
+	writeOutputFlag(cmd, &o.Output)
+	return cmd
 }
 
 // RunConfigReset is "fleetctl config reset".
@@ -554,16 +590,21 @@ func RunConfigReset(ctx context.Context, o *ConfigResetOptions) error {
 	}
 	next := rollout.DefaultConfig()
 	if reflect.DeepEqual(next, st.Config.Value) {
+		if o.Output == "json" {
+			return writeJSON(o.Out, configUnchanged("config reset", st))
+		}
 		_, err := fmt.Fprintf(o.Out, "%s is already the default; nothing written\n", configKeyName)
 		return err
 	}
-	return writeConfig(ctx, o.Global, f, st, next)
+	return writeConfig(ctx, o.Global, f, st, next, "config reset", o.Output)
 }
 
 // ConfigDeleteGroupOptions are the flags of "fleetctl config delete-group".
 type ConfigDeleteGroupOptions struct {
 	*Global
 	Group string
+	// Output is text or json (a WriteResult).
+	Output string
 }
 
 func newConfigDeleteGroupCmd(g *Global) *cobra.Command {
@@ -578,10 +619,14 @@ before it.`,
 		Example: `  fleetctl config delete-group --group old-dc`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			return RunConfigDeleteGroup(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Group, "group", "", "group to remove")
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -605,7 +650,7 @@ func RunConfigDeleteGroup(ctx context.Context, o *ConfigDeleteGroupOptions) erro
 		return fmt.Errorf("group %q is not in the config; nothing written", o.Group)
 	}
 	next.Groups = slices.Delete(next.Groups, i, i+1)
-	return writeConfig(ctx, o.Global, f, st, next)
+	return writeConfig(ctx, o.Global, f, st, next, "config delete-group", o.Output)
 }
 
 // checkGroupFlag checks a required --group value.

@@ -17,6 +17,18 @@ type EdgeInitOptions struct {
 	*Global
 	HubDomain string
 	Replicas  int
+	// Output is text or json (a WriteResult, Value an EdgeInitReport).
+	Output string
+}
+
+// EdgeInitReport is the Value of "fleetctl edge init -o json".
+type EdgeInitReport struct {
+	Bucket    string `json:"bucket"`
+	HubDomain string `json:"hub_domain"`
+	Mirrors   string `json:"mirrors"`
+	// Lag and LastContact are the mirror's, when the server knows them.
+	Lag         *uint64 `json:"lag,omitempty"`
+	LastContact string  `json:"last_contact,omitempty"`
 }
 
 func newEdgeCmd(g *Global) *cobra.Command {
@@ -38,6 +50,9 @@ Idempotent; needs admin credentials. See docs/deployment.md.`,
 		Example: `  fleetctl edge init --nats nats://edge-berlin:4222 --creds admin.creds --hub-domain hub`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			if o.HubDomain == "" {
 				return cliutil.Usagef("--hub-domain is required: the JetStream domain of the hub (deploy/nats: hub)")
 			}
@@ -49,6 +64,7 @@ Idempotent; needs admin credentials. See docs/deployment.md.`,
 	}
 	initCmd.Flags().StringVar(&o.HubDomain, "hub-domain", "hub", "JetStream domain of the hub that holds the plan")
 	initCmd.Flags().IntVar(&o.Replicas, "replicas", 1, "replicas of the mirror (the site's own cluster size)")
+	writeOutputFlag(initCmd, &o.Output)
 	edge.AddCommand(initCmd)
 	return edge
 }
@@ -73,6 +89,13 @@ func RunEdgeInit(ctx context.Context, o *EdgeInitOptions) error {
 		return err
 	}
 	info := st.CachedInfo()
+	if o.Output == "json" {
+		r := EdgeInitReport{Bucket: b.Bucket(), HubDomain: o.HubDomain, Mirrors: kv.BucketPlan}
+		if m := info.Mirror; m != nil && m.Active >= 0 {
+			r.Lag, r.LastContact = &m.Lag, m.Active.Round(time.Millisecond).String()
+		}
+		return writeJSON(o.Out, WriteResult{Command: "edge init", Written: true, Value: r})
+	}
 	fmt.Fprintf(o.Out, "bucket %s mirrors domain %s's %s", b.Bucket(), o.HubDomain, kv.BucketPlan)
 	if m := info.Mirror; m != nil && m.Active >= 0 {
 		fmt.Fprintf(o.Out, " (lag %d, last contact %s ago)", m.Lag, m.Active.Round(time.Millisecond))

@@ -119,6 +119,8 @@ type PlanSetOptions struct {
 	Strategy *string
 	Schedule *string
 	Critical *bool
+	// Output is text or json (a WriteResult).
+	Output string
 }
 
 func newPlanSetCmd(g *Global) *cobra.Command {
@@ -137,9 +139,13 @@ Versions are semver without a leading "v" (a leading "v" you type is dropped).`,
 		Example: `  fleetctl plan set --start 1.3.2 --target 1.4.0
   fleetctl plan set --target 1.4.1
   fleetctl plan set --target 1.4.2 --critical --schedule immediate
-  fleetctl plan set --strategy grouped`,
+  fleetctl plan set --strategy grouped
+  fleetctl plan set --target 1.4.3 -o json | jq .revision`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			fs := cmd.Flags()
 			if fs.Changed("target") {
 				o.Target = &target
@@ -165,6 +171,7 @@ Versions are semver without a leading "v" (a leading "v" you type is dropped).`,
 	fs.StringVar(&strategy, "strategy", "", "backpressure or grouped")
 	fs.StringVar(&schedule, "schedule", "", "regular (windows and dependencies) or immediate")
 	fs.BoolVar(&critical, "critical", false, "start groups outside their windows (--critical=false to undo)")
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -252,6 +259,9 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		return cliutil.UsageError{Err: err}
 	}
 	if st.HasSpec && next == prev {
+		if o.Output == "json" {
+			return writeJSON(o.Out, specResult("plan set", false, next, st.Spec.Revision, st.Spec.Revision))
+		}
 		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", specKeyName, st.Spec.Revision)
 		return err
 	}
@@ -260,7 +270,18 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		return err
 	}
 	retarget := !st.HasSpec || next.TargetVersion != prev.TargetVersion
-	if replacing {
+	// Notes go to stderr with -o json, which keeps stdout one object.
+	notes := o.Out
+	if o.Output == "json" {
+		r := specResult("plan set", true, next, rev, st.Spec.Revision)
+		if st.HasSpec {
+			r.Changes = describeSpecChange(prev, next)
+		}
+		if err := writeJSON(o.Out, r); err != nil {
+			return err
+		}
+		notes = o.ErrOut
+	} else if replacing {
 		fmt.Fprintf(o.Out, "%s replaced (revision %d, was %d, which was not valid): %s → %s, %s, %s\n",
 			specKeyName, rev, st.Spec.Revision, next.StartVersion, next.TargetVersion, next.Schedule, next.Strategy)
 	} else if !st.HasSpec {
@@ -271,18 +292,15 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		fmt.Fprintln(o.Out)
 	} else {
 		fmt.Fprintf(o.Out, "%s written (revision %d, was %d):\n", specKeyName, rev, st.Spec.Revision)
-		a, b := fieldsOf(prev), fieldsOf(next)
-		for _, k := range []string{"start_version", "target_version", "schedule", "strategy", "critical"} {
-			if string(a[k]) != string(b[k]) {
-				fmt.Fprintf(o.Out, "  %s %s → %s\n", k, show(a[k]), show(b[k]))
-			}
+		for _, c := range describeSpecChange(prev, next) {
+			fmt.Fprintf(o.Out, "  %s\n", c)
 		}
 	}
 	if retarget {
-		fmt.Fprintln(o.Out, "New target: groups restart from unstarted (the controller resets them at its next step).")
+		fmt.Fprintln(notes, "New target: groups restart from unstarted (the controller resets them at its next step).")
 	}
 	if next.Downgrade() {
-		fmt.Fprintf(o.Out, "Note: %s → %s is a downgrade; agents apply the database downgrade rules.\n", next.StartVersion, next.TargetVersion)
+		fmt.Fprintf(notes, "Note: %s → %s is a downgrade; agents apply the database downgrade rules.\n", next.StartVersion, next.TargetVersion)
 	}
 	if startDefaulted {
 		if notDone := groupsNotDone(st, prev.TargetVersion); len(notDone) > 0 {
@@ -291,6 +309,24 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		}
 	}
 	return nil
+}
+
+// describeSpecChange lists the settings next changes in prev, one a line.
+func describeSpecChange(prev, next rollout.Spec) []string {
+	var out []string
+	a, b := fieldsOf(prev), fieldsOf(next)
+	for _, k := range []string{"start_version", "target_version", "schedule", "strategy", "critical", "mode"} {
+		if string(a[k]) != string(b[k]) {
+			out = append(out, fmt.Sprintf("%s %s → %s", k, show(a[k]), show(b[k])))
+		}
+	}
+	return out
+}
+
+// specResult is the WriteResult of a command that writes the plan spec.
+func specResult(command string, written bool, spec rollout.Spec, rev, prev uint64) WriteResult {
+	return WriteResult{Command: command, Written: written, Bucket: kv.BucketPlan, Key: kv.KeySpec,
+		Revision: rev, PreviousRevision: prev, Value: spec}
 }
 
 // groupsNotDone names the configured groups that are not done on target.
@@ -308,51 +344,66 @@ func groupsNotDone(st *kv.State, target string) []string {
 // PauseOptions are the flags of "fleetctl pause" and "fleetctl resume".
 type PauseOptions struct {
 	*Global
+	// Output is text or json (a WriteResult).
+	Output string
 }
 
 func newPauseCmd(g *Global) *cobra.Command {
 	o := &PauseOptions{Global: g}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "pause",
 		Short: "Pause the rollout: no group moves and no agent starts an update",
 		Long: `Set the plan's mode to paused. Agents read the plan directly, so none starts
 an update from now on; the controller moves no group and judges nothing.
 Progress is kept: "fleetctl resume" carries on from where it stopped.`,
-		Example: `  fleetctl pause`,
-		Args:    cobra.NoArgs,
+		Example: `  fleetctl pause
+  fleetctl pause -o json | jq .revision`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			return RunPause(cmd.Context(), o)
 		},
 	}
+	writeOutputFlag(cmd, &o.Output)
+	return cmd
 }
 
 func newResumeCmd(g *Global) *cobra.Command {
 	o := &PauseOptions{Global: g}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "resume",
 		Short: "Resume a paused rollout",
 		Long: `Set the plan's mode back to enabled. The rollout carries on with the progress it
 had. If the config's mode is paused or disabled, that still applies: the
 effective mode is the lower of the two.`,
-		Example: `  fleetctl resume`,
-		Args:    cobra.NoArgs,
+		Example: `  fleetctl resume
+  fleetctl resume -o json | jq .revision`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			return RunResume(cmd.Context(), o)
 		},
 	}
+	writeOutputFlag(cmd, &o.Output)
+	return cmd
 }
 
 // RunPause is "fleetctl pause".
 func RunPause(ctx context.Context, o *PauseOptions) error {
-	return setPlanMode(ctx, o.Global, rollout.ModePaused)
+	return setPlanMode(ctx, o, rollout.ModePaused)
 }
 
 // RunResume is "fleetctl resume".
 func RunResume(ctx context.Context, o *PauseOptions) error {
-	return setPlanMode(ctx, o.Global, rollout.ModeEnabled)
+	return setPlanMode(ctx, o, rollout.ModeEnabled)
 }
 
-func setPlanMode(ctx context.Context, g *Global, mode rollout.Mode) error {
+func setPlanMode(ctx context.Context, o *PauseOptions, mode rollout.Mode) error {
+	g := o.Global
 	verb := map[rollout.Mode]string{rollout.ModePaused: "pause", rollout.ModeEnabled: "resume"}[mode]
 	ctx, f, done, err := g.session(ctx)
 	if err != nil {
@@ -373,7 +424,14 @@ func setPlanMode(ctx context.Context, g *Global, mode rollout.Mode) error {
 		return cfgErr
 	}
 	if orEnabled(e.Value.Mode) == mode {
-		fmt.Fprintf(g.Out, "plan already %s; nothing written\n", mode)
+		if o.Output == "json" {
+			err = writeJSON(g.Out, specResult(verb, false, e.Value, e.Revision, e.Revision))
+		} else {
+			_, err = fmt.Fprintf(g.Out, "plan already %s; nothing written\n", mode)
+		}
+		if err != nil {
+			return err
+		}
 	} else {
 		next := e.Value
 		next.Mode = mode
@@ -381,7 +439,13 @@ func setPlanMode(ctx context.Context, g *Global, mode rollout.Mode) error {
 		if err != nil {
 			return err
 		}
-		if mode == rollout.ModePaused {
+		if o.Output == "json" {
+			r := specResult(verb, true, next, rev, e.Revision)
+			r.Changes = describeSpecChange(e.Value, next)
+			if err := writeJSON(g.Out, r); err != nil {
+				return err
+			}
+		} else if mode == rollout.ModePaused {
 			fmt.Fprintf(g.Out, "plan paused (%s revision %d): agents start no update from now on and groups hold their progress; \"fleetctl resume\" carries on\n", specKeyName, rev)
 		} else {
 			fmt.Fprintf(g.Out, "plan resumed (%s revision %d): groups carry on from their progress\n", specKeyName, rev)

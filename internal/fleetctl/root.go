@@ -47,7 +47,9 @@ func NewCommand() *cobra.Command {
 		Use:   "fleetctl",
 		Short: "Operate a fleetwave fleet: status, agents, rollouts",
 		Long: `fleetctl reads and changes the fleet's state on the NATS JetStream bus the
-controller uses. Read commands print a table for people and -o json for scripts.
+controller uses. Read commands print a table for people, write commands a few
+lines of text; -o json prints JSON for scripts (one object per write:
+docs/cli.md).
 ` + cliutil.ExitCodesHelp,
 		Version: version.Version,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
@@ -65,6 +67,7 @@ controller uses. Read commands print a table for people and -o json for scripts.
 		newRunCmd(g), newRollbackCmd(g), newMarkDoneCmd(g), newResetCmd(g),
 		newAuthCmd(g), newEdgeCmd(g), newBusCmd(g),
 	)
+	registerCompletions(root, g)
 	return root
 }
 
@@ -82,7 +85,7 @@ func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err er
 		// A denied request only times out; the reason reaches the
 		// connection. Say it instead of suggesting a missing controller.
 		if denied := nc.LastError(); errors.Is(denied, nats.ErrPermissionViolation) {
-			err = fmt.Errorf("the server refuses these credentials the fleet's stream and buckets (%w): fleetctl needs admin credentials (--creds, NATS_CREDS; docs/security.md)", denied)
+			err = fmt.Errorf("the server refuses %s access to the fleet's stream and buckets (%w): fleetctl needs admin credentials (--creds, NATS_CREDS; docs/security.md)", g.credsName(), denied)
 		}
 		nc.Close()
 		return nil, nil, err
@@ -98,9 +101,17 @@ func (g *Global) refused(what string, err error) error {
 		return err
 	}
 	if denied := g.conn.LastError(); errors.Is(denied, nats.ErrPermissionViolation) {
-		return &rewordedError{msg: fmt.Sprintf("%s: the server refuses these credentials (%v): it needs admin credentials (--creds, NATS_CREDS; docs/security.md)", what, denied), err: err}
+		return &rewordedError{msg: fmt.Sprintf("%s: the server refuses %s (%v): it needs admin credentials (--creds, NATS_CREDS; docs/security.md)", what, g.credsName(), denied), err: err}
 	}
 	return err
+}
+
+// credsName names the credentials a refusal is about.
+func (g *Global) credsName() string {
+	if g.Creds == "" {
+		return "a connection without credentials"
+	}
+	return "the credentials in " + g.Creds
 }
 
 // open connects like fleet, bounding only the connecting by the timeout: for
@@ -131,16 +142,4 @@ func (g *Global) connLog() *slog.Logger {
 // withTimeout bounds one command's work on the bus.
 func (g *Global) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, g.Timeout)
-}
-
-// outputFlag registers -o/--output on cmd.
-func outputFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVarP(dst, "output", "o", "table", "output format: table or json")
-}
-
-func checkOutput(o string) error {
-	if o != "table" && o != "json" {
-		return cliutil.Usagef("--output %q: want table or json", o)
-	}
-	return nil
 }

@@ -26,6 +26,8 @@ type WatchOptions struct {
 	Redraw bool
 	// RedrawInterval defaults to 2s.
 	RedrawInterval time.Duration
+	// Output is text or json (one WatchLine a line; runWatchJSON).
+	Output string
 }
 
 // recentEvents is how many event lines a redrawn screen keeps.
@@ -33,22 +35,30 @@ const recentEvents = 10
 
 func newWatchCmd(g *Global) *cobra.Command {
 	o := &WatchOptions{Global: g}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "Follow rollout events live (and redraw the status on a terminal)",
 		Long: `Follow the rollout events on fleet.events.> (transitions, halts, alerts,
 frozen/unfrozen, operator actions) until interrupted. Each event is one line:
 time (UTC), group, kind, from → to, reason. On a terminal the status is
 redrawn after every event and every 2 seconds, with the latest events below
-it; when the output is a pipe or a file, only the event lines are printed.`,
+it; when the output is a pipe or a file, only the event lines are printed.
+With -o json, one JSON object a line: the status first, then every event and
+every change of the status.`,
 		Example: `  fleetctl watch
-  fleetctl watch | grep -E ' (halt|alert) '`,
+  fleetctl watch | grep -E ' (halt|alert) '
+  fleetctl watch -o json | jq -c 'select(.type == "event") | .event'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(o.Output, writeFormats...); err != nil {
+				return err
+			}
 			o.Redraw = isTerminal(cmd.OutOrStdout())
 			return RunWatch(cmd.Context(), o)
 		},
 	}
+	formatFlag(cmd, &o.Output, writeFormats...)
+	return cmd
 }
 
 // isTerminal reports whether w is a character device (a terminal; also
@@ -64,6 +74,9 @@ func isTerminal(w io.Writer) bool {
 
 // RunWatch is "fleetctl watch". It returns nil when ctx is cancelled.
 func RunWatch(ctx context.Context, o *WatchOptions) error {
+	if o.Output == "json" {
+		return runWatchJSON(ctx, o)
+	}
 	f, closeFn, err := o.open(ctx)
 	if err != nil {
 		return err

@@ -104,7 +104,7 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 	opts = append(opts, o.Extra...)
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", o.URL, err)
+		return nil, fmt.Errorf("connect to %s: %w%s", o.URL, err, authHint(err, o.Creds))
 	}
 	connectedLate <- !nc.IsConnected()
 	return nc, nil
@@ -123,4 +123,17 @@ func ConnectJetStream(o ConnectOptions) (*nats.Conn, jetstream.JetStream, error)
 		return nil, nil, fmt.Errorf("jetstream on %s: %w", o.URL, err)
 	}
 	return nc, js, nil
+}
+
+// authHint says what to do about a connection the server refused: the
+// server's "Authorization Violation" alone does not say that credentials
+// are missing, or which ones it refused.
+func authHint(err error, creds string) string {
+	if !errors.Is(err, nats.ErrAuthorization) {
+		return ""
+	}
+	if creds == "" {
+		return ": this server needs credentials: pass --creds or set NATS_CREDS"
+	}
+	return fmt.Sprintf(": the server refuses the credentials in %s (another operator's, or revoked?)", creds)
 }

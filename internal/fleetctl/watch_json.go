@@ -1,0 +1,129 @@
+package fleetctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// WatchLine is one line of "fleetctl watch -o json": an event as it is
+// published, or the status whenever it changes. Stable: fields are only
+// ever added.
+type WatchLine struct {
+	// Type is "event", "status", "invalid" (a message on the events
+	// subject that is not an event) or "error" (the status could not be
+	// read; the watch goes on).
+	Type    string         `json:"type"`
+	Subject string         `json:"subject,omitempty"`
+	Event   *rollout.Event `json:"event,omitempty"`
+	// Status is what "fleetctl status -o json" prints.
+	Status *StatusReport `json:"status,omitempty"`
+	Error  string        `json:"error,omitempty"`
+	// Data is an invalid message's body.
+	Data string `json:"data,omitempty"`
+}
+
+// runWatchJSON is "fleetctl watch -o json": one JSON object a line, the
+// status first, then every event and every change of the status (read
+// after each event and every RedrawInterval), until ctx is cancelled.
+func runWatchJSON(ctx context.Context, o *WatchOptions) error {
+	f, closeFn, err := o.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	nc := f.JS.Conn()
+	msgs := make(chan *nats.Msg, 1024)
+	sub, err := nc.ChanSubscribe(kv.EventsPrefix+">", msgs)
+	if err != nil {
+		return fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	fctx, cancel := o.withTimeout(ctx)
+	err = nc.FlushWithContext(fctx) // the subscription is in place from here on
+	cancel()
+	if err != nil {
+		return fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
+	}
+	fmt.Fprintf(o.ErrOut, "Watching %s> (Ctrl-C to stop)\n", kv.EventsPrefix)
+
+	enc := json.NewEncoder(o.Out) // one object a line: no indent
+	var last []byte
+	status := func() error {
+		rctx, cancel := o.withTimeout(ctx)
+		rep, err := readStatus(rctx, f, nil, o.Now())
+		cancel()
+		line := WatchLine{Type: "status", Status: &rep}
+		if err != nil {
+			line = WatchLine{Type: "error", Error: "cannot read the status: " + err.Error()}
+		}
+		key, _ := json.Marshal(statusKey(line))
+		if bytes.Equal(key, last) {
+			return nil
+		}
+		last = key
+		return enc.Encode(line)
+	}
+	interval := o.RedrawInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	if err := status(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-msgs:
+			if err := enc.Encode(eventJSON(m.Subject, m.Data)); err != nil {
+				return err
+			}
+			if err := status(); err != nil {
+				return err
+			}
+		case <-t.C:
+			if err := status(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// statusKey is line without what changes on every controller pass but is
+// no change of the status: when each group's counts were published.
+func statusKey(line WatchLine) WatchLine {
+	if line.Status == nil {
+		return line
+	}
+	rep := *line.Status
+	rep.Groups = append([]GroupReport(nil), rep.Groups...)
+	for i := range rep.Groups {
+		rep.Groups[i].At = time.Time{}
+	}
+	line.Status = &rep
+	return line
+}
+
+// eventJSON is one message on the events subject as a WatchLine.
+func eventJSON(subject string, data []byte) WatchLine {
+	var ev rollout.Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return WatchLine{Type: "invalid", Subject: subject, Error: "not an event: " + err.Error(),
+			Data: shorten(strings.TrimSpace(string(data)), 200)}
+	}
+	if ev.Group == "" {
+		ev.Group = strings.TrimPrefix(subject, kv.EventsPrefix)
+	}
+	return WatchLine{Type: "event", Subject: subject, Event: &ev}
+}
