@@ -175,9 +175,12 @@ func parseFindQuery(raw string) (id rollout.AgentID, group, field string, err er
 	if err != nil {
 		return "", "", "group", err
 	}
-	// Any case is the same id; the canonical one is lowercase.
+	// Any case is the same id (macOS uuidgen writes capitals); the
+	// canonical one is lowercase. ParseAgentID's own message asks for
+	// lowercase, which is not what this endpoint wants.
 	if id, err = rollout.ParseAgentID(strings.ToLower(host)); err != nil {
-		return "", "", "host", fmt.Errorf("host: %w", err)
+		return "", "", "host", fmt.Errorf("host: %w %q: want a UUID like 1b4e28ba-2fa1-4d2e-883f-0016d3cca427 (any case)",
+			rollout.ErrBadAgentID, quoteMax(host, 40))
 	}
 	if err = rollout.ValidateGroupName(group); err != nil {
 		return "", "", "group", fmt.Errorf("group: %w", err)
@@ -199,6 +202,14 @@ func param(q url.Values, name string) (string, error) {
 		return "", fmt.Errorf("parameter %s is %d bytes; at most %d", name, len(vs[0]), MaxParamLen)
 	}
 	return vs[0], nil
+}
+
+// quoteMax is s cut to n bytes, with "…" when cut.
+func quoteMax(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func (h *Handler) ready() error {

@@ -189,7 +189,7 @@ func TestFindBadParams(t *testing.T) {
 		wantIn    string // a part of the error message
 	}{
 		{name: "not an id", query: "host=web-01&group=prod", wantCode: 400, wantField: "host", wantIn: "invalid agent id"},
-		{name: "uppercase non-hex id", query: "host=" + strings.ToUpper("g"+string(idCanary)[1:]) + "&group=prod", wantCode: 400, wantField: "host", wantIn: "not a lowercase hex digit"},
+		{name: "uppercase non-hex id", query: "host=" + strings.ToUpper("g"+string(idCanary)[1:]) + "&group=prod", wantCode: 400, wantField: "host", wantIn: "want a UUID like 1b4e28ba-2fa1-4d2e-883f-0016d3cca427 (any case)"},
 		{name: "id in braces", query: "host=%7B" + string(idLow) + "%7D&group=prod", wantCode: 400, wantField: "host"},
 		{name: "host too long", query: "host=" + strings.Repeat("a", MaxParamLen+1) + "&group=prod", wantCode: 400, wantField: "host", wantIn: "at most 256"},
 		{name: "host missing", query: "group=prod", wantCode: 400, wantField: "host", wantIn: "missing parameter host"},
