@@ -124,9 +124,8 @@ func TestFindThroughController(t *testing.T) {
 	code, ct, body := get(find + "?host=" + id + "&group=prdo")
 	var e findError
 	if err := json.Unmarshal([]byte(body), &e); err != nil || code != http.StatusNotFound || ct != "application/json" {
-		t.Fatalf("unknown group: %d %q %s (%v); want a JSON 404", code, ct, body, err)
-	}
-	if e.Field != "group" || !slices.Equal(e.Groups, []string{"staging", "prod"}) ||
+		t.Errorf("unknown group: %d %q %s (%v); want a JSON 404", code, ct, body, err)
+	} else if e.Field != "group" || !slices.Equal(e.Groups, []string{"staging", "prod"}) ||
 		!strings.Contains(e.Error, `did you mean "prod"?`) || !strings.Contains(e.Error, "staging, prod") {
 		t.Errorf("unknown group: %s", body)
 	}
