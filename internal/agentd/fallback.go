@@ -2,6 +2,7 @@ package agentd
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -42,7 +43,7 @@ func (a *Agent) fallbackLoop(ctx context.Context, nc *nats.Conn, answers chan<- 
 	timer := a.o.Clock.NewTimer(check)
 	defer timer.Stop()
 	var downSince, nextFind time.Time
-	failing := false
+	failing := "" // what the last failed ask logged; "" after an answer
 	for {
 		select {
 		case <-ctx.Done():
@@ -70,14 +71,25 @@ func (a *Agent) fallbackLoop(ctx context.Context, nc *nats.Conn, answers chan<- 
 		}
 		nextFind = now.Add(every + time.Duration((rand.Float64()*0.4-0.2)*float64(every)))
 		ans, err := client.Find(ctx, a.id, a.Group())
-		if err != nil {
-			if !failing {
+		switch {
+		case errors.Is(err, httpfind.ErrUnknownGroup):
+			// Not an outage: the controllers say this host's group is not
+			// in the config, so it is never updated until someone fixes one
+			// or the other. Said once per distinct answer, as an error.
+			if msg := err.Error(); failing != msg {
+				a.o.Log.Error("the controllers do not know this agent's group: it is never updated until update.yaml's group is fixed or the group is added to the config; keeping what runs",
+					slog.String("group", a.Group()), slog.Any("err", err))
+				failing = msg
+			}
+			continue
+		case err != nil:
+			if failing != "unreachable" {
 				a.o.Log.Warn("find endpoint unreachable too; keeping what runs", slog.Any("err", err))
-				failing = true
+				failing = "unreachable"
 			}
 			continue
 		}
-		failing = false
+		failing = ""
 		d := decision{version: ans.Version, update: ans.Update, jitter: ans.JitterSeconds, source: "find"}
 		select {
 		case answers <- d:

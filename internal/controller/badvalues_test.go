@@ -309,6 +309,18 @@ func ptr[T any](v T) *T { return &v }
 // value of each key.
 func TestPlanMirrorSkipsBadValues(t *testing.T) {
 	f := newFixture(t)
+	// Every group below is in the config: what is tested is the plan's values.
+	cfg := rollout.DefaultConfig()
+	for _, g := range []string{"blue", "green", "red", "last"} {
+		cfg.Groups = append(cfg.Groups, rollout.DefaultGroup(g))
+	}
+	cfgData, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.fleet.Config.Put(f.ctx, kv.KeyConfig, cfgData); err != nil {
+		t.Fatal(err)
+	}
 	store := &httpfind.Store{}
 	var logs natstest.Buffer
 	m := &controller.PlanMirror{NC: f.fleet.JS.Conn(), Store: store, Log: slog.New(slog.NewTextHandler(&logs, nil))}

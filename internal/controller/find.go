@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
 // PlanMirror keeps an httpfind.Store equal to the fleet_plan bucket, so the
@@ -24,6 +26,11 @@ import (
 // start, after a reconnect and every Refresh, so a change missed while
 // disconnected is caught up. The revision decides which of two values of a
 // key is newer.
+//
+// It also reads the rollout config's group names (fleet_config/config, one
+// direct get) with every full read and every ConfigRefresh, so that find
+// answers a group the config does not name with 404 instead of "no update".
+// The controller may not subscribe to the config bucket, hence the polling.
 type PlanMirror struct {
 	NC    *nats.Conn
 	Store *httpfind.Store
@@ -31,16 +38,27 @@ type PlanMirror struct {
 	// Refresh is how often the whole bucket is read again behind the
 	// changes. Default DefaultPlanRefresh.
 	Refresh time.Duration
+	// ConfigRefresh is how often the config's groups are read again: the
+	// longest a newly added group is answered 404. Default
+	// DefaultConfigRefresh.
+	ConfigRefresh time.Duration
 	// Clock paces the re-reads. Default the real one.
 	Clock clock.Clock
 
 	loaded atomic.Bool
 	mu     sync.Mutex
 	revs   map[string]uint64 // per key, the revision taken (or skipped)
+
+	// Only Run's goroutine uses these.
+	badConfigRev uint64 // revision of the bad config last logged
+	configErr    string // last failure to read the config, logged once
 }
 
-// DefaultPlanRefresh is PlanMirror's default Refresh.
-const DefaultPlanRefresh = 3 * time.Minute
+// Defaults of PlanMirror.
+const (
+	DefaultPlanRefresh   = 3 * time.Minute
+	DefaultConfigRefresh = 5 * time.Second
+)
 
 // Ready is nil once the whole bucket has been read and while the bus is
 // connected: a controller cut off from the bus must not answer from a plan
@@ -57,9 +75,12 @@ func (m *PlanMirror) Ready() error {
 
 // Run follows the bucket until ctx ends.
 func (m *PlanMirror) Run(ctx context.Context) error {
-	refresh, clk := m.Refresh, m.Clock
+	refresh, configRefresh, clk := m.Refresh, m.ConfigRefresh, m.Clock
 	if refresh <= 0 {
 		refresh = DefaultPlanRefresh
+	}
+	if configRefresh <= 0 {
+		configRefresh = DefaultConfigRefresh
 	}
 	if clk == nil {
 		clk = clock.Real{}
@@ -73,20 +94,34 @@ func (m *PlanMirror) Run(ctx context.Context) error {
 	// that a reconnected controller catches up within a second.
 	poll := clk.NewTimer(time.Second)
 	defer poll.Stop()
-	var readAt time.Time
+	var readAt, configAt time.Time
 	reconnects := m.NC.Stats().Reconnects
 	for {
 		if n := m.NC.Stats().Reconnects; !m.loaded.Load() || n != reconnects || clk.Now().Sub(readAt) >= refresh {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := m.reload(rctx)
+			if err == nil {
+				err = m.readConfig(rctx)
+			}
 			cancel()
 			if err == nil {
-				reconnects, readAt = n, clk.Now()
+				reconnects, readAt, configAt = n, clk.Now(), clk.Now()
 				if !m.loaded.Swap(true) {
 					m.Log.Info("find endpoint has the plan")
 				}
 			} else if ctx.Err() == nil {
 				m.Log.Warn("find: reading the plan failed; retrying", slog.Any("err", err))
+			}
+		} else if clk.Now().Sub(configAt) >= configRefresh {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := m.readConfig(rctx)
+			cancel()
+			switch {
+			case err == nil:
+				configAt, m.configErr = clk.Now(), ""
+			case ctx.Err() == nil && err.Error() != m.configErr:
+				m.configErr = err.Error()
+				m.Log.Warn("find: reading the config's groups failed; retrying", slog.Any("err", err))
 			}
 		}
 		select {
@@ -118,6 +153,38 @@ func (m *PlanMirror) reload(ctx context.Context) error {
 		if !seen[kv.GroupKey(name)] {
 			m.Store.DeleteGroup(name)
 		}
+	}
+	return nil
+}
+
+// readConfig puts the config's group names in the store: the default
+// config's when none was written. A stored config that is not valid is
+// logged once and its groups are not taken (find keeps the last good ones,
+// or checks no group when it never had any); only a failure of the bus is
+// an error.
+func (m *PlanMirror) readConfig(ctx context.Context) error {
+	e, err := kv.GetLast(ctx, m.NC, kv.BucketConfig, kv.KeyConfig, kv.DecodeConfig)
+	var p *kv.Problem
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		e.Value = rollout.DefaultConfig()
+	case errors.As(err, &p):
+		if p.Revision != m.badConfigRev {
+			m.badConfigRev = p.Revision
+			m.Log.Warn("find keeps the groups of the last good config: the stored config is not valid",
+				slog.String("key", p.Where()), slog.Uint64("revision", p.Revision), slog.String("err", p.Err.Error()), slog.String("fix", p.Fix()))
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	names := make([]string, len(e.Value.Groups))
+	for i, g := range e.Value.Groups {
+		names[i] = g.Name
+	}
+	if !slices.Equal(names, m.Store.Get().Configured) {
+		m.Store.SetConfigured(names)
+		m.Log.Info("find answers the config's groups; others get 404", slog.Any("groups", names))
 	}
 	return nil
 }

@@ -20,6 +20,9 @@ func TestOperatorUsageErrorsExitTwo(t *testing.T) {
 		{"config", "set"},
 		{"config", "set", "--start-hour", "3"},
 		{"config", "set", "--group", "Bad.Group", "--start-hour", "3"},
+		{"config", "add-group"},
+		{"config", "add-group", "--group", "Bad.Group"},
+		{"config", "add-group", "--group", "x", "--mode", "paused"},
 		{"config", "set", "--group", "prod", "--start-hour", "three"},
 		{"config", "set", "--group", "prod", "--max-in-flight", "20"},
 		{"config", "set", "--group", "prod", "--alert-after", "4"},
@@ -56,7 +59,7 @@ func TestOperatorUsageErrorsExitTwo(t *testing.T) {
 // -o/--output and env plumbing reach the Run functions.
 func TestConfigSetFlagsThroughCLI(t *testing.T) {
 	e := newEnv(t)
-	out, stderr, code := execute(t, "--nats", e.srv.URL(), "config", "set", "--group", "staging", "--start-hour", "3", "--jitter-seconds", "60")
+	out, stderr, code := execute(t, "--nats", e.srv.URL(), "config", "add-group", "--group", "staging", "--start-hour", "3", "--jitter-seconds", "60")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -95,6 +98,74 @@ func TestConfigSetFlagsThroughCLI(t *testing.T) {
 	_, _, code = execute(t, "--nats", e.srv.URL(), "pause")
 	if code != 0 || e.spec().Value.Mode != rollout.ModePaused {
 		t.Errorf("pause: exit %d, mode %s", code, e.spec().Value.Mode)
+	}
+}
+
+// A mistyped group is an error that lists the groups and the closest name,
+// and writes nothing; adding a group takes its own verb (issue 13, point 2).
+func TestConfigSetUnknownGroupWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	nats := e.srv.URL()
+
+	// No config written yet: the default config has one group, "default".
+	_, stderr, code := execute(t, "--nats", nats, "config", "set", "--group", "prdo", "--start-hour", "3")
+	if code != cliutil.ExitUsage {
+		t.Errorf("set of a group in no config: exit %d, want %d (stderr %q)", code, cliutil.ExitUsage, stderr)
+	}
+	for _, want := range []string{`"prdo"`, "its groups are: default", "fleetctl config add-group --group prdo", "nothing written"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not contain %q:\n%s", want, stderr)
+		}
+	}
+	if rev := e.configRevision(); rev != 0 {
+		t.Fatalf("a config was written (revision %d)", rev)
+	}
+
+	e.putConfig(rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "UTC",
+		Groups: []rollout.GroupConfig{rollout.DefaultGroup("staging"), rollout.DefaultGroup("prod")}})
+	before := e.config()
+	for _, args := range [][]string{
+		{"config", "set", "--group", "prdo", "--start-hour", "3"},
+		{"config", "set", "--group", "prdo", "--mode", "paused"},
+		{"config", "add-group", "--group", "prod", "--start-hour", "3"},
+	} {
+		_, stderr, code := execute(t, append([]string{"--nats", nats}, args...)...)
+		if code != cliutil.ExitUsage {
+			t.Errorf("%q: exit %d, want %d (stderr %q)", args, code, cliutil.ExitUsage, stderr)
+		}
+		if after := e.config(); after.Revision != before.Revision {
+			t.Errorf("%q wrote: revision %d → %d", args, before.Revision, after.Revision)
+		}
+		t.Logf("%q: %s", args, stderr)
+	}
+	_, stderr, _ = execute(t, "--nats", nats, "config", "set", "--group", "prdo", "--start-hour", "3")
+	for _, want := range []string{"its groups are: staging, prod", "did you mean --group prod?", "config add-group --group prdo"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not contain %q:\n%s", want, stderr)
+		}
+	}
+	_, stderr, _ = execute(t, "--nats", nats, "config", "add-group", "--group", "prod")
+	if !strings.Contains(stderr, "fleetctl config set --group prod") {
+		t.Errorf("add-group of an existing group does not point to config set:\n%s", stderr)
+	}
+
+	// An existing group is changed as before (README: set after apply).
+	if _, stderr, code := execute(t, "--nats", nats, "config", "set", "--group", "prod", "--start-hour", "3"); code != 0 {
+		t.Fatalf("set of an existing group: exit %d: %s", code, stderr)
+	}
+	if g, _ := e.config().Value.Group("prod"); g.StartHour != 3 {
+		t.Errorf("prod start_hour %d, want 3", g.StartHour)
+	}
+	// And a new one is added on purpose, at the end.
+	out, stderr, code := execute(t, "--nats", nats, "config", "add-group", "--group", "prdo", "--canary-count", "0")
+	if code != 0 || !strings.Contains(out, `group "prdo" added`) {
+		t.Fatalf("add-group: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	want := rollout.DefaultGroup("prdo")
+	want.CanaryCount = 0
+	groups := e.config().Value.Groups
+	if diff := cmp.Diff(want, groups[len(groups)-1]); diff != "" {
+		t.Errorf("added group (-want +got):\n%s", diff)
 	}
 }
 

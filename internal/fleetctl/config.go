@@ -30,7 +30,7 @@ rollout groups in order, each with its start window, canaries, backpressure
 and thresholds (docs/rollout.md). Every change is validated and written with
 compare-and-swap: a concurrent edit fails instead of being overwritten.`,
 	}
-	cmd.AddCommand(newConfigShowCmd(g), newConfigSetCmd(g), newConfigApplyCmd(g),
+	cmd.AddCommand(newConfigShowCmd(g), newConfigSetCmd(g), newConfigAddGroupCmd(g), newConfigApplyCmd(g),
 		newConfigResetCmd(g), newConfigDeleteGroupCmd(g))
 	return cmd
 }
@@ -96,13 +96,18 @@ func RunConfigShow(ctx context.Context, o *ConfigShowOptions) error {
 	return err
 }
 
-// ConfigSetOptions are the flags of "fleetctl config set". A nil setting is
-// left as it is: only what the operator gave changes.
+// ConfigSetOptions are the flags of "fleetctl config set" and "fleetctl
+// config add-group". A nil setting is left as it is: only what the operator
+// gave changes.
 type ConfigSetOptions struct {
 	*Global
-	// Group is the group the group settings apply to; it is created (with
-	// default settings, at the end of the list) when it does not exist.
+	// Group is the group the group settings apply to. It must exist, unless
+	// Add is set.
 	Group string
+	// Add makes Group a new group (default settings, at the end of the list,
+	// then the settings given); it must not exist yet. Adding is a verb of
+	// its own so that a mistyped name is an error, never a new group.
+	Add bool
 
 	Mode     *string
 	Timezone *string
@@ -150,12 +155,12 @@ func newConfigSetCmd(g *Global) *cobra.Command {
 	o := &ConfigSetOptions{Global: g}
 	cmd := &cobra.Command{
 		Use:   "set",
-		Short: "Change the mode, the time zone or one group's settings",
+		Short: "Change the mode, the time zone or one existing group's settings",
 		Long: `Change the config's mode or time zone, or the settings of one group. Only the
-flags you give change. A group that does not exist is created with the default
-settings, at the end of the list. A group that is rolling out (canary or
-active) cannot be changed until it is done, rolled back or reset by a new
-target.
+flags you give change. The group must exist: a name that is not in the config
+is an error that lists the groups (add one with "fleetctl config add-group").
+A group that is rolling out (canary or active) cannot be changed until it is
+done, rolled back or reset by a new target.
 
 --depends-on takes group names separated by commas; '' means no dependency,
 '-' the default (the group listed before this one).`,
@@ -168,39 +173,12 @@ target.
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
-	var setters []func()
-	str := func(dst **string, name, usage string) {
-		v := new(string)
-		fs.StringVar(v, name, "", usage)
-		setters = append(setters, func() {
-			if fs.Changed(name) {
-				*dst = v
-			}
-		})
+	fs.StringVar(&o.Group, "group", "", "group to change (must exist; see config add-group)")
+	setters := []func(){
+		optionalString(cmd, &o.Mode, "mode", "config mode: enabled, paused or disabled"),
+		optionalString(cmd, &o.Timezone, "timezone", `IANA time zone of days and start hours ("Europe/Berlin", "UTC")`),
 	}
-	num := func(dst **int, name, usage string) {
-		v := new(int)
-		fs.IntVar(v, name, 0, usage)
-		setters = append(setters, func() {
-			if fs.Changed(name) {
-				*dst = v
-			}
-		})
-	}
-	fs.StringVar(&o.Group, "group", "", "group to change (created if missing)")
-	str(&o.Mode, "mode", "config mode: enabled, paused or disabled")
-	str(&o.Timezone, "timezone", `IANA time zone of days and start hours ("Europe/Berlin", "UTC")`)
-	str(&o.Days, "days", `days the group may start: "Mon,Tue,…" or "*" for every day`)
-	num(&o.StartHour, "start-hour", "hour (0-23) the group's one-hour start window opens")
-	num(&o.WaitHours, "wait-hours", "hours (0-168) to wait after the predecessors finished")
-	num(&o.JitterSeconds, "jitter-seconds", "longest random delay (0-3600) before an agent updates")
-	num(&o.CanaryCount, "canary-count", "agents updated first (0-10)")
-	str(&o.MaxInFlight, "max-in-flight", `share of the group updating at once ("1%"-"100%")`)
-	str(&o.FailureThreshold, "failure-threshold", `halt when more than this share failed ("0%"-"100%")`)
-	str(&o.AlertAfter, "alert-after", `alert when not done this long after the start ("1m"-"168h")`)
-	str(&o.HealthTimeout, "health-timeout", `time for the app to become healthy ("10s"-"1h")`)
-	str(&o.MinHealthyTime, "min-healthy-time", `time the app must stay healthy ("0s"-"24h")`)
-	str(&o.DependsOn, "depends-on", `groups that must be done first: "a,b"; '' none; '-' the group listed before`)
+	setters = append(setters, groupSettingFlags(cmd, o)...)
 	writeOutputFlag(cmd, &o.Output)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkWriteOutput(o.Output); err != nil {
@@ -214,10 +192,84 @@ target.
 	return cmd
 }
 
+func newConfigAddGroupCmd(g *Global) *cobra.Command {
+	o := &ConfigSetOptions{Global: g, Add: true}
+	cmd := &cobra.Command{
+		Use:   "add-group --group G [SETTINGS…]",
+		Short: "Add a group to the rollout config",
+		Long: `Add a group at the end of the list, with the default settings and then the
+settings given (the same flags as "fleetctl config set"). Refused when the
+group exists: change it with "fleetctl config set". Agents name their group in
+update.yaml; an agent whose group is not in the config is never updated, and
+the find endpoint answers it 404.`,
+		Example: `  fleetctl config add-group --group staging
+  fleetctl config add-group --group prod --start-hour 3 --depends-on staging`,
+		Args: cobra.NoArgs,
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.Group, "group", "", "name of the new group (a-z, 0-9, '-', '_')")
+	setters := groupSettingFlags(cmd, o)
+	writeOutputFlag(cmd, &o.Output)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkWriteOutput(o.Output); err != nil {
+			return err
+		}
+		for _, set := range setters {
+			set()
+		}
+		return RunConfigSet(cmd.Context(), o)
+	}
+	return cmd
+}
+
+// groupSettingFlags registers the group settings of config set and
+// add-group on fs; the returned setters, run after parsing, fill o with the
+// flags given.
+func groupSettingFlags(cmd *cobra.Command, o *ConfigSetOptions) []func() {
+	fs := cmd.Flags()
+	num := func(dst **int, name, usage string) func() {
+		v := new(int)
+		fs.IntVar(v, name, 0, usage)
+		return func() {
+			if fs.Changed(name) {
+				*dst = v
+			}
+		}
+	}
+	return []func(){
+		optionalString(cmd, &o.Days, "days", `days the group may start: "Mon,Tue,…" or "*" for every day`),
+		num(&o.StartHour, "start-hour", "hour (0-23) the group's one-hour start window opens"),
+		num(&o.WaitHours, "wait-hours", "hours (0-168) to wait after the predecessors finished"),
+		num(&o.JitterSeconds, "jitter-seconds", "longest random delay (0-3600) before an agent updates"),
+		num(&o.CanaryCount, "canary-count", "agents updated first (0-10)"),
+		optionalString(cmd, &o.MaxInFlight, "max-in-flight", `share of the group updating at once ("1%"-"100%")`),
+		optionalString(cmd, &o.FailureThreshold, "failure-threshold", `halt when more than this share failed ("0%"-"100%")`),
+		optionalString(cmd, &o.AlertAfter, "alert-after", `alert when not done this long after the start ("1m"-"168h")`),
+		optionalString(cmd, &o.HealthTimeout, "health-timeout", `time for the app to become healthy ("10s"-"1h")`),
+		optionalString(cmd, &o.MinHealthyTime, "min-healthy-time", `time the app must stay healthy ("0s"-"24h")`),
+		optionalString(cmd, &o.DependsOn, "depends-on", `groups that must be done first: "a,b"; '' none; '-' the group listed before`),
+	}
+}
+
+// optionalString registers a string flag whose value is set into *dst, by
+// the returned setter, only when the flag was given.
+func optionalString(cmd *cobra.Command, dst **string, name, usage string) func() {
+	fs := cmd.Flags()
+	v := new(string)
+	fs.StringVar(v, name, "", usage)
+	return func() {
+		if fs.Changed(name) {
+			*dst = v
+		}
+	}
+}
+
 // RunConfigSet is "fleetctl config set".
 func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	groupFlags := o.groupSettings()
 	switch {
+	case o.Add && o.Group == "":
+		return cliutil.Usagef("--group: say which group to add")
 	case o.Group == "" && len(groupFlags) > 0:
 		return cliutil.Usagef("%s: say which group with --group", strings.Join(groupFlags, ", "))
 	case o.Group == "" && o.Mode == nil && o.Timezone == nil:
@@ -248,10 +300,15 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	}
 	if o.Group != "" {
 		i := slices.IndexFunc(next.Groups, func(g rollout.GroupConfig) bool { return g.Name == o.Group })
-		if i < 0 {
+		switch {
+		case o.Add && i >= 0:
+			return cliutil.Usagef("group %q is already in the config; change it with: fleetctl config set --group %s SETTINGS…\nnothing written", o.Group, o.Group)
+		case o.Add:
 			// A new group makes next differ from the stored config below.
 			next.Groups = append(next.Groups, rollout.DefaultGroup(o.Group))
 			i = len(next.Groups) - 1
+		case i < 0:
+			return unknownGroupError(o.Group, next, st.ConfigDefault)
 		}
 		edit(&next.Groups[i])
 	}
@@ -262,7 +319,32 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", configKeyName, st.Config.Revision)
 		return err
 	}
-	return writeConfig(ctx, o.Global, f, st, next, "config set", o.Output)
+	command := "config set"
+	if o.Add {
+		command = "config add-group"
+	}
+	return writeConfig(ctx, o.Global, f, st, next, command, o.Output)
+}
+
+// unknownGroupError is "config set" of a group that is not in cfg: a typo
+// more often than not, so it lists the groups, suggests the closest and says
+// how to add one on purpose.
+func unknownGroupError(group string, cfg rollout.Config, isDefault bool) error {
+	names := make([]string, len(cfg.Groups))
+	for i, g := range cfg.Groups {
+		names[i] = g.Name
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "--group %q: no such group in the config", group)
+	if isDefault {
+		b.WriteString(" (none written yet: the default config)")
+	}
+	fmt.Fprintf(&b, "; its groups are: %s", strings.Join(names, ", "))
+	if near, ok := rollout.ClosestGroupName(group, names); ok {
+		fmt.Fprintf(&b, "\ndid you mean --group %s?", near)
+	}
+	fmt.Fprintf(&b, "\nto add a new group: fleetctl config add-group --group %s [SETTINGS…]\nnothing written", group)
+	return cliutil.Usagef("%s", b.String())
 }
 
 // parse checks the given values that need parsing and returns the edit they

@@ -49,12 +49,12 @@ func TestConfigSetShowRoundTrip(t *testing.T) {
 		t.Errorf("show of the default does not say it is the default:\n%s", out)
 	}
 
-	out = e.mustRun(configSet(ConfigSetOptions{Group: "staging", StartHour: ptr(3), JitterSeconds: ptr(60)}))
+	out = e.mustRun(configSet(ConfigSetOptions{Group: "staging", Add: true, StartHour: ptr(3), JitterSeconds: ptr(60)}))
 	if !strings.Contains(out, `group "staging" added`) {
 		t.Errorf("set output does not report the new group:\n%s", out)
 	}
 	e.mustRun(configSet(ConfigSetOptions{
-		Group: "prod", Days: ptr("Mon,Wed,Fri"), WaitHours: ptr(4), CanaryCount: ptr(2),
+		Group: "prod", Add: true, Days: ptr("Mon,Wed,Fri"), WaitHours: ptr(4), CanaryCount: ptr(2),
 		MaxInFlight: ptr("10%"), FailureThreshold: ptr("2.5%"), AlertAfter: ptr("2h"),
 		HealthTimeout: ptr("1m"), MinHealthyTime: ptr("30s"), DependsOn: ptr("default,staging"),
 	}))
@@ -208,7 +208,7 @@ groups:
 
 func TestConfigReset(t *testing.T) {
 	e := newEnv(t)
-	e.mustRun(configSet(ConfigSetOptions{Group: "staging", StartHour: ptr(3)}))
+	e.mustRun(configSet(ConfigSetOptions{Group: "staging", Add: true, StartHour: ptr(3)}))
 	before := e.configRevision()
 	out := e.mustRun(func(g *Global) error { return RunConfigReset(testCtx(), &ConfigResetOptions{Global: g}) })
 	if !strings.Contains(out, `group "staging" removed`) {
@@ -229,8 +229,8 @@ func TestConfigReset(t *testing.T) {
 
 func TestConfigDeleteGroup(t *testing.T) {
 	e := newEnv(t)
-	e.mustRun(configSet(ConfigSetOptions{Group: "staging"}))
-	e.mustRun(configSet(ConfigSetOptions{Group: "prod", DependsOn: ptr("staging")}))
+	e.mustRun(configSet(ConfigSetOptions{Group: "staging", Add: true}))
+	e.mustRun(configSet(ConfigSetOptions{Group: "prod", Add: true, DependsOn: ptr("staging")}))
 	rev := e.configRevision()
 
 	_, err := e.run(func(g *Global) error {
@@ -289,7 +289,7 @@ func TestConfigInvalidValuesWriteNothing(t *testing.T) {
 			return configSet(ConfigSetOptions{Mode: ptr("sideways")})
 		}, []string{`mode "sideways" must be enabled, paused or disabled`}},
 		{"new group with a bad setting", func(*testing.T) func(*Global) error {
-			return configSet(ConfigSetOptions{Group: "lab", CanaryCount: ptr(11)})
+			return configSet(ConfigSetOptions{Group: "lab", Add: true, CanaryCount: ptr(11)})
 		}, []string{`group "lab": canary_count 11 must be 0-10`}},
 		{"apply: unknown field", func(t *testing.T) func(*Global) error {
 			return configApply(writeFile(t, "c.yaml", "groups:\n  - name: prod\n    max_inflight: 10%\n"))

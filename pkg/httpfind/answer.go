@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -31,13 +33,18 @@ type Answer struct {
 // passes from the bus (the group status's Mode as the mode), so both paths
 // give one answer.
 //
-// A group the plan has no status for is answered as an unstarted group of
-// the spec: Decide reads the zero status as unstarted, which is what agentd
-// does before the controller has written the group, so an agent of a new or
-// mistyped group keeps the start version and is never told to update.
+// A group the config does not name (p.Configured) is an *UnknownGroupError,
+// whether or not there is a spec: its agents would never be updated, and a
+// typo in a host's update.yaml must be seen, not answered "no update". A
+// configured group the plan has no status for yet is answered as an
+// unstarted group of the spec: Decide reads the zero status as unstarted,
+// which is what agentd does before the controller has written the group.
 //
 // Without a spec the answer is ErrNoPlan.
 func (p *Plan) Find(id rollout.AgentID, group string) (Answer, error) {
+	if p.Configured != nil && !slices.Contains(p.Configured, group) {
+		return Answer{}, &UnknownGroupError{Group: group, Known: slices.Clone(p.Configured)}
+	}
 	if !p.HasSpec {
 		return Answer{}, ErrNoPlan
 	}
@@ -45,6 +52,29 @@ func (p *Plan) Find(id rollout.AgentID, group string) (Answer, error) {
 	v, update := rollout.Decide(id, p.Spec, st, st.Mode)
 	return Answer{Version: v, Update: update, JitterSeconds: st.JitterSeconds}, nil
 }
+
+// UnknownGroupError is Find's answer for a group the config does not name.
+// errors.Is(err, ErrUnknownGroup) holds.
+type UnknownGroupError struct {
+	Group string
+	// Known are the config's groups, in its order.
+	Known []string
+}
+
+// Error names the group, the groups there are, the closest of them, and
+// the two fixes.
+func (e *UnknownGroupError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v %q: not in the rollout config, so its agents are never updated", ErrUnknownGroup, e.Group)
+	if near, ok := rollout.ClosestGroupName(e.Group, e.Known); ok {
+		fmt.Fprintf(&b, " (did you mean %q?)", near)
+	}
+	fmt.Fprintf(&b, "; the config's groups are: %s; fix the group in the agent's update.yaml, or add it: fleetctl config add-group --group %s",
+		strings.Join(e.Known, ", "), e.Group)
+	return b.String()
+}
+
+func (e *UnknownGroupError) Unwrap() error { return ErrUnknownGroup }
 
 // maxJitterSeconds bounds a jitter the client accepts. Wider than the
 // config's 0-3600 so that a newer controller may widen the range, but a

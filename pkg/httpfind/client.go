@@ -51,6 +51,18 @@ type StatusError struct {
 	Message string
 	// Field names the query parameter the server refused, if any.
 	Field string
+	// Groups are the config's groups, when the server refused the group as
+	// unknown (404, field "group").
+	Groups []string
+}
+
+// Unwrap is ErrUnknownGroup for a controller's 404 of the group, so that
+// errors.Is tells "this agent's group is wrong" from "nobody answered".
+func (e *StatusError) Unwrap() error {
+	if e.Code == http.StatusNotFound && e.Field == "group" {
+		return ErrUnknownGroup
+	}
+	return nil
 }
 
 // Error says which URL answered what: "https://ctl-1/v1/find: 503 Service
@@ -166,7 +178,7 @@ func statusError(base string, code int, body []byte) *StatusError {
 	e := &StatusError{URL: base, Code: code}
 	var eb errorBody
 	if json.Unmarshal(body, &eb) == nil && eb.Error != "" {
-		e.Message, e.Field = eb.Error, eb.Field
+		e.Message, e.Field, e.Groups = eb.Error, eb.Field, eb.Groups
 		return e
 	}
 	const shown = 200

@@ -13,4 +13,9 @@ var (
 	ErrBadAnswer = errors.New("invalid find answer")
 	// ErrNoURL reports a Client with no URL to ask.
 	ErrNoURL = errors.New("no find URL configured")
+	// ErrUnknownGroup reports a group the rollout config does not name: a
+	// typo in the agent's update.yaml, or a group not added yet. Its agents
+	// are never updated, so the endpoint says so (404) rather than answer
+	// "no update" as if all were well.
+	ErrUnknownGroup = errors.New("unknown group")
 )

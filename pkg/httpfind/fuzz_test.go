@@ -45,13 +45,17 @@ func FuzzDecodeAnswer(f *testing.F) {
 	})
 }
 
-// FuzzFindQuery: any query string gets either a 200 for a canonical id and
-// a valid group, or a 400 JSON error without a version.
+// FuzzFindQuery: any query string gets either a 200 for a valid id (in any
+// case, answered as the canonical one) and a configured group, or a JSON
+// error without a version: 400, 414 for a long query, 404 for a group the
+// config does not name.
 func FuzzFindQuery(f *testing.F) {
 	f.Add("host=" + string(idLow) + "&group=prod")
 	f.Add("host=" + string(idLow) + "&group=prod&host=" + string(idHigh))
 	f.Add("host=%zz&group=prod")
-	h := &Handler{Store: storeWith(rollout.DefaultSpec(v1, v2), testStatus(rollout.StateDone))}
+	store := storeWith(rollout.DefaultSpec(v1, v2), testStatus(rollout.StateDone))
+	store.SetConfigured([]string{"staging", testGroup})
+	h := &Handler{Store: store}
 	f.Fuzz(func(t *testing.T, raw string) {
 		req := httptest.NewRequest(http.MethodGet, PathFind, nil)
 		req.URL.RawQuery = raw
@@ -70,16 +74,22 @@ func FuzzFindQuery(f *testing.F) {
 			if err := rollout.ValidateGroupName(group); err != nil {
 				t.Fatal(err)
 			}
+			if group != "staging" && group != testGroup {
+				t.Fatalf("200 for group %q, which the config does not name", group)
+			}
 			if _, err := DecodeAnswer(rec.Body.Bytes()); err != nil {
 				t.Fatalf("200 with a bad answer: %v", err)
 			}
-		case http.StatusBadRequest:
+		case http.StatusBadRequest, http.StatusRequestURITooLong, http.StatusNotFound:
 			var e errorBody
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == "" {
-				t.Fatalf("400 without a JSON error: %s", body)
+				t.Fatalf("%d without a JSON error: %s", rec.Code, body)
 			}
 			if strings.Contains(body, "agent_version") {
-				t.Fatalf("400 with an answer: %s", body)
+				t.Fatalf("%d with an answer: %s", rec.Code, body)
+			}
+			if rec.Code == http.StatusNotFound && (e.Field != "group" || len(e.Groups) != 2) {
+				t.Fatalf("404 that is not an unknown group's: %s", body)
 			}
 		default:
 			t.Fatalf("status %d: %s", rec.Code, body)

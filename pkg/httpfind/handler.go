@@ -1,11 +1,14 @@
 package httpfind
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -27,6 +30,9 @@ const MaxParamLen = 256
 
 // maxQueryLen bounds the raw query: two parameters of MaxParamLen,
 // percent-encoded at worst three bytes a byte, with room for a cache-buster.
+// A longer one is answered 414, as JSON: Server lets request lines far
+// longer than this reach the handler (see maxHeaderBytes) so that net/http's
+// own plain-text 431 is not what a client with a runaway query sees.
 const maxQueryLen = 4096
 
 // Handler serves the find endpoint and the health probes:
@@ -35,9 +41,12 @@ const maxQueryLen = 4096
 //	GET /healthz                                200 "ok" while the process serves
 //	GET /readyz                                 200 "ok" when Ready is nil and a spec is loaded, else 503
 //
-// HEAD is accepted wherever GET is (load balancers probe with it); any other
-// method gets 405. Every error is JSON, {"error": "...", "field": "host"}
-// with field naming the bad parameter when there is one, and nothing is
+// The host parameter may be in any case (macOS uuidgen writes uppercase); it
+// is answered as the canonical lowercase id. HEAD is accepted wherever GET is
+// (load balancers probe with it); any other method gets 405. Every error is
+// JSON, {"error": "...", "field": "host"} with field naming the bad
+// parameter when there is one; a group the config does not name is 404 with
+// "field": "group" and "groups" listing the config's groups. Nothing is
 // cacheable: the answer changes with the plan, and a cache between agents
 // and the controller would keep a halted rollout going.
 //
@@ -61,6 +70,8 @@ type errorBody struct {
 	Error string `json:"error"`
 	// Field names the query parameter at fault, when one is.
 	Field string `json:"field,omitempty"`
+	// Groups are the config's groups, with an unknown group's 404.
+	Groups []string `json:"groups,omitempty"`
 }
 
 // ServeHTTP dispatches on the path. A switch rather than http.ServeMux
@@ -95,6 +106,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // client with a bad id or group learns that whatever state the controller
 // is in.
 func (h *Handler) find(w http.ResponseWriter, r *http.Request) {
+	if n := len(r.URL.RawQuery); n > maxQueryLen {
+		writeError(w, http.StatusRequestURITooLong, "", fmt.Sprintf("query is %d bytes; at most %d", n, maxQueryLen))
+		return
+	}
 	id, group, field, err := parseFindQuery(r.URL.RawQuery)
 	if err != nil {
 		h.logger().Debug("find: bad request", slog.String("remote", r.RemoteAddr), slog.String("field", field), slog.Any("err", err))
@@ -110,7 +125,13 @@ func (h *Handler) find(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err := h.store().Get().Find(id, group)
-	if err != nil {
+	var unknown *UnknownGroupError
+	switch {
+	case errors.As(err, &unknown):
+		h.logger().Debug("find: unknown group", slog.String("remote", r.RemoteAddr), slog.String("group", group))
+		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error(), Field: "group", Groups: unknown.Known})
+		return
+	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "", err.Error())
 		return
 	}
@@ -154,8 +175,12 @@ func parseFindQuery(raw string) (id rollout.AgentID, group, field string, err er
 	if err != nil {
 		return "", "", "group", err
 	}
-	if id, err = rollout.ParseAgentID(host); err != nil {
-		return "", "", "host", fmt.Errorf("host: %w", err)
+	// Any case is the same id (macOS uuidgen writes capitals); the
+	// canonical one is lowercase. ParseAgentID's own message asks for
+	// lowercase, which is not what this endpoint wants.
+	if id, err = rollout.ParseAgentID(strings.ToLower(host)); err != nil {
+		return "", "", "host", fmt.Errorf("host: %w %q: want a UUID like 1b4e28ba-2fa1-4d2e-883f-0016d3cca427 (any case)",
+			rollout.ErrBadAgentID, quoteMax(host, 40))
 	}
 	if err = rollout.ValidateGroupName(group); err != nil {
 		return "", "", "group", fmt.Errorf("group: %w", err)
@@ -177,6 +202,14 @@ func param(q url.Values, name string) (string, error) {
 		return "", fmt.Errorf("parameter %s is %d bytes; at most %d", name, len(vs[0]), MaxParamLen)
 	}
 	return vs[0], nil
+}
+
+// quoteMax is s cut to n bytes, with "…" when cut.
+func quoteMax(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func (h *Handler) ready() error {
@@ -207,15 +240,20 @@ func (h *Handler) logger() *slog.Logger {
 	return h.Log
 }
 
+// writeJSON answers v as JSON. HTML escaping is off: bodies quote what the
+// client sent, and "\u003c" for "<" only makes them harder to read; the
+// Content-Type and nosniff keep a browser from reading them as HTML.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b) // ends the body with a newline
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		// Only our own types get here; they always marshal.
 		panic(fmt.Sprintf("httpfind: marshal %T: %v", v, err))
 	}
 	w.Header()["Content-Type"] = []string{"application/json"}
 	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n')) // a failed write is the client's hang-up; nothing to do
+	_, _ = w.Write(b.Bytes()) // a failed write is the client's hang-up; nothing to do
 }
 
 func writeError(w http.ResponseWriter, code int, field, msg string) {

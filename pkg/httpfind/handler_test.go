@@ -189,7 +189,7 @@ func TestFindBadParams(t *testing.T) {
 		wantIn    string // a part of the error message
 	}{
 		{name: "not an id", query: "host=web-01&group=prod", wantCode: 400, wantField: "host", wantIn: "invalid agent id"},
-		{name: "uppercase id", query: "host=" + strings.ToUpper(string(idCanary)) + "&group=prod", wantCode: 400, wantField: "host", wantIn: "lowercase"},
+		{name: "uppercase non-hex id", query: "host=" + strings.ToUpper("g"+string(idCanary)[1:]) + "&group=prod", wantCode: 400, wantField: "host", wantIn: "want a UUID like 1b4e28ba-2fa1-4d2e-883f-0016d3cca427 (any case)"},
 		{name: "id in braces", query: "host=%7B" + string(idLow) + "%7D&group=prod", wantCode: 400, wantField: "host"},
 		{name: "host too long", query: "host=" + strings.Repeat("a", MaxParamLen+1) + "&group=prod", wantCode: 400, wantField: "host", wantIn: "at most 256"},
 		{name: "host missing", query: "group=prod", wantCode: 400, wantField: "host", wantIn: "missing parameter host"},
@@ -206,7 +206,7 @@ func TestFindBadParams(t *testing.T) {
 		{name: "group too long", query: "host=" + string(idLow) + "&group=" + strings.Repeat("g", MaxParamLen+1), wantCode: 400, wantField: "group", wantIn: "at most 256"},
 		{name: "bad escape", query: "host=%zz&group=prod", wantCode: 400, wantField: "", wantIn: "query"},
 		{name: "semicolon", query: "host=" + string(idLow) + ";group=prod", wantCode: 400, wantField: ""},
-		{name: "query too long", query: ok + "&pad=" + strings.Repeat("x", maxQueryLen), wantCode: 400, wantField: "", wantIn: "longer than"},
+		{name: "query too long", query: ok + "&pad=" + strings.Repeat("x", maxQueryLen), wantCode: 414, wantField: "", wantIn: "at most 4096"},
 		{name: "no query", wantCode: 400, wantField: "host"},
 		{name: "POST", method: http.MethodPost, query: ok, wantCode: 405, wantIn: "use GET"},
 		{name: "PUT", method: http.MethodPut, query: ok, wantCode: 405},

@@ -19,8 +19,15 @@ const (
 	writeTimeout      = 10 * time.Second
 	// idleTimeout lets agents and load balancers keep connections alive
 	// between polls without the server holding dead ones for ever.
-	idleTimeout    = 2 * time.Minute
-	maxHeaderBytes = 16 << 10
+	idleTimeout = 2 * time.Minute
+	// maxHeaderBytes bounds the request line and headers. A request over
+	// it never reaches the Handler: net/http itself answers 431 in plain
+	// text and closes (net/http server.go, errTooLarge), which no setting
+	// turns into JSON. So the bound is net/http's default, far above any
+	// real request, and the Handler refuses a long query itself, as JSON
+	// (414). Memory grows only with what a client actually sends, for at
+	// most readHeaderTimeout.
+	maxHeaderBytes = http.DefaultMaxHeaderBytes
 	// DefaultShutdownTimeout is how long in-flight requests get to finish
 	// when the context ends.
 	DefaultShutdownTimeout = 5 * time.Second

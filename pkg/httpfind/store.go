@@ -2,6 +2,7 @@ package httpfind
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -19,6 +20,10 @@ type Plan struct {
 	// one must not look alike, because without a spec there is no version to
 	// tell anyone.
 	HasSpec bool
+	// Configured are the groups of the rollout config (fleet_config), in
+	// its order. A group not among them is answered ErrUnknownGroup. Nil
+	// means not known (no config read yet): every group is answered.
+	Configured []string
 }
 
 // clone returns a copy of p that shares no memory with it, so a snapshot in
@@ -29,6 +34,7 @@ func (p Plan) clone() *Plan {
 		groups[name] = st.Clone()
 	}
 	p.Groups = groups
+	p.Configured = slices.Clone(p.Configured)
 	return &p
 }
 
@@ -75,6 +81,15 @@ func (s *Store) SetSpec(spec rollout.Spec) {
 func (s *Store) DeleteSpec() {
 	s.update(func(p *Plan) {
 		p.Spec, p.HasSpec = rollout.Spec{}, false
+	})
+}
+
+// SetConfigured records the groups of the rollout config, in order; nil
+// turns the group check off. names is copied.
+func (s *Store) SetConfigured(names []string) {
+	names = slices.Clone(names)
+	s.update(func(p *Plan) {
+		p.Configured = names
 	})
 }
 
