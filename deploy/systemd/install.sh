@@ -20,6 +20,11 @@
 # AGENTD_ARGS in /etc/fleetwave/agentd.env, to every 'agentd run'.
 #
 # --destdir DIR installs under DIR and starts nothing (packaging, tests).
+# It never writes an agent id (unless --agent-id is given): each host draws
+# its own when agentd first starts there, so hosts installed from one staged
+# tree stay distinct. Nor does it contact the bus or install the app: the
+# staged update.yaml is enabled, and the first 'agentd run' on the host
+# installs what its group runs.
 set -euo pipefail
 
 usage() {
@@ -61,7 +66,7 @@ done
 if [ -n "$agent_id" ] && ! [[ $agent_id =~ ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$ ]]; then
 	die "--agent-id $agent_id: want a lowercase UUID, as 'fleetctl auth agent' prints"
 fi
-for a in "${agentd_args[@]}"; do
+for a in "${agentd_args[@]}" ${destdir:+"$url_template"}; do
 	# AGENTD_ARGS is split on white space by systemd.
 	[[ $a =~ [[:space:]] ]] && die "agentd flag '$a' contains white space: use a flag=value without spaces, or a drop-in"
 done
@@ -106,7 +111,10 @@ umask 077
 		install -m 0644 "$tls_ca" "$etc/ca.pem"
 		echo "NATS_CA=/etc/fleetwave/ca.pem"
 	fi
-	echo "AGENTD_ARGS=${agentd_args[*]}"
+	args=("${agentd_args[@]}")
+	# Staged, the release URL reaches update.yaml at the host's first start.
+	[ -n "$destdir" ] && [ -n "$url_template" ] && args+=("--url-template=$url_template")
+	echo "AGENTD_ARGS=${args[*]}"
 } >"$env_file.new"
 mv -f "$env_file.new" "$env_file"
 
@@ -121,12 +129,23 @@ if [ -n "$agent_id" ]; then
 	fi
 fi
 
-enable=("$bin/agentd" enable --root "$state" --nats "$nats" --group "$group" --creds "$etc/agent.creds")
-[ -n "$tls_ca" ] && enable+=(--tls-ca "$etc/ca.pem")
-[ -n "$url_template" ] && enable+=(--url-template "$url_template")
-enable+=("${agentd_args[@]}")
-echo "install.sh: ${enable[*]}"
-"${enable[@]}"
+if [ -n "$destdir" ]; then
+	# Packaging: write update.yaml with the real agentd, but in a scratch
+	# root, so that the agent id it draws there stays there, and without the
+	# release URL or the app, so that it installs nothing now. The first
+	# 'agentd run' on the host saves the URL (AGENTD_ARGS) and installs.
+	scratch=$work/root
+	"$agentd" enable --root "$scratch" --nats "$nats" --group "$group" --log-level error >/dev/null
+	install -m 0644 "$scratch/update.yaml" "$state/update.yaml"
+	echo "install.sh: staged $root/update.yaml (bus $nats, group $group, enabled); no agent id: each host draws its own on first start"
+else
+	enable=("$bin/agentd" enable --root "$state" --nats "$nats" --group "$group" --creds "$etc/agent.creds")
+	[ -n "$tls_ca" ] && enable+=(--tls-ca "$etc/ca.pem")
+	[ -n "$url_template" ] && enable+=(--url-template "$url_template")
+	enable+=("${agentd_args[@]}")
+	echo "install.sh: ${enable[*]}"
+	"${enable[@]}"
+fi
 
 if [ "$start" = 1 ]; then
 	systemctl daemon-reload
