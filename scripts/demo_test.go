@@ -28,7 +28,9 @@ func freePair(t *testing.T) int {
 }
 
 // demoReleaseURL starts scripts/demo.sh with env, returns the release URL
-// it announces, and kills the demo (its whole process group).
+// it announces, and stops the demo: SIGTERM to its process group, so that
+// each agentd stops the app it supervises (in a process group of its own)
+// and the demo cleans up; SIGKILL if that takes over a minute.
 func demoReleaseURL(t *testing.T, env ...string) string {
 	t.Helper()
 	cmd := exec.Command("bash", "demo.sh")
@@ -41,11 +43,18 @@ func demoReleaseURL(t *testing.T, env ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-	})
-	lines := make(chan string)
+	done := make(chan error, 1)
+	stop := func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	defer stop()
+	lines := make(chan string, 1)
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(stdout)
@@ -54,6 +63,7 @@ func demoReleaseURL(t *testing.T, env ...string) string {
 				lines <- after
 			}
 		}
+		done <- cmd.Wait()
 	}()
 	select {
 	case url, ok := <-lines:
