@@ -8,6 +8,9 @@
 #     [--url-template 'https://dl.example/app/{{.Version}}/app.tar.gz'] \
 #     -- --systemd-unit myapp.service --health-url http://127.0.0.1:8080/healthz
 #
+# The tarball is what scripts/dist.sh builds (bin/agentd, and the unit
+# under deploy/systemd/; this script is there too).
+#
 # The creds come from 'fleetctl auth agent --group G [--id ID]' on the
 # machine that holds the auth directory. They are minted for one agent id:
 # either mint them for the host's id ('agentd status' shows it once agentd
@@ -84,6 +87,17 @@ unit=$(find "$work" -name fleetwave-agentd.service -type f | head -n 1)
 [ -n "$unit" ] || unit=$here/fleetwave-agentd.service
 [ -f "$unit" ] || die "no fleetwave-agentd.service in the tarball or next to install.sh"
 
+if [ -n "$destdir" ]; then
+	# Packaging: write update.yaml with the real agentd (which also checks
+	# the group) before anything is staged, in a scratch root, so that the
+	# agent id it draws there stays there, and without the release URL or
+	# the app, so that it installs nothing now. The first 'agentd run' on
+	# the host saves the URL (AGENTD_ARGS) and installs.
+	scratch=$work/root
+	"$agentd" enable --root "$scratch" --nats "$nats" --group "$group" --log-level error >/dev/null ||
+		die "agentd enable refused the settings above; nothing staged"
+fi
+
 bin=$destdir$prefix/bin
 etc=$destdir/etc/fleetwave
 state=$destdir$root
@@ -130,12 +144,6 @@ if [ -n "$agent_id" ]; then
 fi
 
 if [ -n "$destdir" ]; then
-	# Packaging: write update.yaml with the real agentd, but in a scratch
-	# root, so that the agent id it draws there stays there, and without the
-	# release URL or the app, so that it installs nothing now. The first
-	# 'agentd run' on the host saves the URL (AGENTD_ARGS) and installs.
-	scratch=$work/root
-	"$agentd" enable --root "$scratch" --nats "$nats" --group "$group" --log-level error >/dev/null
 	install -m 0644 "$scratch/update.yaml" "$state/update.yaml"
 	echo "install.sh: staged $root/update.yaml (bus $nats, group $group, enabled); no agent id: each host draws its own on first start"
 else

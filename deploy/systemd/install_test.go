@@ -314,4 +314,15 @@ func TestInstallScriptStagedTreeHasNoAgentID(t *testing.T) {
 	if ids[0] == ids[1] || slices.Contains(ids, "") {
 		t.Errorf("two hosts installed from one package have ids %q: want two different ids", ids)
 	}
+
+	// A group agentd refuses stages nothing.
+	empty := t.TempDir()
+	out, err = exec.Command("bash", "install.sh", "--tarball", tarball, "--nats", "nats://nats-a:4222", "--group", "Not A Group",
+		"--creds", creds, "--destdir", empty).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "invalid group name") {
+		t.Errorf("install.sh with a bad group: %v, want a refusal naming it:\n%s", err, out)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Errorf("install.sh with a bad group staged %v", ents)
+	}
 }
