@@ -16,6 +16,9 @@
 #                              # agent; and an agent's creds trying to set
 #                              # the target, refused (combine with --broken)
 #   DEMO_KEEP=1 scripts/demo.sh  # leave everything running for the nats CLI
+#   DEMO_PORT=24222 scripts/demo.sh  # NATS on 24222 (default 14222), the
+#                              # release site on DEMO_PORT+1 (or
+#                              # DEMO_RELEASES_PORT)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,12 +28,16 @@ for arg in "$@"; do
 	case "$arg" in
 	--broken) broken=true ;;
 	--secure) secure=true ;;
-	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
 	*) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
 	esac
 done
 
+is_port() { [[ $1 =~ ^[0-9]{1,5}$ ]] && [ "$1" -ge 1 ] && [ "$1" -le 65535 ]; }
 port=${DEMO_PORT:-14222}
+is_port "$port" || { echo "DEMO_PORT=$port: want a TCP port (1-65535)" >&2; exit 2; }
+releases_port=${DEMO_RELEASES_PORT:-$((port + 1))}
+is_port "$releases_port" || { echo "DEMO_RELEASES_PORT=$releases_port: want a TCP port (1-65535)" >&2; exit 2; }
 url="nats://127.0.0.1:$port"
 work=$(mktemp -d "${TMPDIR:-/tmp}/fleetwave-demo.XXXXXX")
 pids=()
@@ -64,9 +71,10 @@ export PATH="$work/bin:$PATH"
 unset NATS_URL # set, it would make the controller connect out instead of embedding
 
 step "Release site: 1.0.0 and 1.1.0 (good), 1.2.0 (does not start)"
-releases --release 1.0.0=good --release 1.1.0=good --release 1.2.0=crash >"$work/releases.out" 2>"$work/releases.log" &
+releases --addr "127.0.0.1:$releases_port" --release 1.0.0=good --release 1.1.0=good --release 1.2.0=crash >"$work/releases.out" 2>"$work/releases.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/releases.out" ] && break; sleep 0.1; done
+[ -s "$work/releases.out" ] || { cat "$work/releases.log"; echo "the release site did not start (port $releases_port taken? set DEMO_RELEASES_PORT)"; exit 1; }
 template=$(head -1 "$work/releases.out")
 echo "agents download from $template"
 

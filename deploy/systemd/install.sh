@@ -8,6 +8,9 @@
 #     [--url-template 'https://dl.example/app/{{.Version}}/app.tar.gz'] \
 #     -- --systemd-unit myapp.service --health-url http://127.0.0.1:8080/healthz
 #
+# The tarball is what scripts/dist.sh builds (bin/agentd, and the unit
+# under deploy/systemd/; this script is there too).
+#
 # The creds come from 'fleetctl auth agent --group G [--id ID]' on the
 # machine that holds the auth directory. They are minted for one agent id:
 # either mint them for the host's id ('agentd status' shows it once agentd
@@ -20,6 +23,11 @@
 # AGENTD_ARGS in /etc/fleetwave/agentd.env, to every 'agentd run'.
 #
 # --destdir DIR installs under DIR and starts nothing (packaging, tests).
+# It never writes an agent id (unless --agent-id is given): each host draws
+# its own when agentd first starts there, so hosts installed from one staged
+# tree stay distinct. Nor does it contact the bus or install the app: the
+# staged update.yaml is enabled, and the first 'agentd run' on the host
+# installs what its group runs.
 set -euo pipefail
 
 usage() {
@@ -61,7 +69,7 @@ done
 if [ -n "$agent_id" ] && ! [[ $agent_id =~ ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$ ]]; then
 	die "--agent-id $agent_id: want a lowercase UUID, as 'fleetctl auth agent' prints"
 fi
-for a in "${agentd_args[@]}"; do
+for a in "${agentd_args[@]}" ${destdir:+"$url_template"}; do
 	# AGENTD_ARGS is split on white space by systemd.
 	[[ $a =~ [[:space:]] ]] && die "agentd flag '$a' contains white space: use a flag=value without spaces, or a drop-in"
 done
@@ -78,6 +86,17 @@ agentd=$(find "$work" -path '*/bin/agentd' -type f | head -n 1)
 unit=$(find "$work" -name fleetwave-agentd.service -type f | head -n 1)
 [ -n "$unit" ] || unit=$here/fleetwave-agentd.service
 [ -f "$unit" ] || die "no fleetwave-agentd.service in the tarball or next to install.sh"
+
+if [ -n "$destdir" ]; then
+	# Packaging: write update.yaml with the real agentd (which also checks
+	# the group) before anything is staged, in a scratch root, so that the
+	# agent id it draws there stays there, and without the release URL or
+	# the app, so that it installs nothing now. The first 'agentd run' on
+	# the host saves the URL (AGENTD_ARGS) and installs.
+	scratch=$work/root
+	"$agentd" enable --root "$scratch" --nats "$nats" --group "$group" --log-level error >/dev/null ||
+		die "agentd enable refused the settings above; nothing staged"
+fi
 
 bin=$destdir$prefix/bin
 etc=$destdir/etc/fleetwave
@@ -106,7 +125,10 @@ umask 077
 		install -m 0644 "$tls_ca" "$etc/ca.pem"
 		echo "NATS_CA=/etc/fleetwave/ca.pem"
 	fi
-	echo "AGENTD_ARGS=${agentd_args[*]}"
+	args=("${agentd_args[@]}")
+	# Staged, the release URL reaches update.yaml at the host's first start.
+	[ -n "$destdir" ] && [ -n "$url_template" ] && args+=("--url-template=$url_template")
+	echo "AGENTD_ARGS=${args[*]}"
 } >"$env_file.new"
 mv -f "$env_file.new" "$env_file"
 
@@ -121,12 +143,17 @@ if [ -n "$agent_id" ]; then
 	fi
 fi
 
-enable=("$bin/agentd" enable --root "$state" --nats "$nats" --group "$group" --creds "$etc/agent.creds")
-[ -n "$tls_ca" ] && enable+=(--tls-ca "$etc/ca.pem")
-[ -n "$url_template" ] && enable+=(--url-template "$url_template")
-enable+=("${agentd_args[@]}")
-echo "install.sh: ${enable[*]}"
-"${enable[@]}"
+if [ -n "$destdir" ]; then
+	install -m 0644 "$scratch/update.yaml" "$state/update.yaml"
+	echo "install.sh: staged $root/update.yaml (bus $nats, group $group, enabled); no agent id: each host draws its own on first start"
+else
+	enable=("$bin/agentd" enable --root "$state" --nats "$nats" --group "$group" --creds "$etc/agent.creds")
+	[ -n "$tls_ca" ] && enable+=(--tls-ca "$etc/ca.pem")
+	[ -n "$url_template" ] && enable+=(--url-template "$url_template")
+	enable+=("${agentd_args[@]}")
+	echo "install.sh: ${enable[*]}"
+	"${enable[@]}"
+fi
 
 if [ "$start" = 1 ]; then
 	systemctl daemon-reload

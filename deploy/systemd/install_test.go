@@ -4,58 +4,71 @@ package systemd_test
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/install"
 )
 
-// releaseTarball builds agentd and packs it as a release would:
-// fleetwave-<v>/bin/agentd.
-func releaseTarball(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "agentd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetwave/fleetwave/cmd/agentd").CombinedOutput(); err != nil {
-		t.Fatalf("go build agentd: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "fleetwave-0.1.0-linux.tar.gz")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gz := gzip.NewWriter(f)
-	tw := tar.NewWriter(gz)
-	if err := tw.WriteHeader(&tar.Header{Name: "fleetwave-0.1.0/bin/agentd", Mode: 0o755, Size: int64(len(data))}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tw.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []io.Closer{tw, gz, f} {
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return path
+var dist struct {
+	once    sync.Once
+	dir     string
+	tarball string
+	err     error
 }
 
-func TestInstallScript(t *testing.T) {
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if dist.dir != "" {
+		os.RemoveAll(dist.dir)
+	}
+	os.Exit(code)
+}
+
+// releaseTarball builds the release tarball with scripts/dist.sh, once per
+// test binary: the real agentd, controller and fleetctl in
+// fleetwave-<v>/bin/, the units and install.sh in fleetwave-<v>/deploy/systemd/.
+func releaseTarball(t *testing.T) string {
+	t.Helper()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
+	dist.once.Do(func() {
+		if dist.dir, dist.err = os.MkdirTemp("", "fleetwave-dist"); dist.err != nil {
+			return
+		}
+		out, err := exec.Command("bash", "../../scripts/dist.sh", "--version", "0.1.0", "--os", runtime.GOOS,
+			"--arch", runtime.GOARCH, "--out", dist.dir).CombinedOutput()
+		if err != nil {
+			dist.err = fmt.Errorf("scripts/dist.sh: %v\n%s", err, out)
+			return
+		}
+		dist.tarball = strings.TrimSpace(string(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:]))
+	})
+	if dist.err != nil {
+		t.Fatal(dist.err)
+	}
+	return dist.tarball
+}
+
+func TestInstallScript(t *testing.T) {
 	tarball := releaseTarball(t)
 	creds := filepath.Join(t.TempDir(), "agent.creds")
 	if err := os.WriteFile(creds, []byte("-----BEGIN NATS USER JWT-----\nx\n------END NATS USER JWT------\n"), 0o600); err != nil {
@@ -140,5 +153,176 @@ func TestInstallScript(t *testing.T) {
 				t.Errorf("install.sh accepted it:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestDistTarball: scripts/dist.sh's tarball holds what install.sh and an
+// operator need, its .sha256 matches, and the binaries carry the version.
+func TestDistTarball(t *testing.T) {
+	tarball := releaseTarball(t)
+	if want := "fleetwave-0.1.0-" + runtime.GOOS + "-" + runtime.GOARCH + ".tar.gz"; filepath.Base(tarball) != want {
+		t.Errorf("tarball %s, want %s", filepath.Base(tarball), want)
+	}
+	data, err := os.ReadFile(tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(tarball + ".sha256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(data)
+	if want := hex.EncodeToString(h[:]) + "  " + filepath.Base(tarball) + "\n"; string(sum) != want {
+		t.Errorf(".sha256 %q, want %q", sum, want)
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]fs.FileMode{}
+	tr := tar.NewReader(gz)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			modes[hdr.Name] = fs.FileMode(hdr.Mode).Perm()
+		}
+	}
+	want := map[string]fs.FileMode{
+		"fleetwave-0.1.0/bin/agentd": 0o755, "fleetwave-0.1.0/bin/controller": 0o755, "fleetwave-0.1.0/bin/fleetctl": 0o755,
+		"fleetwave-0.1.0/deploy/systemd/install.sh":                   0o755,
+		"fleetwave-0.1.0/deploy/systemd/fleetwave-agentd.service":     0o644,
+		"fleetwave-0.1.0/deploy/systemd/fleetwave-controller.service": 0o644,
+	}
+	if diff := cmp.Diff(want, modes); diff != "" {
+		t.Errorf("tarball files (-want +got):\n%s", diff)
+	}
+
+	// The version is built in, and dist.sh refuses bad input.
+	dir := t.TempDir()
+	if out, err := exec.Command("tar", "-xzf", tarball, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	out, err := exec.Command(filepath.Join(dir, "fleetwave-0.1.0/bin/fleetctl"), "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "0.1.0") {
+		t.Errorf("fleetctl --version: %v, %q", err, out)
+	}
+	for _, args := range [][]string{{"--version", "1 0"}, {"--os"}, {"--colour"}} {
+		out := t.TempDir()
+		cmd := exec.Command("bash", append([]string{"../../scripts/dist.sh", "--out", out}, args...)...)
+		if b, err := cmd.CombinedOutput(); err == nil {
+			t.Errorf("dist.sh %v accepted it:\n%s", args, b)
+		}
+		if ents, _ := os.ReadDir(out); len(ents) != 0 {
+			t.Errorf("dist.sh %v wrote %v", args, ents)
+		}
+	}
+}
+
+// TestInstallScriptStagedTreeHasNoAgentID: a tree staged with --destdir (a
+// package, an image) holds no agent id, so every host installed from it
+// draws its own on first start; and the release URL reaches update.yaml
+// then, through AGENTD_ARGS. The install.sh used is the one in the tarball.
+func TestInstallScriptStagedTreeHasNoAgentID(t *testing.T) {
+	tarball := releaseTarball(t)
+	unpacked := t.TempDir()
+	if out, err := exec.Command("tar", "-xzf", tarball, "-C", unpacked).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	creds := filepath.Join(t.TempDir(), "agent.creds")
+	if err := os.WriteFile(creds, []byte("-----BEGIN NATS USER JWT-----\nx\n------END NATS USER JWT------\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const template = "https://dl.example/app/{{.Version}}/app.tar.gz"
+	pkg := t.TempDir()
+	out, err := exec.Command("bash", filepath.Join(unpacked, "fleetwave-0.1.0/deploy/systemd/install.sh"),
+		"--tarball", tarball, "--nats", "nats://nats-a:4222", "--group", "prod", "--creds", creds, "--destdir", pkg,
+		"--url-template", template, "--", "--systemd-unit", "app.service").CombinedOutput()
+	if err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	root := "var/lib/fleetwave"
+	if _, err := os.Stat(filepath.Join(pkg, root, "agent_id")); !os.IsNotExist(err) {
+		t.Errorf("the staged tree has an agent_id (%v): every host installed from it would share it", err)
+	}
+	var names []string
+	ents, err := os.ReadDir(filepath.Join(pkg, root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if diff := cmp.Diff([]string{"update.yaml"}, names); diff != "" {
+		t.Errorf("staged %s (-want +got):\n%s", root, diff)
+	}
+	uf, err := install.LoadUpdateFile(filepath.Join(pkg, root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(install.UpdateSpec{NATS: "nats://nats-a:4222", Group: "prod", Enabled: true}, uf.Spec); diff != "" {
+		t.Errorf("staged update.yaml spec (-want +got):\n%s", diff)
+	}
+	env, err := os.ReadFile(filepath.Join(pkg, "etc/fleetwave/agentd.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const argsLine = "AGENTD_ARGS=--systemd-unit app.service --url-template=" + template + "\n"
+	if !strings.Contains(string(env), argsLine) {
+		t.Fatalf("agentd.env lacks %q:\n%s", argsLine, env)
+	}
+	agentdArgs := strings.Fields(strings.TrimPrefix(argsLine, "AGENTD_ARGS="))
+
+	// Two hosts from the one staged tree: each agentd, started as the unit
+	// starts it, draws an id of its own and saves the release URL.
+	bus := natstest.Start(t)
+	var ids []string
+	for i := range 2 {
+		host := filepath.Join(t.TempDir(), fmt.Sprint("host", i))
+		if out, err := exec.Command("cp", "-a", pkg, host).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v\n%s", err, out)
+		}
+		state := filepath.Join(host, root)
+		args := append([]string{"status", "--root", state, "--nats", bus.URL()}, agentdArgs...)
+		out, err := exec.Command(filepath.Join(host, "usr/local/bin/agentd"), args...).Output()
+		if err != nil {
+			t.Fatalf("agentd status on host %d: %v", i, err)
+		}
+		var st struct {
+			AgentID string `json:"agent_id"`
+		}
+		if err := json.Unmarshal(out, &st); err != nil {
+			t.Fatalf("agentd status: %v\n%s", err, out)
+		}
+		if got, err := install.LoadOrCreateAgentID(state); err != nil || string(got) != st.AgentID {
+			t.Errorf("host %d: agent_id file %q (%v), status says %q", i, got, err, st.AgentID)
+		}
+		uf, err := install.LoadUpdateFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uf.Spec.URLTemplate != template || !uf.Spec.Enabled || uf.Spec.NATS != "nats://nats-a:4222" {
+			t.Errorf("host %d: update.yaml spec after first start %+v", i, uf.Spec)
+		}
+		ids = append(ids, st.AgentID)
+	}
+	if ids[0] == ids[1] || slices.Contains(ids, "") {
+		t.Errorf("two hosts installed from one package have ids %q: want two different ids", ids)
+	}
+
+	// A group agentd refuses stages nothing.
+	empty := t.TempDir()
+	out, err = exec.Command("bash", "install.sh", "--tarball", tarball, "--nats", "nats://nats-a:4222", "--group", "Not A Group",
+		"--creds", creds, "--destdir", empty).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "invalid group name") {
+		t.Errorf("install.sh with a bad group: %v, want a refusal naming it:\n%s", err, out)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Errorf("install.sh with a bad group staged %v", ents)
 	}
 }

@@ -1,0 +1,201 @@
+// Package scripts_test runs scripts/release.sh and serves what it publishes
+// with test/cmd/releases --dir, fetched and verified as agentd does.
+package scripts_test
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetwave/fleetwave/pkg/install"
+)
+
+func releaseSh(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("bash", append([]string{"release.sh"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// serve runs the real test/cmd/releases on site and returns the URL
+// template it prints.
+func serve(t *testing.T, site string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "releases")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetwave/fleetwave/test/cmd/releases").CombinedOutput(); err != nil {
+		t.Fatalf("go build releases: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--dir", site)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("releases --dir printed no URL template: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// tarFiles lists a release tarball's regular files and their modes.
+func tarFiles(t *testing.T, path string) map[string]fs.FileMode {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]fs.FileMode{}
+	tr := tar.NewReader(gz)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			files[hdr.Name] = fs.FileMode(hdr.Mode).Perm()
+		}
+	}
+}
+
+// snapshot is every file under dir with its contents, and every directory.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			files[strings.TrimPrefix(p, dir)+"/"] = ""
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		files[strings.TrimPrefix(p, dir)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestReleaseScript(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	app := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(app, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(app, "bin/app"), []byte("#!/bin/sh\nexec sleep 1000\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	site := filepath.Join(t.TempDir(), "site")
+	if out, err := releaseSh(t, "1.0.0", app, site); err != nil {
+		t.Fatalf("release.sh: %v\n%s", err, out)
+	}
+	signed := false
+	var pub ed25519.PublicKey
+	if _, err := exec.LookPath("openssl"); err == nil {
+		key := filepath.Join(t.TempDir(), "release.pem")
+		if out, err := releaseSh(t, "--new-key", key); err != nil {
+			t.Fatalf("release.sh --new-key: %v\n%s", err, out)
+		}
+		if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("private key %v, %v: want mode 0600", fi, err)
+		}
+		b, err := os.ReadFile(key + ".pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(raw) != ed25519.PublicKeySize {
+			t.Fatalf("%s.pub = %q: want a base64 Ed25519 public key (%v)", key, b, err)
+		}
+		pub = raw
+		if out, err := releaseSh(t, "--key", key, "1.1.0", app, site); err != nil {
+			t.Fatalf("release.sh --key: %v\n%s", err, out)
+		}
+		signed = true
+	} else {
+		t.Log("no openssl: signing not tested")
+	}
+	if diff := cmp.Diff(map[string]fs.FileMode{"bin/app": 0o755}, tarFiles(t, filepath.Join(site, "1.0.0/app.tar.gz"))); diff != "" {
+		t.Errorf("release files (-want +got):\n%s", diff)
+	}
+
+	// Served as a site, the releases pass agentd's checks: checksum always,
+	// signature when signed.
+	template := serve(t, site)
+	fetch := func(version string, key ed25519.PublicKey) error {
+		f := &install.Fetcher{Client: http.DefaultClient, URLTemplate: template, PublicKey: key}
+		_, err := f.Fetch(t.Context(), version, t.TempDir())
+		return err
+	}
+	if err := fetch("1.0.0", nil); err != nil {
+		t.Errorf("fetch 1.0.0: %v", err)
+	}
+	if signed {
+		if err := fetch("1.1.0", pub); err != nil {
+			t.Errorf("fetch signed 1.1.0: %v", err)
+		}
+		other, _, _ := ed25519.GenerateKey(nil)
+		if err := fetch("1.1.0", other); !errors.Is(err, install.ErrBadSignature) {
+			t.Errorf("fetch 1.1.0 with another key: %v, want ErrBadSignature", err)
+		}
+		if err := fetch("1.0.0", pub); err == nil {
+			t.Error("fetch unsigned 1.0.0 with a key: no error")
+		}
+	}
+
+	// Refusals leave the site byte-identical.
+	before := snapshot(t, site)
+	notKey := filepath.Join(app, "bin/app")
+	for name, args := range map[string][]string{
+		"version published already": {"1.0.0", app, site},
+		"v prefix":                  {"v1.2.0", app, site},
+		"short version":             {"1.2", app, site},
+		"no app dir":                {"1.2.0", filepath.Join(app, "nope"), site},
+		"empty app dir":             {"1.2.0", t.TempDir(), site},
+		"not a key":                 {"--key", notKey, "1.2.0", app, site},
+		"missing key":               {"--key", filepath.Join(app, "nope.pem"), "1.2.0", app, site},
+		"two arguments":             {"1.2.0", app},
+		"unknown flag":              {"--colour", "1.2.0", app, site},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if name == "not a key" && !signed {
+				t.Skip("no openssl")
+			}
+			if out, err := releaseSh(t, args...); err == nil {
+				t.Errorf("release.sh accepted it:\n%s", out)
+			}
+			if diff := cmp.Diff(before, snapshot(t, site)); diff != "" {
+				t.Errorf("site changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
