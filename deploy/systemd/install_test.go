@@ -142,3 +142,44 @@ func TestInstallScript(t *testing.T) {
 		})
 	}
 }
+
+// TestStagedHostStatus: after install.sh set a host up with a URL template
+// and a supervised app, the closing hint's 'agentd status --root R' works
+// with nothing but the root and the creds: enable saved how the app runs
+// in update.yaml (status used to fail "a url_template is set but nothing
+// runs the app").
+func TestStagedHostStatus(t *testing.T) {
+	tarball := releaseTarball(t)
+	creds := filepath.Join(t.TempDir(), "agent.creds")
+	if err := os.WriteFile(creds, []byte("-----BEGIN NATS USER JWT-----\nx\n------END NATS USER JWT------\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dest := t.TempDir()
+	out, err := exec.Command("bash", "install.sh", "--tarball", tarball, "--nats", "nats://127.0.0.1:1", "--group", "prod",
+		"--creds", creds, "--destdir", dest, "--url-template", "https://dl.example/app/{{.Version}}/app.tar.gz",
+		"--", "--app", "app", "--health-url", "http://127.0.0.1:8080/healthz").CombinedOutput()
+	if err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	root := filepath.Join(dest, "var/lib/fleetwave")
+	uf, err := install.LoadUpdateFile(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !uf.Spec.Enabled || uf.Spec.URLTemplate == "" {
+		t.Errorf("update.yaml after install.sh: %+v, want enabled with the url_template", uf.Spec)
+	}
+	agentd := filepath.Join(dest, "usr/local/bin/agentd")
+	cmd := exec.Command(agentd, "status", "--root", root, "--creds", filepath.Join(dest, "etc/fleetwave/agent.creds"))
+	cmd.Env = append(os.Environ(), "NATS_URL=")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("agentd status on the staged host: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{`"enabled": true`, `"group": "prod"`, `"desired_error": "`} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("agentd status lacks %s:\n%s", want, stdout.String())
+		}
+	}
+}
