@@ -199,11 +199,14 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 		}
 	}
 	if acc == accessRead {
-		if _, err := os.Stat(o.Root); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("%s does not exist: agentd has not run with this --root ('agentd enable' or 'agentd run' creates it)", o.Root)
-			}
+		fi, err := os.Stat(o.Root)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%s does not exist: agentd has not run with this --root ('agentd enable' or 'agentd run' creates it)", o.Root)
+		case err != nil:
 			return nil, err
+		case !fi.IsDir():
+			return nil, fmt.Errorf("--root %s is not a directory", o.Root)
 		}
 	}
 	a := &Agent{o: o}

@@ -143,6 +143,10 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 		before = after
 	}
 
+	if _, stderr, code := execAgentd(t, bin, "status", "--root", "/proc/self/status"); code != cliutil.ExitFailure || !strings.Contains(stderr, "not a directory") {
+		t.Errorf("status --root on a file: exit %d, want 1 and \"not a directory\"\n%s", code, stderr)
+	}
+
 	for _, args := range [][]string{
 		{"status", "--help", "--root", missing},
 		{"enable", "--help", "--root", missing},
