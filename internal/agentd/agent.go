@@ -233,10 +233,7 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 		a.stored = true
 	}
 	a.loaded = cloneSpec(uf.Spec)
-	if o.Group != "" && uf.Spec.Group != o.Group {
-		if uf.Spec.Group != "" && acc != accessRead {
-			o.Log.Info("moving to another group", slog.String("from", uf.Spec.Group), slog.String("to", o.Group))
-		}
+	if o.Group != "" {
 		uf.Spec.Group = o.Group
 	}
 	if uf.Spec.Group == "" && acc != accessRead {
@@ -286,6 +283,9 @@ func (a *Agent) save() error {
 	}
 	if err := a.update.Save(a.o.Root); err != nil {
 		return err
+	}
+	if from, to := a.loaded.Group, a.update.Spec.Group; a.stored && from != "" && from != to {
+		a.o.Log.Info("moving to another group", slog.String("from", from), slog.String("to", to))
 	}
 	a.stored, a.loaded = true, cloneSpec(a.update.Spec)
 	return nil
