@@ -322,3 +322,37 @@ func storedApp(t *testing.T, root string) map[string]any {
 	}
 	return doc.Spec.App
 }
+
+// TestRunSavesAppSettings: run saves the app settings it is given, as it
+// saves --group and --url-template, so that a bare status or update agrees
+// with the daemon on how the app runs.
+func TestRunSavesAppSettings(t *testing.T) {
+	bin := buildAgentd(t)
+	root := t.TempDir()
+	cmd := exec.Command(bin, "run", "--root", root, "--group", "blue", "--nats", closedPort(t), "--log-level", "error",
+		"--url-template", "https://dl.example/{{.Version}}.tar.gz", "--systemd-unit", "app.service", "--bin-dir", filepath.Join(root, "bin"))
+	cmd.Env = append(os.Environ(), "NATS_URL=", "NATS_CREDS=")
+	var errOut natstest.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	want := map[string]any{"systemd_unit": "app.service", "bin_dir": filepath.Join(root, "bin")}
+	natstest.Eventually(t, 30*time.Second, func() error {
+		if _, err := os.Stat(filepath.Join(root, install.UpdateFileName)); err != nil {
+			return err
+		}
+		if app := storedApp(t, root); !reflect.DeepEqual(app, want) {
+			return fmt.Errorf("spec.app %v, want %v (agentd: %s)", app, want, errOut.String())
+		}
+		return nil
+	})
+	stdout, stderr, code := execAgentd(t, bin, "status", "--root", root)
+	if code != 0 || !strings.Contains(stdout, `"group": "blue"`) {
+		t.Errorf("bare status next to agentd run: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
