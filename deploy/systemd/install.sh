@@ -13,14 +13,15 @@
 #
 # The creds come from 'fleetctl auth agent --group G [--id ID]' on the
 # machine that holds the auth directory. They are minted for one agent id:
-# either mint them for the host's id ('agentd status' shows it once agentd
-# ran) or mint first and pass the printed id with --agent-id, which this
-# script writes to <root>/agent_id before agentd ever starts.
+# either mint them for the host's id ('agentd status --root ROOT' shows it
+# once agentd ran) or mint first and pass the printed id with --agent-id,
+# which this script writes to <root>/agent_id before agentd ever starts.
 #
 # Arguments after "--" are agentd flags for how the app runs and is judged
 # (--systemd-unit or --app, --health-url, --health-command, --db, --bin-dir,
-# --find-url, --public-key): they go to 'agentd enable' and, through
-# AGENTD_ARGS in /etc/fleetwave/agentd.env, to every 'agentd run'.
+# --find-url, --public-key): they go to 'agentd enable', which saves them in
+# update.yaml for later commands, and, through AGENTD_ARGS in
+# /etc/fleetwave/agentd.env, to every 'agentd run'.
 #
 # --destdir DIR installs under DIR and starts nothing (packaging, tests).
 # It never writes an agent id (unless --agent-id is given): each host draws
@@ -159,7 +160,11 @@ if [ "$start" = 1 ]; then
 	systemctl daemon-reload
 	systemctl enable --now fleetwave-agentd.service
 	systemctl --no-pager --lines=0 status fleetwave-agentd.service || true
-	echo "install.sh: agentd running; 'journalctl -u fleetwave-agentd' shows its log, '$prefix/bin/agentd status' its view"
+	# status reads the app settings enable saved; the bus settings of
+	# agentd.env it must be given.
+	status="$prefix/bin/agentd status --root $root --creds /etc/fleetwave/agent.creds"
+	[ -n "$tls_ca" ] && status+=" --tls-ca /etc/fleetwave/ca.pem"
+	echo "install.sh: agentd running; 'journalctl -u fleetwave-agentd' shows its log, '$status' its view"
 else
 	echo "install.sh: staged under ${destdir:-/}; start with: systemctl daemon-reload && systemctl enable --now fleetwave-agentd"
 fi

@@ -19,7 +19,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -288,10 +290,33 @@ func TestInstallScriptStagedTreeHasNoAgentID(t *testing.T) {
 			t.Fatalf("cp: %v\n%s", err, out)
 		}
 		state := filepath.Join(host, root)
-		args := append([]string{"status", "--root", state, "--nats", bus.URL()}, agentdArgs...)
-		out, err := exec.Command(filepath.Join(host, "usr/local/bin/agentd"), args...).Output()
+		// The unit's first start: agentd run, with AGENTD_ARGS. It draws
+		// the host's id and saves what AGENTD_ARGS says; then it is stopped.
+		args := append([]string{"run", "--root", state, "--nats", bus.URL()}, agentdArgs...)
+		run := exec.Command(filepath.Join(host, "usr/local/bin/agentd"), args...)
+		var log strings.Builder
+		run.Stdout, run.Stderr = &log, &log
+		if err := run.Start(); err != nil {
+			t.Fatal(err)
+		}
+		natstest.Eventually(t, 30*time.Second, func() error {
+			if _, err := install.LoadAgentID(state); err != nil {
+				return err
+			}
+			uf, err := install.LoadUpdateFile(state)
+			if err != nil {
+				return err
+			}
+			if uf.Spec.URLTemplate != template {
+				return fmt.Errorf("url_template %q not saved yet", uf.Spec.URLTemplate)
+			}
+			return nil
+		})
+		_ = run.Process.Signal(syscall.SIGTERM)
+		_ = run.Wait()
+		out, err := exec.Command(filepath.Join(host, "usr/local/bin/agentd"), "status", "--root", state).Output()
 		if err != nil {
-			t.Fatalf("agentd status on host %d: %v", i, err)
+			t.Fatalf("agentd status on host %d: %v\nrun's log:\n%s", i, err, log.String())
 		}
 		var st struct {
 			AgentID string `json:"agent_id"`
@@ -299,7 +324,7 @@ func TestInstallScriptStagedTreeHasNoAgentID(t *testing.T) {
 		if err := json.Unmarshal(out, &st); err != nil {
 			t.Fatalf("agentd status: %v\n%s", err, out)
 		}
-		if got, err := install.LoadOrCreateAgentID(state); err != nil || string(got) != st.AgentID {
+		if got, err := install.LoadAgentID(state); err != nil || string(got) != st.AgentID {
 			t.Errorf("host %d: agent_id file %q (%v), status says %q", i, got, err, st.AgentID)
 		}
 		uf, err := install.LoadUpdateFile(state)
@@ -324,5 +349,41 @@ func TestInstallScriptStagedTreeHasNoAgentID(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
 		t.Errorf("install.sh with a bad group staged %v", ents)
+	}
+}
+
+// TestStagedHostStatus: on a tree install.sh staged with a URL template and
+// a supervised app, the closing hint's 'agentd status --root R' works with
+// nothing but the root and the creds, and creates nothing (status used to
+// fail "a url_template is set but nothing runs the app", and to draw an id).
+func TestStagedHostStatus(t *testing.T) {
+	tarball := releaseTarball(t)
+	creds := filepath.Join(t.TempDir(), "agent.creds")
+	if err := os.WriteFile(creds, []byte("-----BEGIN NATS USER JWT-----\nx\n------END NATS USER JWT------\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dest := t.TempDir()
+	out, err := exec.Command("bash", "install.sh", "--tarball", tarball, "--nats", "nats://127.0.0.1:1", "--group", "prod",
+		"--creds", creds, "--destdir", dest, "--url-template", "https://dl.example/app/{{.Version}}/app.tar.gz",
+		"--", "--app", "app", "--health-url", "http://127.0.0.1:8080/healthz").CombinedOutput()
+	if err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	root := filepath.Join(dest, "var/lib/fleetwave")
+	agentd := filepath.Join(dest, "usr/local/bin/agentd")
+	cmd := exec.Command(agentd, "status", "--root", root, "--creds", filepath.Join(dest, "etc/fleetwave/agent.creds"))
+	cmd.Env = append(os.Environ(), "NATS_URL=")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("agentd status on the staged host: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{`"enabled": true`, `"group": "prod"`} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("agentd status lacks %s:\n%s", want, stdout.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "agent_id")); !os.IsNotExist(err) {
+		t.Errorf("agentd status drew an agent id on the staged tree (%v)", err)
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -50,8 +53,13 @@ type Options struct {
 	SelfUpdate bool
 
 	// App is how the managed app is installed and run. Without a URL
-	// template (flag or update.yaml) the agent only reports.
+	// template (flag or update.yaml) the agent only reports. Settings not
+	// given come from update.yaml's spec.app.
 	App AppOptions
+
+	// given says which of agentd's app flags were given (nil: the App
+	// fields that are set).
+	given func(flag string) bool
 }
 
 // AppOptions say where releases come from and how the app runs.
@@ -73,6 +81,12 @@ type AppOptions struct {
 	HealthCommand []string
 	// DBPath is the app's SQLite database, backed up around updates.
 	DBPath string
+	// HealthShell is a health command run by /bin/sh -c (agentd's
+	// --health-command, kept in update.yaml); it sets HealthCommand.
+	HealthShell string
+	// PublicKeyFile holds PublicKey (--public-key, kept in update.yaml);
+	// it sets PublicKey.
+	PublicKeyFile string
 	// Progress receives download progress (a terminal), or nil.
 	Progress io.Writer
 	// DownloadStallTimeout and DownloadDeadline are install.Fetcher's
@@ -106,12 +120,50 @@ type Agent struct {
 	// (update loop only).
 	skipLogged string
 
+	// newID: agent_id does not exist yet (save writes id); stored:
+	// update.yaml does, and loaded is its spec as read or last saved.
+	newID  bool
+	stored bool
+	loaded install.UpdateSpec
+
 	mu     sync.Mutex
 	update *install.UpdateFile
 }
 
-// New loads (or creates) the agent's identity and update.yaml under o.Root.
+// New loads the agent's identity and update.yaml under o.Root, creating
+// them on first use, and saves o's group, URL template, find URLs and app
+// settings there.
 func New(o Options) (*Agent, error) {
+	a, err := load(o, accessInstall, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.save(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// access is what a command may do with the host.
+type access int
+
+const (
+	// accessInstall: it may install, so the app's runner must be known.
+	accessInstall access = iota
+	// accessWrite: it writes update.yaml but never installs (disable,
+	// unlink): the app's settings need not be complete.
+	accessWrite
+	// accessRead: it creates and writes nothing (status); the root must
+	// exist, and a missing agent_id or update.yaml is reported as such.
+	accessRead
+)
+
+// load builds the agent from o over what o.Root holds and checks all of it,
+// writing nothing: save writes. saveApp keeps o's app settings in
+// update.yaml (enable and run); otherwise they count for this command only.
+// Settings o does not give (o.given says which it does) come from
+// update.yaml's spec.app.
+func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	if o.Interval == 0 {
 		o.Interval = DefaultInterval
 	}
@@ -129,56 +181,235 @@ func New(o Options) (*Agent, error) {
 	if o.Root, err = filepath.Abs(o.Root); err != nil {
 		return nil, fmt.Errorf("--root: %w", err)
 	}
-	if o.App.BinDir != "" {
-		if o.App.BinDir, err = filepath.Abs(o.App.BinDir); err != nil {
-			return nil, fmt.Errorf("--bin-dir: %w", err)
-		}
-	}
 	if o.Group != "" {
 		if err := rollout.ValidateGroupName(o.Group); err != nil {
-			return nil, fmt.Errorf("--group: %w", err)
+			return nil, cliutil.UsageError{Err: fmt.Errorf("--group: %w", err)}
 		}
 	}
-	id, err := install.LoadOrCreateAgentID(o.Root)
-	if err != nil {
-		return nil, err
-	}
-	uf, err := install.LoadOrCreateUpdateFile(o.Root, o.Group)
-	if err != nil {
-		return nil, err
-	}
-	if o.Group != "" && uf.Spec.Group != o.Group {
-		if uf.Spec.Group != "" {
-			o.Log.Info("moving to another group", slog.String("from", uf.Spec.Group), slog.String("to", o.Group))
+	if len(o.FindURLs) > 0 && acc != accessRead {
+		for _, u := range o.FindURLs {
+			if err := checkHTTPURL(u); err != nil {
+				return nil, cliutil.UsageError{Err: fmt.Errorf("--find-url: %w", err)}
+			}
 		}
-		uf.Spec.Group = o.Group
-		if err := uf.Save(o.Root); err != nil {
+	}
+	if o.App.URLTemplate != "" && acc != accessRead {
+		if _, err := (&install.Fetcher{URLTemplate: o.App.URLTemplate}).URL("1.0.0"); err != nil {
+			return nil, cliutil.UsageError{Err: fmt.Errorf("--url-template: %w", err)}
+		}
+	}
+	if acc == accessRead {
+		fi, err := os.Stat(o.Root)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%s does not exist: agentd has not run with this --root ('agentd enable' or 'agentd run' creates it)", o.Root)
+		case err != nil:
 			return nil, err
+		case !fi.IsDir():
+			return nil, fmt.Errorf("--root %s is not a directory", o.Root)
 		}
 	}
-	if uf.Spec.Group == "" {
-		return nil, errors.New("no group: pass --group or set spec.group in update.yaml")
+	a := &Agent{o: o}
+	switch a.id, err = install.LoadAgentID(o.Root); {
+	case errors.Is(err, fs.ErrNotExist):
+		// Drawn now, so that enable can use it on the bus before it
+		// writes anything; status shows none.
+		a.newID = true
+		if acc != accessRead {
+			if a.id, err = rollout.NewAgentID(nil); err != nil {
+				return nil, err
+			}
+		}
+	case err != nil:
+		return nil, err
+	}
+	uf, err := install.LoadUpdateFile(o.Root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		uf = install.NewUpdateFile(o.Group)
+	case err != nil:
+		return nil, err
+	default:
+		a.stored = true
+	}
+	a.loaded = cloneSpec(uf.Spec)
+	if o.Group != "" {
+		uf.Spec.Group = o.Group
+	}
+	if uf.Spec.Group == "" && acc != accessRead {
+		return nil, cliutil.Usagef("no group: pass --group or set spec.group in update.yaml")
 	}
 	if o.NATSURL == "" {
 		o.NATSURL = uf.Spec.NATS
 	}
-	if o.App.URLTemplate != "" && o.App.URLTemplate != uf.Spec.URLTemplate ||
-		len(o.FindURLs) > 0 && !slices.Equal(o.FindURLs, uf.Spec.FindURLs) {
-		if o.App.URLTemplate != "" {
-			uf.Spec.URLTemplate = o.App.URLTemplate
-		}
-		if len(o.FindURLs) > 0 {
-			uf.Spec.FindURLs = o.FindURLs
-		}
-		if err := uf.Save(o.Root); err != nil {
+	if o.App.URLTemplate != "" {
+		uf.Spec.URLTemplate = o.App.URLTemplate
+	}
+	if len(o.FindURLs) > 0 {
+		uf.Spec.FindURLs = o.FindURLs
+	}
+	app, err := o.App.resolve(uf.Spec.App, o.given)
+	if err != nil {
+		return nil, err
+	}
+	if saveApp {
+		uf.Spec.App = app
+	}
+	if err := uf.Validate(); err != nil {
+		return nil, cliutil.UsageError{Err: err}
+	}
+	a.o, a.update = o, uf
+	if acc == accessInstall {
+		if err := a.setupInstaller(); err != nil {
 			return nil, err
 		}
 	}
-	a := &Agent{o: o, id: id, update: uf}
-	if err := a.setupInstaller(); err != nil {
-		return nil, err
-	}
 	return a, nil
+}
+
+// save writes what load found missing or changed: a new agent_id, then
+// update.yaml (each atomically). Nothing when both are as read.
+func (a *Agent) save() error {
+	if a.newID {
+		if err := install.WriteAgentID(a.o.Root, a.id); err != nil {
+			return err
+		}
+		a.newID = false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stored && reflect.DeepEqual(a.loaded, a.update.Spec) {
+		return nil
+	}
+	if err := a.update.Save(a.o.Root); err != nil {
+		return err
+	}
+	if from, to := a.loaded.Group, a.update.Spec.Group; a.stored && from != "" && from != to {
+		a.o.Log.Info("moving to another group", slog.String("from", from), slog.String("to", to))
+	}
+	a.stored, a.loaded = true, cloneSpec(a.update.Spec)
+	return nil
+}
+
+func cloneSpec(s install.UpdateSpec) install.UpdateSpec {
+	s.FindURLs = slices.Clone(s.FindURLs)
+	s.App.Args = slices.Clone(s.App.Args)
+	return s
+}
+
+// resolve lays the settings o gives over stored (given says which flags
+// were given; nil: the non-empty ones) and checks them. It returns what
+// update.yaml keeps; o is left as the agent runs: paths absolute, the
+// health command and public key ready to use.
+func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) bool) (install.AppSpec, error) {
+	if given == nil {
+		given = func(flag string) bool {
+			switch flag {
+			case "app":
+				return o.Process != ""
+			case "app-arg":
+				return len(o.ProcessArgs) > 0
+			case "systemd-unit":
+				return o.SystemdUnit != ""
+			case "bin-dir":
+				return o.BinDir != ""
+			case "health-url":
+				return o.HealthURL != ""
+			case "health-command":
+				return o.HealthShell != ""
+			case "db":
+				return o.DBPath != ""
+			case "public-key":
+				return o.PublicKeyFile != ""
+			}
+			return false
+		}
+	}
+	abs := func(flag string, p *string) error {
+		if *p == "" {
+			return nil
+		}
+		v, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", flag, err)
+		}
+		*p = v
+		return nil
+	}
+	s := stored
+	if given("app") || given("systemd-unit") {
+		// The app runs one way: a new one replaces the stored one.
+		if o.Process != "" && o.SystemdUnit != "" {
+			return s, cliutil.Usagef("--app and --systemd-unit exclude each other: the app runs one way")
+		}
+		if o.Process != "" && !install.ValidBinaryName(o.Process) {
+			return s, cliutil.Usagef("--app %q: want the name of a binary in the release's bin/", o.Process)
+		}
+		s.Process, s.Args, s.SystemdUnit = o.Process, o.ProcessArgs, o.SystemdUnit
+	}
+	if given("app-arg") {
+		s.Args = o.ProcessArgs
+	}
+	if given("bin-dir") {
+		if err := abs("bin-dir", &o.BinDir); err != nil {
+			return s, err
+		}
+		s.BinDir = o.BinDir
+	}
+	if given("health-url") {
+		if o.HealthURL != "" {
+			if err := checkHTTPURL(o.HealthURL); err != nil {
+				return s, cliutil.UsageError{Err: fmt.Errorf("--health-url: %w", err)}
+			}
+		}
+		s.HealthURL = o.HealthURL
+	}
+	if given("health-command") {
+		s.HealthCommand = o.HealthShell
+	}
+	if given("db") {
+		if err := abs("db", &o.DBPath); err != nil {
+			return s, err
+		}
+		s.DB = o.DBPath
+	}
+	if given("public-key") {
+		if err := abs("public-key", &o.PublicKeyFile); err != nil {
+			return s, err
+		}
+		s.PublicKey = o.PublicKeyFile
+	}
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("update.yaml spec.app: %w", err)
+	}
+	o.Process, o.ProcessArgs, o.SystemdUnit = s.Process, s.Args, s.SystemdUnit
+	o.BinDir, o.HealthURL, o.HealthShell, o.DBPath, o.PublicKeyFile = s.BinDir, s.HealthURL, s.HealthCommand, s.DB, s.PublicKey
+	if o.BinDir == "" {
+		o.BinDir = DefaultBinDir
+	}
+	if o.HealthShell != "" && o.HealthCommand == nil {
+		o.HealthCommand = []string{"/bin/sh", "-c", o.HealthShell}
+	}
+	if o.PublicKeyFile != "" && o.PublicKey == nil {
+		key, err := readPublicKey(o.PublicKeyFile)
+		if err != nil {
+			return s, cliutil.UsageError{Err: err}
+		}
+		o.PublicKey = key
+	}
+	return s, nil
+}
+
+// checkHTTPURL checks that raw is an absolute http or https URL.
+func checkHTTPURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q: want an http:// or https:// URL", raw)
+	}
+	return nil
 }
 
 // setupInstaller builds the installer when releases can be fetched and the
@@ -190,8 +421,6 @@ func (a *Agent) setupInstaller() error {
 	}
 	tree := a.tree()
 	switch {
-	case app.Process != "" && app.SystemdUnit != "":
-		return cliutil.Usagef("--app and --systemd-unit exclude each other: the app runs one way")
 	case app.SystemdUnit != "":
 		a.runner = &install.SystemdRunner{Unit: app.SystemdUnit}
 	case app.Process != "":

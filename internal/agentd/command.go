@@ -44,10 +44,8 @@ A host is set up once with 'agentd enable', then 'agentd run' keeps it current
 
 // flags are what every agentd command that touches the bus or the app shares.
 type flags struct {
-	o         Options
-	logFlags  cliutil.LogFlags
-	publicKey string
-	healthCmd string
+	o        Options
+	logFlags cliutil.LogFlags
 }
 
 func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
@@ -60,14 +58,16 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.StringVar(&f.o.Hostname, "hostname", "", "host name to report (default: the system's)")
 	fl.StringVar(&f.o.App.URLTemplate, "url-template", "", "release URL, e.g. https://dl.example/app/{{.Version}}/app-{{.OS}}-{{.Arch}}.tar.gz (saved in update.yaml)")
 	fl.StringArrayVar(&f.o.FindURLs, "find-url", nil, "controller find endpoint, e.g. https://ctl-1:8080/v1/find, for when the bus is unreachable (repeat; saved in update.yaml)")
-	fl.StringVar(&f.o.App.BinDir, "bin-dir", DefaultBinDir, "where links to the active version's binaries go (a relative path is made absolute)")
-	fl.StringVar(&f.o.App.Process, "app", "", "run bin/NAME of the active version as a child of agentd (hosts and containers without systemd)")
-	fl.StringArrayVar(&f.o.App.ProcessArgs, "app-arg", nil, "argument for --app (repeat for several)")
-	fl.StringVar(&f.o.App.SystemdUnit, "systemd-unit", "", "restart this systemd unit to run a new version")
-	fl.StringVar(&f.o.App.HealthURL, "health-url", "", "a new version is healthy when this answers 2xx")
-	fl.StringVar(&f.healthCmd, "health-command", "", "a new version is healthy when this shell command exits 0")
-	fl.StringVar(&f.o.App.DBPath, "db", "", "the app's SQLite database, backed up before every update and restored on rollback")
-	fl.StringVar(&f.publicKey, "public-key", "", "file with the Ed25519 public key (hex or base64) that must have signed every release checksum")
+	// The app settings: enable and run save those given in update.yaml
+	// (spec.app); every command uses the saved ones it is not given.
+	fl.StringVar(&f.o.App.BinDir, "bin-dir", DefaultBinDir, "where links to the active version's binaries go (a relative path is made absolute; saved)")
+	fl.StringVar(&f.o.App.Process, "app", "", "run bin/NAME of the active version as a child of agentd (hosts and containers without systemd; saved)")
+	fl.StringArrayVar(&f.o.App.ProcessArgs, "app-arg", nil, "argument for --app (repeat for several; saved)")
+	fl.StringVar(&f.o.App.SystemdUnit, "systemd-unit", "", "restart this systemd unit to run a new version (saved)")
+	fl.StringVar(&f.o.App.HealthURL, "health-url", "", "a new version is healthy when this answers 2xx (saved; --health-url= clears)")
+	fl.StringVar(&f.o.App.HealthShell, "health-command", "", "a new version is healthy when this shell command exits 0 (saved; --health-command= clears)")
+	fl.StringVar(&f.o.App.DBPath, "db", "", "the app's SQLite database, backed up before every update and restored on rollback (saved)")
+	fl.StringVar(&f.o.App.PublicKeyFile, "public-key", "", "file with the Ed25519 public key (hex or base64) that must have signed every release checksum (saved)")
 	fl.DurationVar(&f.o.App.DownloadStallTimeout, "download-stall-timeout", install.DefaultStallTimeout,
 		fmt.Sprintf("give up a release download that gets no response, or under %d KiB, in this long; a later attempt resumes it (negative: never)", install.DefaultMinProgress>>10))
 	fl.DurationVar(&f.o.App.DownloadDeadline, "download-deadline", install.DefaultDeadline,
@@ -79,25 +79,35 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	f.logFlags.Register(cmd)
 }
 
-// agent builds the Agent the flags describe.
+// agent builds the Agent the flags describe, saving the app settings
+// given, as 'agentd run' does.
 func (f *flags) agent(cmd *cobra.Command) (*Agent, error) {
+	a, err := f.load(cmd, accessInstall, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.save(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// load builds the Agent the flags describe, checking everything and
+// writing nothing (see load).
+func (f *flags) load(cmd *cobra.Command, acc access, saveApp bool) (*Agent, error) {
 	log, err := f.logFlags.Logger(cmd.ErrOrStderr())
 	if err != nil {
 		return nil, err
 	}
 	f.o.Log = log
-	if f.healthCmd != "" {
-		f.o.App.HealthCommand = []string{"/bin/sh", "-c", f.healthCmd}
-	}
-	if f.publicKey != "" {
-		if f.o.App.PublicKey, err = readPublicKey(f.publicKey); err != nil {
-			return nil, cliutil.UsageError{Err: err}
-		}
+	f.o.given = cmd.Flags().Changed
+	if !f.o.given("bin-dir") {
+		f.o.App.BinDir = ""
 	}
 	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		f.o.App.Progress = os.Stderr
 	}
-	return New(f.o)
+	return load(f.o, acc, saveApp)
 }
 
 func readPublicKey(path string) (ed25519.PublicKey, error) {
@@ -122,12 +132,14 @@ func newRunCmd() *cobra.Command {
 		Long: `Run the agent until SIGINT or SIGTERM.
 
 On first start it draws the host's agent id (kept in <root>/agent_id) and
-writes <root>/update.yaml; --group, --url-template and --find-url are saved
-there. --nats is not (pass it or NATS_URL each time, or save it as spec.nats
-with 'agentd enable'). It heartbeats every --heartbeat-interval
-(± jitter) and at once after any change, reconnects forever when the bus goes
-away, follows its group's plan, and installs what the plan tells it to when
-update.yaml says enabled (see 'agentd enable').`,
+writes <root>/update.yaml; --group, --url-template, --find-url and the app
+settings (--app, --systemd-unit, --bin-dir, health, --db, --public-key) are
+saved there, and used when not given. --nats is not (pass it or NATS_URL
+each time, or save it as spec.nats with 'agentd enable'). It heartbeats
+every --heartbeat-interval (± jitter) and at once after any change,
+reconnects forever when the bus goes away, follows its group's plan, and
+installs what the plan tells it to when update.yaml says enabled (see
+'agentd enable').`,
 		Example: `  agentd run --nats nats://controller.example:4222 --group staging
   agentd run --root /tmp/agent1 --app app --bin-dir /tmp/agent1/bin --health-url http://127.0.0.1:8080/healthz`,
 		Args: cobra.NoArgs,
@@ -159,29 +171,68 @@ func newEnableCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "enable",
 		Short: "Set this host up for automatic updates and install the current version now",
-		Long: `Write update.yaml (bus URL, group, release URL template) with updates enabled,
-then install the version the plan gives this host's group at once: a new host
-gets the version its group runs, whether or not a rollout is in progress.`,
+		Long: `Write update.yaml (bus URL, group, release URL template, and how the app runs and
+is judged: --app or --systemd-unit, --bin-dir, --health-url, --health-command,
+--db, --public-key) with updates enabled, then install the version the plan
+gives this host's group at once: a new host gets the version its group runs,
+whether or not a rollout is in progress. Later commands (run, update, status,
+disable, link, unlink) read these settings; a flag given to them overrides.
+
+Every flag is checked, and (when it installs) the plan read from the bus,
+before anything is written: a failed enable leaves update.yaml and agent_id
+as they were.`,
 		Example: `  agentd enable --nats nats://fleet.example:4222 --group canary \
     --url-template 'https://dl.example/app/{{.Version}}/app.tar.gz' --systemd-unit app.service`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := f.agent(cmd)
+			a, err := f.load(cmd, accessInstall, true)
 			if err != nil {
 				return err
 			}
-			if err := a.setEnabled(true, f.o.NATSURL); err != nil {
+			// When it installs at once, the plan is read before anything
+			// is written: a wrong bus URL or creds fails with the host as
+			// it was. Otherwise the bus is not needed (install.sh stages a
+			// host that cannot reach it yet; 'agentd run' reports a wrong
+			// URL in its log).
+			installs := a.installer != nil && !a.supervised()
+			var p Plan
+			var noPlan bool
+			if installs {
+				if a.o.NATSURL == "" {
+					return cliutil.UsageError{Err: errNoNATS}
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+				p, err = a.readPlan(ctx)
+				cancel()
+				if noPlan = errors.Is(err, errNoPlan); err != nil && !noPlan {
+					return fmt.Errorf("%w (nothing was changed)", err)
+				}
+			}
+			a.mu.Lock()
+			a.update.Spec.Enabled = true
+			if f.o.NATSURL != "" {
+				a.update.Spec.NATS = f.o.NATSURL
+			}
+			a.mu.Unlock()
+			if err := a.save(); err != nil {
 				return err
 			}
+			out := cmd.OutOrStdout()
 			switch {
 			case a.installer == nil:
-				fmt.Fprintln(cmd.OutOrStdout(), "enabled; no --url-template yet, so nothing is installed")
+				fmt.Fprintln(out, "enabled; no --url-template yet, so nothing is installed")
 				return nil
 			case a.supervised():
-				fmt.Fprintln(cmd.OutOrStdout(), "enabled; 'agentd run' (which supervises the app) installs and starts it")
+				fmt.Fprintln(out, "enabled; 'agentd run' (which supervises the app) installs and starts it")
+				return nil
+			case noPlan:
+				fmt.Fprintln(out, "enabled; no plan yet (fleetctl plan set), so nothing is installed")
 				return nil
 			}
-			return a.updateOnce(cmd.Context(), cmd.OutOrStdout(), false)
+			if err := a.repair(cmd.Context()); err != nil {
+				return err
+			}
+			return a.act(cmd.Context(), out, p, false)
 		},
 	}
 	f.register(cmd, false)
@@ -196,11 +247,14 @@ func newDisableCmd() *cobra.Command {
 		Example: `  agentd disable --root /var/lib/fleetwave`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := f.agent(cmd)
+			a, err := f.load(cmd, accessWrite, false)
 			if err != nil {
 				return err
 			}
-			if err := a.setEnabled(false, ""); err != nil {
+			a.mu.Lock()
+			a.update.Spec.Enabled = false
+			a.mu.Unlock()
+			if err := a.save(); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "automatic updates disabled")
@@ -225,12 +279,15 @@ back from.`,
   agentd update --force`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := f.agent(cmd)
+			a, err := f.load(cmd, accessInstall, false)
 			if err != nil {
 				return err
 			}
 			if a.supervised() {
-				return cliutil.Usagef("update with --app: the app is a child of agentd and would stop with this command; use 'agentd run', or --systemd-unit")
+				return cliutil.Usagef("update with --app (given or saved by enable): the app is a child of agentd and would stop with this command; use 'agentd run', or --systemd-unit")
+			}
+			if err := a.save(); err != nil {
+				return err
 			}
 			return a.updateOnce(cmd.Context(), cmd.OutOrStdout(), force)
 		},
@@ -268,12 +325,17 @@ type StatusReport struct {
 func newStatusCmd() *cobra.Command {
 	f := &flags{}
 	cmd := &cobra.Command{
-		Use:     "status",
-		Short:   "Show this host's installed and desired version as JSON",
-		Example: `  agentd status | jq .installed`,
-		Args:    cobra.NoArgs,
+		Use:   "status",
+		Short: "Show this host's installed and desired version as JSON",
+		Long: `Print what update.yaml, agent_id and the install journal under --root say, and
+what the plan on the bus gives this host, as JSON. It creates and changes
+nothing: on a root where agentd has not run yet the id is empty and updates
+are disabled; a --root that does not exist is an error.`,
+		Example: `  agentd status | jq .installed
+  agentd status --root /tmp/agent1`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := f.agent(cmd)
+			a, err := f.load(cmd, accessRead, false)
 			if err != nil {
 				return err
 			}
@@ -290,7 +352,9 @@ func newStatusCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()
-			if p, err := a.readPlan(ctx); err != nil {
+			if a.id == "" {
+				rep.DesiredError = "no agent id yet ('agentd enable' or 'agentd run' draws one)"
+			} else if p, err := a.readPlan(ctx); err != nil {
 				rep.DesiredError = err.Error()
 			} else {
 				rep.Desired, rep.ShouldUpdate = p.Decide(a.id)
@@ -303,17 +367,6 @@ func newStatusCmd() *cobra.Command {
 	}
 	f.register(cmd, false)
 	return cmd
-}
-
-// setEnabled records enabled (and the bus URL, when given) in update.yaml.
-func (a *Agent) setEnabled(on bool, natsURL string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.update.Spec.Enabled = on
-	if natsURL != "" {
-		a.update.Spec.NATS = natsURL
-	}
-	return a.update.Save(a.o.Root)
 }
 
 // supervised reports whether agentd itself runs the app as a child.
@@ -346,10 +399,13 @@ func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
 	}
 	p := f.Plan()
 	if p.SpecRev == 0 {
-		return p, errors.New("no plan yet (fleetctl plan set)")
+		return p, errNoPlan
 	}
 	return p, nil
 }
+
+// errNoPlan: the bus answered, but no plan was ever set.
+var errNoPlan = errors.New("no plan yet (fleetctl plan set)")
 
 // updateOnce is one decision and, when due, one install (rollout.Act: a new
 // host gets what its group runs even before the rollout reaches it).
@@ -368,6 +424,11 @@ func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error
 	if err != nil {
 		return err
 	}
+	return a.act(ctx, out, p, force)
+}
+
+// act decides on p and, when due, installs once.
+func (a *Agent) act(ctx context.Context, out io.Writer, p Plan, force bool) error {
 	st := a.Status()
 	v, update := p.Decide(a.id)
 	switch {
@@ -415,8 +476,11 @@ linked. The app is not restarted.`,
   agentd link --version 1.4.2 --bin-dir /usr/local/bin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := f.agent(cmd)
+			a, err := f.load(cmd, accessInstall, false)
 			if err != nil {
+				return err
+			}
+			if err := a.save(); err != nil {
 				return err
 			}
 			if err := a.repair(cmd.Context()); err != nil {
@@ -455,8 +519,11 @@ Links and files agentd did not create are left alone. Disable updates first
 		Example: `  agentd disable && agentd unlink --bin-dir /usr/local/bin`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := f.agent(cmd)
+			a, err := f.load(cmd, accessWrite, false)
 			if err != nil {
+				return err
+			}
+			if err := a.save(); err != nil {
 				return err
 			}
 			n, err := a.tree().Unlink()

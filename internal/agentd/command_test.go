@@ -73,7 +73,8 @@ func TestEnableUpdateStatusWithSystemd(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "installed 1.0.0") {
 		t.Fatalf("agentd enable: exit %d:\n%s", code, out)
 	}
-	// Saved: later commands need only --root.
+	// Saved, the unit and the bin dir included: later commands need only --root.
+	common = []string{"--root", root, "--log-level", "error"}
 	out, code = runAgentd(t, append([]string{"update"}, common...)...)
 	// The group has not started: the plan says 1.0.0, which it runs.
 	if code != 0 || !strings.Contains(out, "up to date: 1.0.0") {
@@ -127,8 +128,11 @@ func TestEnableUpdateStatusWithSystemd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Enabled {
 		t.Errorf("after disable: %+v (%v)", rep, err)
 	}
-	if _, code := runAgentd(t, append([]string{"update", "--app", "app"}, common...)...); code != cliutil.ExitUsage {
+	if _, code := runAgentd(t, append([]string{"update", "--app", "app", "--systemd-unit", "app.service"}, common...)...); code != cliutil.ExitUsage {
 		t.Errorf("update with both --app and --systemd-unit: exit %d, want %d", code, cliutil.ExitUsage)
+	}
+	if _, code := runAgentd(t, append([]string{"update", "--app", "app"}, common...)...); code != cliutil.ExitUsage {
+		t.Errorf("update with --app over the saved --systemd-unit: exit %d, want %d (use agentd run)", code, cliutil.ExitUsage)
 	}
 }
 

@@ -20,27 +20,42 @@ const AgentIDFileName = "agent_id"
 // random one on first use. The id decides the agent's place in every rollout,
 // so a damaged file is reported, not regenerated behind the operator's back.
 func LoadOrCreateAgentID(root string) (rollout.AgentID, error) {
-	path := filepath.Join(root, AgentIDFileName)
-	data, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		id, err := rollout.ParseAgentID(strings.TrimSpace(string(data)))
-		if err != nil {
-			return "", fmt.Errorf("%s: %w: %v (remove it to draw a new id)", path, ErrCorrupt, err)
-		}
-		return id, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("read %s: %w", path, err)
+	id, err := LoadAgentID(root)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return id, err
 	}
-	id, err := rollout.NewAgentID(nil)
-	if err != nil {
+	if id, err = rollout.NewAgentID(nil); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", fmt.Errorf("create %s: %w", root, err)
-	}
-	if err := renameio.WriteFile(path, []byte(string(id)+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
+	if err := WriteAgentID(root, id); err != nil {
+		return "", err
 	}
 	return id, nil
+}
+
+// LoadAgentID reads root/agent_id, creating nothing: a missing file is
+// fs.ErrNotExist, a damaged one ErrCorrupt.
+func LoadAgentID(root string) (rollout.AgentID, error) {
+	path := filepath.Join(root, AgentIDFileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	id, err := rollout.ParseAgentID(strings.TrimSpace(string(data)))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: %v (remove it to draw a new id)", path, ErrCorrupt, err)
+	}
+	return id, nil
+}
+
+// WriteAgentID writes id to root/agent_id atomically, creating root.
+func WriteAgentID(root string, id rollout.AgentID) error {
+	path := filepath.Join(root, AgentIDFileName)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", root, err)
+	}
+	if err := renameio.WriteFile(path, []byte(string(id)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }

@@ -46,6 +46,55 @@ type UpdateSpec struct {
 	URLTemplate string `yaml:"url_template,omitempty"`
 	// Enabled allows automatic updates.
 	Enabled bool `yaml:"enabled"`
+	// App is how the app runs and is judged, as 'agentd enable' or
+	// 'agentd run' was last told, so that later commands need not repeat it.
+	App AppSpec `yaml:"app,omitempty"`
+}
+
+// AppSpec is the app part of update.yaml's spec: agentd's --app,
+// --app-arg, --systemd-unit, --bin-dir, --health-url, --health-command,
+// --db and --public-key. Empty fields are not set (agentd's defaults).
+type AppSpec struct {
+	// Process is a binary in the active version's bin/ that agentd runs as
+	// its child, with Args; SystemdUnit a unit it restarts instead. At most
+	// one is set.
+	Process     string   `yaml:"process,omitempty"`
+	Args        []string `yaml:"args,omitempty"`
+	SystemdUnit string   `yaml:"systemd_unit,omitempty"`
+	// BinDir receives the links to the active version's binaries (absolute).
+	BinDir string `yaml:"bin_dir,omitempty"`
+	// HealthURL must answer 2xx and HealthCommand (run by /bin/sh -c) exit
+	// 0 for a new version to be healthy.
+	HealthURL     string `yaml:"health_url,omitempty"`
+	HealthCommand string `yaml:"health_command,omitempty"`
+	// DB is the app's SQLite database (absolute).
+	DB string `yaml:"db,omitempty"`
+	// PublicKey is the file (absolute) with the key that must have signed
+	// every release checksum.
+	PublicKey string `yaml:"public_key,omitempty"`
+}
+
+// Validate checks what agentd relies on: one way to run the app, a plain
+// binary name, absolute paths.
+func (s AppSpec) Validate() error {
+	if s.Process != "" && s.SystemdUnit != "" {
+		return errors.New("process and systemd_unit exclude each other: the app runs one way")
+	}
+	if s.Process != "" && !ValidBinaryName(s.Process) {
+		return fmt.Errorf("process %q: want the name of a file in the release's bin/", s.Process)
+	}
+	for name, p := range map[string]string{"bin_dir": s.BinDir, "db": s.DB, "public_key": s.PublicKey} {
+		if p != "" && !filepath.IsAbs(p) {
+			return fmt.Errorf("%s %q: want an absolute path", name, p)
+		}
+	}
+	return nil
+}
+
+// ValidBinaryName reports whether name can be a file directly in a
+// release's bin/.
+func ValidBinaryName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 // Status is the result part of update.yaml.
@@ -132,6 +181,9 @@ func (f *UpdateFile) Validate() error {
 		if err := rollout.ValidateGroupName(f.Spec.Group); err != nil {
 			return fmt.Errorf("spec.group: %w", err)
 		}
+	}
+	if err := f.Spec.App.Validate(); err != nil {
+		return fmt.Errorf("spec.app: %w", err)
 	}
 	for name, v := range map[string]string{
 		"status.start_version":  f.Status.StartVersion,

@@ -55,6 +55,15 @@ func fullUpdateFile() *install.UpdateFile {
 		Group:       "prod",
 		URLTemplate: "https://releases.example.net/app-{{.Version}}-{{.OS}}-{{.Arch}}.tar.gz",
 		Enabled:     true,
+		App: install.AppSpec{
+			Process:       "app",
+			Args:          []string{"--port", "8080", "--name=a b"},
+			BinDir:        "/usr/local/bin",
+			HealthURL:     "http://127.0.0.1:8080/healthz",
+			HealthCommand: "curl -fsS http://127.0.0.1:8080/ready && test -S /run/app.sock",
+			DB:            "/var/lib/app/app.db",
+			PublicKey:     "/etc/fleetwave/release.pub",
+		},
 	}
 	f.Status = install.Status{
 		StartTime:      time.Date(2025, 3, 1, 10, 0, 0, 123456789, time.UTC),
@@ -256,6 +265,12 @@ func TestUpdateFileCorrupt(t *testing.T) {
 		{name: "active_version with v", content: head + "status:\n  active_version: v1.2.3\n"},
 		{name: "start_version short", content: head + "status:\n  start_version: \"1.2\"\n"},
 		{name: "rollback_from not a version", content: head + "status:\n  rollback_from: abc\n"},
+		{name: "app runs two ways", content: head + "spec:\n  app: {process: app, systemd_unit: app.service}\n"},
+		{name: "app process a path", content: head + "spec:\n  app: {process: ../../bin/sh}\n"},
+		{name: "app bin_dir relative", content: head + "spec:\n  app: {bin_dir: bin}\n"},
+		{name: "app db relative", content: head + "spec:\n  app: {db: app.db}\n"},
+		{name: "app public_key relative", content: head + "spec:\n  app: {public_key: key.pub}\n"},
+		{name: "app args not a list", content: head + "spec:\n  app: {args: 5}\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
