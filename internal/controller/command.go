@@ -45,12 +45,20 @@ type RunOptions struct {
 	Log               cliutil.LogFlags
 }
 
+// exitCodesHelp lists the codes the controller returns: it waits on no
+// rollout, so never cliutil.ExitHalted.
+var exitCodesHelp = fmt.Sprintf(`
+Exit codes:
+  %d  success ("run": stopped by SIGINT or SIGTERM)
+  %d  failure (the error is printed on stderr)
+  %d  usage error (bad flag, argument or value)`, cliutil.ExitOK, cliutil.ExitFailure, cliutil.ExitUsage)
+
 // NewCommand is the controller's root command.
 func NewCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:     "controller",
 		Short:   "fleetwave controller: counts agents and drives rollouts",
-		Long:    "The controller follows agents' heartbeats on NATS JetStream, keeps the live inventory,\nwrites per-group, per-version counts to the fleet_stats bucket, and (the leader)\ndrives each group's rollout in the fleet_plan bucket.\n" + cliutil.ExitCodesHelp,
+		Long:    "The controller follows agents' heartbeats on NATS JetStream, keeps the live inventory,\nwrites per-group, per-version counts to the fleet_stats bucket, and (the leader)\ndrives each group's rollout in the fleet_plan bucket.\n" + exitCodesHelp,
 		Version: version.Version,
 	}
 	root.AddCommand(newRunCmd())
