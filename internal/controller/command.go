@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -336,6 +337,23 @@ func (o *RunOptions) validate() error {
 	}
 	if o.Replicas < 1 || o.Replicas > 5 {
 		return cliutil.Usagef("--replicas %d: must be 1-5", o.Replicas)
+	}
+	if o.NATSURL == "" {
+		if _, _, err := natsembed.ParseListen(o.Listen); err != nil {
+			return cliutil.Usagef("--listen: %v", err)
+		}
+		if o.StoreDir == "" {
+			return cliutil.Usagef("--store-dir is empty: the embedded server needs a directory for its data")
+		}
+	}
+	if o.HTTPAddr != "" {
+		_, port, err := net.SplitHostPort(o.HTTPAddr)
+		if n, perr := strconv.Atoi(port); err == nil && perr == nil && (n < 0 || n > 65535) {
+			err = errors.New("port must be 0-65535")
+		}
+		if err != nil {
+			return cliutil.Usagef("--http-addr %q: want host:port, e.g. :8080 or 127.0.0.1:8080: %v", o.HTTPAddr, err)
+		}
 	}
 	return nil
 }

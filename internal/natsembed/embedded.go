@@ -49,7 +49,7 @@ const readyTimeout = 10 * time.Second
 // waits until it accepts clients. A listen port in use or a store
 // directory that cannot be created fails it at once, with the OS error.
 func Start(o Options) (*server.Server, error) {
-	host, port, err := parseListen(o.Listen)
+	host, port, err := ParseListen(o.Listen)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,9 @@ func Start(o Options) (*server.Server, error) {
 	return ns, nil
 }
 
-func parseListen(listen string) (host string, port int, err error) {
+// ParseListen splits an Options.Listen address into host and port, with
+// an error that says what is wrong with it.
+func ParseListen(listen string) (host string, port int, err error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return "", 0, fmt.Errorf("listen address %q: want host:port, e.g. 127.0.0.1:4222: %w", listen, err)
@@ -136,7 +138,7 @@ func parseListen(listen string) (host string, port int, err error) {
 // with the OS error before anything else starts. Port -1 (any free port)
 // always passes; port 0 is nats-server's default, 4222.
 func CheckListen(listen string) error {
-	host, port, err := parseListen(listen)
+	host, port, err := ParseListen(listen)
 	if err != nil {
 		return err
 	}
