@@ -68,7 +68,6 @@ fi
 step "Building controller, agentd, fleetctl and the demo release site into $work/bin"
 go build -o "$work/bin/" ./cmd/... ./test/cmd/releases
 export PATH="$work/bin:$PATH"
-unset NATS_URL # set, it would make the controller connect out instead of embedding
 
 step "Release site: 1.0.0 and 1.1.0 (good), 1.2.0 (does not start)"
 releases --addr "127.0.0.1:$releases_port" --release 1.0.0=good --release 1.1.0=good --release 1.2.0=crash >"$work/releases.out" 2>"$work/releases.log" &

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,12 +47,20 @@ type RunOptions struct {
 	Log               cliutil.LogFlags
 }
 
+// exitCodesHelp lists the codes the controller returns: it waits on no
+// rollout, so never cliutil.ExitHalted.
+var exitCodesHelp = fmt.Sprintf(`
+Exit codes:
+  %d  success ("run": stopped by SIGINT or SIGTERM)
+  %d  failure (the error is printed on stderr)
+  %d  usage error (bad flag, argument or value)`, cliutil.ExitOK, cliutil.ExitFailure, cliutil.ExitUsage)
+
 // NewCommand is the controller's root command.
 func NewCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:     "controller",
 		Short:   "fleetwave controller: counts agents and drives rollouts",
-		Long:    "The controller follows agents' heartbeats on NATS JetStream, keeps the live inventory,\nwrites per-group, per-version counts to the fleet_stats bucket, and (the leader)\ndrives each group's rollout in the fleet_plan bucket.\n" + cliutil.ExitCodesHelp,
+		Long:    "The controller follows agents' heartbeats on NATS JetStream, keeps the live inventory,\nwrites per-group, per-version counts to the fleet_stats bucket, and (the leader)\ndrives each group's rollout in the fleet_plan bucket.\n" + exitCodesHelp,
 		Version: version.Version,
 	}
 	root.AddCommand(newRunCmd())
@@ -64,10 +74,19 @@ func newRunCmd() *cobra.Command {
 		Short: "Run the controller (with an embedded NATS server unless --nats is given)",
 		Long: `Run the controller until SIGINT or SIGTERM.
 
-With no --nats URL (and no NATS_URL), the controller starts an embedded
-JetStream-enabled NATS server on --listen with its data in --store-dir, so one
-command gives a working system; agents and fleetctl connect to that address.
-With --nats it connects to an existing server or cluster instead.
+Without --nats, the controller starts an embedded JetStream-enabled NATS
+server on --listen with its data in --store-dir, so one command gives a
+working system; agents and fleetctl connect to that address. With --nats it
+connects to an existing server or cluster instead. Only the flag decides:
+NATS_URL, which fleetctl, agentd and the nats CLI read, is ignored here, so
+exporting it for them does not turn the embedded server off. The first log
+line says which it is and why.
+
+The store directory belongs to one controller: a lock file in it
+(fleetwave.lock, with the holder's pid) makes a second controller on the same
+directory fail at once, naming the first. A --listen or --http-addr port in
+use, or a store directory that cannot be created, also fails the start at
+once, with the system's error.
 
 Secured: with --auth-dir (the directory 'fleetctl auth init' wrote) the
 embedded server runs in operator mode from its resolver.conf, so only holders
@@ -100,6 +119,9 @@ fleet.events.<group>. When the leader stops, another takes over within
     --tls-ca /etc/fleetwave/ca.pem --replicas 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("nats") && strings.TrimSpace(o.NATSURL) == "" {
+				return cliutil.Usagef("--nats is empty: give the URL(s) of the servers to connect to, or leave --nats out to start an embedded server")
+			}
 			log, err := o.Log.Logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -108,7 +130,7 @@ fleet.events.<group>. When the leader stops, another takes over within
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.NATSURL, "nats", cliutil.Env("", "NATS_URL"), "NATS server URL(s), comma separated; empty starts an embedded server (env NATS_URL)")
+	f.StringVar(&o.NATSURL, "nats", "", "NATS server URL(s), comma separated, to connect to; not given: start an embedded server (NATS_URL is not read)")
 	f.StringVar(&o.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
 	o.TLS.Register(f)
 	f.StringVar(&o.AuthDir, "auth-dir", cliutil.Env("", "FLEETWAVE_AUTH_DIR"), "directory of 'fleetctl auth init': the embedded server runs in operator mode from its resolver.conf and the controller connects with its creds/controller.creds (env FLEETWAVE_AUTH_DIR)")
@@ -143,7 +165,41 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 			creds = filepath.Join(o.AuthDir, auth.CredsFile(auth.UserController))
 		}
 	}
-	if url == "" {
+	embedded := url == ""
+	// A second controller on this store most likely holds the ports too:
+	// say that rather than "address already in use".
+	storeInUse := func(err error) error {
+		if embedded {
+			if held := natsembed.StoreHolder(o.StoreDir); held != nil {
+				return held
+			}
+		}
+		return err
+	}
+	// Bind --http-addr now, so that a port in use fails the start at once
+	// rather than after the bus is up.
+	var httpLn net.Listener
+	if o.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", o.HTTPAddr)
+		if err != nil {
+			return storeInUse(fmt.Errorf("--http-addr: %w", err))
+		}
+		httpLn = ln
+		defer func() {
+			if httpLn != nil {
+				httpLn.Close()
+			}
+		}()
+	}
+	if embedded {
+		if err := natsembed.CheckListen(o.Listen); err != nil {
+			return storeInUse(fmt.Errorf("--listen: %w", err))
+		}
+		lock, err := natsembed.LockStore(o.StoreDir, fmt.Sprintf("controller %s", o.ID))
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
 		ns, err := natsembed.Start(natsembed.Options{Listen: o.Listen, StoreDir: o.StoreDir, ServerName: o.ID, ConfigFile: serverConfig})
 		if err != nil {
 			return err
@@ -153,7 +209,14 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 			ns.WaitForShutdown()
 		}()
 		url = ns.ClientURL()
-		log.Info("embedded NATS JetStream server listening", slog.String("url", url), slog.String("store_dir", o.StoreDir))
+		why := "no --nats given"
+		if env := os.Getenv("NATS_URL"); env != "" {
+			why += "; NATS_URL=" + env + " is for clients and not read by the controller"
+		}
+		log.Info("NATS: embedded JetStream server on "+url+", store "+o.StoreDir+" ("+why+")",
+			slog.String("url", url), slog.String("store_dir", o.StoreDir))
+	} else {
+		log.Info("NATS: connecting to "+url+" (from --nats)", slog.String("url", url))
 	}
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: url, Name: "fleetwave-controller " + o.ID, Creds: creds, TLS: o.TLS, Log: log})
 	if err != nil {
@@ -194,7 +257,9 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 			Handler:  &httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log},
 			CertFile: o.HTTPCert, KeyFile: o.HTTPKey, Log: log,
 		}
-		loops = append(loops, mirror.Run, func(ctx context.Context) error { return srv.ListenAndServe(ctx, o.HTTPAddr) })
+		ln := httpLn
+		httpLn = nil // Serve closes it
+		loops = append(loops, mirror.Run, func(ctx context.Context) error { return srv.Serve(ctx, ln) })
 	}
 	err = run.All(ctx, loops...)
 	if (err == nil || errors.Is(err, context.Canceled)) && ctx.Err() != nil {
@@ -265,13 +330,30 @@ func (o *RunOptions) validate() error {
 		return cliutil.Usagef("--http-tls-cert and --http-tls-key go together")
 	}
 	if o.ServerConfig != "" && o.NATSURL != "" {
-		return cliutil.Usagef("--server-config configures the embedded server, and --nats (or NATS_URL) means there is none: give one of them")
+		return cliutil.Usagef("--server-config configures the embedded server, and --nats means there is none: give one of them")
 	}
 	if err := o.TLS.Validate(); err != nil {
 		return err
 	}
 	if o.Replicas < 1 || o.Replicas > 5 {
 		return cliutil.Usagef("--replicas %d: must be 1-5", o.Replicas)
+	}
+	if o.NATSURL == "" {
+		if _, _, err := natsembed.ParseListen(o.Listen); err != nil {
+			return cliutil.Usagef("--listen: %v", err)
+		}
+		if o.StoreDir == "" {
+			return cliutil.Usagef("--store-dir is empty: the embedded server needs a directory for its data")
+		}
+	}
+	if o.HTTPAddr != "" {
+		_, port, err := net.SplitHostPort(o.HTTPAddr)
+		if n, perr := strconv.Atoi(port); err == nil && perr == nil && (n < 0 || n > 65535) {
+			err = errors.New("port must be 0-65535")
+		}
+		if err != nil {
+			return cliutil.Usagef("--http-addr %q: want host:port, e.g. :8080 or 127.0.0.1:8080: %v", o.HTTPAddr, err)
+		}
 	}
 	return nil
 }

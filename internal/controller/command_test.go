@@ -82,6 +82,11 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		"--agent-expiry": func(o *controller.RunOptions) { o.AgentExpiry = time.Second / 2 },
 		"--lease-ttl":    func(o *controller.RunOptions) { o.LeaseTTL = time.Second },
 		"--replicas":     func(o *controller.RunOptions) { o.Replicas = 0 },
+		// Malformed addresses and an empty store are the invocation's
+		// fault (exit 2), found before anything is bound or created.
+		"--listen":    func(o *controller.RunOptions) { o.Listen, o.StoreDir = "127.0.0.1:99999", "unused" },
+		"--store-dir": func(o *controller.RunOptions) { o.Listen, o.StoreDir = "127.0.0.1:-1", "" },
+		"--http-addr": func(o *controller.RunOptions) { o.NATSURL, o.HTTPAddr = "nats://127.0.0.1:1", "no-port" },
 	}
 	for flag, edit := range cases {
 		o := base

@@ -6,6 +6,7 @@ package natsembed
 import (
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -39,19 +40,27 @@ type Options struct {
 	SublistCache bool
 }
 
+// readyTimeout bounds the wait for a started server to accept clients.
+// Start fails sooner on what nats-server reports as fatal (a port it cannot
+// bind, a store it cannot open).
+const readyTimeout = 10 * time.Second
+
 // Start starts a JetStream-enabled nats-server in this process and
-// waits until it accepts clients.
+// waits until it accepts clients. A listen port in use or a store
+// directory that cannot be created fails it at once, with the OS error.
 func Start(o Options) (*server.Server, error) {
-	host, portStr, err := net.SplitHostPort(o.Listen)
+	host, port, err := ParseListen(o.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("listen address %q: want host:port, e.g. 127.0.0.1:4222: %w", o.Listen, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < -1 || port > 65535 {
-		return nil, fmt.Errorf("listen address %q: port must be 0-65535 (or -1 for any free port)", o.Listen)
+		return nil, err
 	}
 	if o.StoreDir == "" {
 		return nil, fmt.Errorf("embedded server: a store directory is required (--store-dir)")
+	}
+	if err := CheckListen(o.Listen); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.StoreDir, 0o750); err != nil {
+		return nil, fmt.Errorf("embedded server: store directory: %w", err)
 	}
 	opts := &server.Options{}
 	if o.ConfigFile != "" {
@@ -82,15 +91,118 @@ func Start(o Options) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
+	// nats-server reports what stops its start (a bind error, a store it
+	// cannot open) only through its logger's Fatalf, and then never
+	// becomes ready: catch it to fail now, with its words, instead of
+	// after readyTimeout.
+	logger := &startLogger{fatal: make(chan string, 1)}
 	if o.Debug {
 		ns.ConfigureLogger()
+		logger.next = ns.Logger()
 	}
+	ns.SetLoggerV2(logger, opts.Debug, opts.Trace, opts.TraceVerbose)
 	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		return nil, fmt.Errorf("embedded server: not accepting clients on %s after 10s (port in use?)", o.Listen)
+	deadline := time.Now().Add(readyTimeout)
+	for !ns.ReadyForConnections(50 * time.Millisecond) {
+		select {
+		case msg := <-logger.fatal:
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			return nil, fmt.Errorf("embedded server on %s, store %s: %s", o.Listen, o.StoreDir, msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			ns.Shutdown()
+			return nil, fmt.Errorf("embedded server: not accepting clients on %s after %v", o.Listen, readyTimeout)
+		}
 	}
 	return ns, nil
+}
+
+// ParseListen splits an Options.Listen address into host and port, with
+// an error that says what is wrong with it.
+func ParseListen(listen string) (host string, port int, err error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("listen address %q: want host:port, e.g. 127.0.0.1:4222: %w", listen, err)
+	}
+	port, err = strconv.Atoi(portStr)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("listen address %q: port must be 0-65535 (or -1 for any free port)", listen)
+	}
+	return host, port, nil
+}
+
+// CheckListen binds listen (host:port, as Options.Listen) and lets it go
+// again, so that a port in use or an address not on this host is reported
+// with the OS error before anything else starts. Port -1 (any free port)
+// always passes; port 0 is nats-server's default, 4222.
+func CheckListen(listen string) error {
+	host, port, err := ParseListen(listen)
+	if err != nil {
+		return err
+	}
+	switch port {
+	case -1:
+		return nil
+	case 0:
+		port = server.DEFAULT_PORT
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("embedded server: %w", err)
+	}
+	return ln.Close()
+}
+
+// startLogger is the embedded server's logger: it passes lines on to next
+// (the stderr logger with Debug, else nowhere) and keeps the first fatal
+// message for Start, which nats-server's own logger would have ended the
+// process on.
+type startLogger struct {
+	next  server.Logger
+	fatal chan string
+}
+
+func (l *startLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	select {
+	case l.fatal <- msg:
+	default:
+	}
+	if l.next != nil {
+		l.next.Errorf("%s", msg)
+	}
+}
+
+func (l *startLogger) Noticef(format string, v ...any) {
+	if l.next != nil {
+		l.next.Noticef(format, v...)
+	}
+}
+
+func (l *startLogger) Warnf(format string, v ...any) {
+	if l.next != nil {
+		l.next.Warnf(format, v...)
+	}
+}
+
+func (l *startLogger) Errorf(format string, v ...any) {
+	if l.next != nil {
+		l.next.Errorf(format, v...)
+	}
+}
+
+func (l *startLogger) Debugf(format string, v ...any) {
+	if l.next != nil {
+		l.next.Debugf(format, v...)
+	}
+}
+
+func (l *startLogger) Tracef(format string, v ...any) {
+	if l.next != nil {
+		l.next.Tracef(format, v...)
+	}
 }
 
 // noResolver reports an operator-mode config without a resolver of its own.
