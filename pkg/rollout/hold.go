@@ -78,3 +78,35 @@ func (st GroupStatus) Hold(spec Spec) string {
 	}
 	return h
 }
+
+// RejectedBy names, sorted, the groups that halted on v or were rolled back
+// from it: those that list it in RejectedVersions, and (for a status written
+// before that field existed) those halted or rolled back on it now.
+func RejectedBy(groups map[string]GroupStatus, v string) []string {
+	var out []string
+	for name, st := range groups {
+		now := st.TargetVersion == v && (st.Halted || st.State == StateRolledBack)
+		if now || st.Rejected(v) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DefaultStart is the start version of a new target when the operator
+// names none: the previous target if at least one group completed it and no
+// group halted on it or was rolled back from it, else the previous start.
+// The spec's start is what groups with no history and new groups hold, so
+// it must be a version known to work.
+func DefaultStart(prev Spec, groups map[string]GroupStatus) string {
+	if len(RejectedBy(groups, prev.TargetVersion)) > 0 {
+		return prev.StartVersion
+	}
+	for _, st := range groups {
+		if st.TargetVersion == prev.TargetVersion && st.State == StateDone {
+			return prev.TargetVersion
+		}
+	}
+	return prev.StartVersion
+}
