@@ -184,6 +184,7 @@ type fleet struct {
 	agents  []*agent
 	groups  []string // of the test's config
 	proxy   *proxy
+	authDir string // fleetctl auth init's, with creds/admin.creds
 
 	mu     sync.Mutex
 	beats  []heartbeat.Heartbeat
@@ -342,6 +343,7 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 	t.Cleanup(relSrv.Close)
 
 	authDir := filepath.Join(dir, "auth")
+	f.authDir = authDir
 	runCmd(t, "fleetctl", "auth", "init", "--dir", authDir)
 	start(t, filepath.Join(dir, "controller.log"), "controller", "run", "--auth-dir", authDir,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", natsPort), "--store-dir", filepath.Join(dir, "nats"),
