@@ -195,6 +195,22 @@ func TestRolloutEndToEnd(t *testing.T) {
 		if p := st["prod"]; p.HoldVersion != "1.1.0" {
 			t.Errorf("prod after the reset: hold_version %q, want 1.1.0", p.HoldVersion)
 		}
+		// Forced, the halted version is the start of groups with no
+		// history only: prod and canary keep holding 1.1.0.
+		fleetctl(t, f, 0, "plan", "set", "--start", "1.2.0", "--force")
+		natstest.Eventually(t, time.Minute, func() error {
+			want := map[string]string{"prod": "1.1.0", "canary": "1.1.0", "newgroup": "1.2.0"}
+			for _, q := range asks {
+				ans, err := client.Find(f.ctx, q.id, q.group)
+				if err != nil {
+					return err
+				}
+				if ans.Version != want[q.group] || ans.Update {
+					return fmt.Errorf("find for %s of group %s after --force: %+v, want %s and no update", q.id, q.group, ans, want[q.group])
+				}
+			}
+			return nil
+		})
 		out, _ = fleetctl(t, f, 0, "status", "-o", "json")
 		var rep struct {
 			Groups []struct {
