@@ -194,6 +194,9 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	if o.Target == nil && o.Start == nil && o.Strategy == nil && o.Schedule == nil && o.Critical == nil {
 		return cliutil.Usagef("nothing to set: give --target, --start, --strategy, --schedule or --critical")
 	}
+	if o.Force && o.Start == nil {
+		return cliutil.Usagef("--force only goes with --start: it accepts a start version that a group halted on or was rolled back from")
+	}
 	for _, v := range []struct {
 		flag string
 		v    *string
@@ -272,14 +275,14 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	if err := next.Validate(); err != nil {
 		return cliutil.UsageError{Err: err}
 	}
+	if st.HasSpec && next == prev {
+		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", specKeyName, st.Spec.Revision)
+		return err
+	}
 	if o.Start != nil || startDefaulted {
 		if err := checkStart(next.StartVersion, st, o.Start != nil, o.Force); err != nil {
 			return err
 		}
-	}
-	if st.HasSpec && next == prev {
-		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", specKeyName, st.Spec.Revision)
-		return err
 	}
 	rev, err := save(ctx, o.Global, f.Plan, kv.KeySpec, next, st.Spec.Revision)
 	if err != nil {

@@ -191,6 +191,12 @@ func TestPlanSetRejectedStart(t *testing.T) {
 		}
 	}
 
+	_, err := e.run(planSet(PlanSetOptions{Target: ptr("1.5.0"), Force: true}))
+	mustContain(t, err, "--force only goes with --start")
+	if after := e.spec(); after.Revision != before.Revision {
+		t.Errorf("--force without --start wrote the spec")
+	}
+
 	out := e.mustRun(planSet(PlanSetOptions{Target: ptr("1.5.0"), Start: ptr("1.2.0"), Force: true}))
 	if diff := cmp.Diff(rollout.DefaultSpec("1.2.0", "1.5.0"), e.spec().Value); diff != "" {
 		t.Errorf("forced: stored spec (-want +got):\n%s", diff)
