@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/httpfind"
+	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -195,6 +196,25 @@ func TestRolloutEndToEnd(t *testing.T) {
 		if p := st["prod"]; p.HoldVersion != "1.1.0" {
 			t.Errorf("prod after the reset: hold_version %q, want 1.1.0", p.HoldVersion)
 		}
+		// A new prod host installs what prod holds, never the halted
+		// release.
+		downloads := f.rel.Downloads("1.2.0")
+		host := f.startAgent("prod", false)
+		f.agents = append(f.agents, host)
+		natstest.Eventually(t, time.Minute, func() error {
+			uf, err := install.LoadUpdateFile(host.root)
+			if err != nil {
+				return err
+			}
+			if uf.Status.ActiveVersion != "1.1.0" {
+				return fmt.Errorf("new prod host runs %q (error %q)", uf.Status.ActiveVersion, uf.Status.Error)
+			}
+			return nil
+		})
+		if n := f.rel.Downloads("1.2.0"); n != downloads {
+			t.Errorf("1.2.0 downloaded %d more times after the new target", n-downloads)
+		}
+
 		// Forced, the halted version is the start of groups with no
 		// history only: prod and canary keep holding 1.1.0.
 		fleetctl(t, f, 0, "plan", "set", "--start", "1.2.0", "--force")
