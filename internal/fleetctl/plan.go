@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -38,7 +40,7 @@ func newPlanShowCmd(g *Global) *cobra.Command {
 	o := &PlanShowOptions{Global: g}
 	cmd := &cobra.Command{
 		Use:   "show",
-		Short: "Print the plan spec",
+		Short: "Print the plan spec and what each group holds until its turn",
 		Example: `  fleetctl plan show
   fleetctl plan show -o json | jq -r .target_version`,
 		Args: cobra.NoArgs,
@@ -95,7 +97,16 @@ func RunPlanShow(ctx context.Context, o *PlanShowOptions) error {
 	fmt.Fprintf(tw, "mode\t%s\n", s.Mode)
 	fmt.Fprintf(tw, "effective mode\t%s\n", effective)
 	fmt.Fprintf(tw, "revision\t%d\n", e.Revision)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	st, err := f.ReadState(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(o.Out)
+	writeHolds(o.Out, st, s)
+	return nil
 }
 
 // describeMode is the effective mode and where it comes from.
@@ -121,6 +132,9 @@ type PlanSetOptions struct {
 	Critical *bool
 	// Output is text or json (a WriteResult).
 	Output string
+	// Force accepts a start version that a group halted on or was rolled
+	// back from.
+	Force bool
 }
 
 func newPlanSetCmd(g *Global) *cobra.Command {
@@ -133,14 +147,20 @@ func newPlanSetCmd(g *Global) *cobra.Command {
 		Long: `Create the plan spec, or change it. Only the flags you give change.
 
 A new --target restarts the rollout: the controller resets every group to
-unstarted for the new target. --start defaults to the current target (what
-the fleet was rolled out to); when there is no plan yet it is required.
+unstarted for the new target. Until its turn, each group holds the last
+version it completed (its unstarted and new hosts get that), never one it
+halted on or was rolled back from; the start version is what groups with no
+history and new groups hold. --start defaults to the current target if a
+group completed it and none halted on it or was rolled back from it, else to
+the current start; when there is no plan yet it is required. A --start that
+a group halted on or was rolled back from is refused unless --force.
 Versions are semver without a leading "v" (a leading "v" you type is dropped).`,
 		Example: `  fleetctl plan set --start 1.3.2 --target 1.4.0
   fleetctl plan set --target 1.4.1
   fleetctl plan set --target 1.4.2 --critical --schedule immediate
   fleetctl plan set --strategy grouped
-  fleetctl plan set --target 1.4.3 -o json | jq .revision`,
+  fleetctl plan set --target 1.4.3 -o json | jq .revision
+  fleetctl plan set --target 1.4.3 --start 1.4.1 --force`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkWriteOutput(o.Output); err != nil {
@@ -167,11 +187,12 @@ Versions are semver without a leading "v" (a leading "v" you type is dropped).`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&target, "target", "", "version to roll out")
-	fs.StringVar(&start, "start", "", "version agents run before their group's turn (default: the current target)")
+	fs.StringVar(&start, "start", "", "version groups with no history run before their turn (default: see above)")
 	fs.StringVar(&strategy, "strategy", "", "backpressure or grouped")
 	fs.StringVar(&schedule, "schedule", "", "regular (windows and dependencies) or immediate")
 	fs.BoolVar(&critical, "critical", false, "start groups outside their windows (--critical=false to undo)")
 	writeOutputFlag(cmd, &o.Output)
+	fs.BoolVar(&o.Force, "force", false, "accept a --start that a group halted on or was rolled back from")
 	return cmd
 }
 
@@ -179,6 +200,9 @@ Versions are semver without a leading "v" (a leading "v" you type is dropped).`,
 func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	if o.Target == nil && o.Start == nil && o.Strategy == nil && o.Schedule == nil && o.Critical == nil {
 		return cliutil.Usagef("nothing to set: give --target, --start, --strategy, --schedule or --critical")
+	}
+	if o.Force && o.Start == nil {
+		return cliutil.Usagef("--force only goes with --start: it accepts a start version that a group halted on or was rolled back from")
 	}
 	for _, v := range []struct {
 		flag string
@@ -239,7 +263,7 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		if o.Target != nil && *o.Target != prev.TargetVersion {
 			next.TargetVersion = *o.Target
 			if o.Start == nil {
-				next.StartVersion, startDefaulted = prev.TargetVersion, true
+				next.StartVersion, startDefaulted = rollout.DefaultStart(prev, st.Plan().Groups), true
 			}
 		}
 		if o.Start != nil {
@@ -264,6 +288,11 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		}
 		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", specKeyName, st.Spec.Revision)
 		return err
+	}
+	if o.Start != nil || startDefaulted {
+		if err := checkStart(next.StartVersion, st, o.Start != nil, o.Force); err != nil {
+			return err
+		}
 	}
 	rev, err := save(ctx, o.Global, f.Plan, kv.KeySpec, next, st.Spec.Revision)
 	if err != nil {
@@ -302,11 +331,8 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	if next.Downgrade() {
 		fmt.Fprintf(notes, "Note: %s → %s is a downgrade; agents apply the database downgrade rules.\n", next.StartVersion, next.TargetVersion)
 	}
-	if startDefaulted {
-		if notDone := groupsNotDone(st, prev.TargetVersion); len(notDone) > 0 {
-			fmt.Fprintf(o.ErrOut, "note: --start defaulted to %s (the previous target), but %s did not finish on it; unstarted agents there are told %s. Pass --start to choose another.\n",
-				prev.TargetVersion, strings.Join(notDone, ", "), next.StartVersion)
-		}
+	if retarget || o.Start != nil {
+		writeHolds(notes, st, next)
 	}
 	return nil
 }
@@ -329,14 +355,77 @@ func specResult(command string, written bool, spec rollout.Spec, rev, prev uint6
 		Revision: rev, PreviousRevision: prev, Value: spec}
 }
 
-// groupsNotDone names the configured groups that are not done on target.
-func groupsNotDone(st *kv.State, target string) []string {
-	var out []string
+// checkStart refuses a start version that a group halted on or was rolled
+// back from: groups with no history and new hosts would install it. An
+// explicit --start passes with --force.
+func checkStart(start string, st *kv.State, explicit, force bool) error {
+	groups := rollout.RejectedBy(st.Plan().Groups, start)
+	if len(groups) == 0 || (explicit && force) {
+		return nil
+	}
+	names := make([]string, len(groups))
+	for i, g := range groups {
+		names[i] = fmt.Sprintf("%q", g)
+	}
+	what := fmt.Sprintf("group %s halted on %s or was rolled back from it", strings.Join(names, ", "), start)
+	if len(groups) > 1 {
+		what = fmt.Sprintf("groups %s halted on %s or were rolled back from it", strings.Join(names, ", "), start)
+	}
+	if !explicit {
+		return cliutil.Usagef("--start defaulted to %s, but %s: give --start with a version known to work; nothing written", start, what)
+	}
+	return cliutil.Usagef("--start %s: %s, and groups with no history and new hosts would install it; give another --start, or add --force to use it anyway; nothing written", start, what)
+}
+
+// writeHolds says what each group holds until its turn under spec: the
+// configured groups and those with a status, then new groups.
+func writeHolds(w io.Writer, st *kv.State, spec rollout.Spec) {
+	fmt.Fprintln(w, "Until their turn, groups hold (their unstarted and new hosts get):")
+	tw := newTable(w)
+	for _, h := range groupHolds(st, spec) {
+		fmt.Fprintf(tw, "  %s\t%s\n", h.Group, h.describe())
+	}
+	fmt.Fprintf(tw, "  (new groups)\t%s\n", spec.StartVersion)
+	_ = tw.Flush()
+}
+
+// groupHold is what one group holds under a spec.
+type groupHold struct {
+	Group    string
+	Hold     string
+	Rejected []string
+}
+
+func (h groupHold) describe() string {
+	v := h.Hold
+	if v == "" {
+		v = "nothing: it rejected every version it could hold; agents keep what they have"
+	}
+	if len(h.Rejected) > 0 {
+		v += " (rejected " + strings.Join(h.Rejected, ", ") + ")"
+	}
+	return v
+}
+
+// groupHolds are the holds of the configured groups, in config order, then
+// of the other groups with a status, by name.
+func groupHolds(st *kv.State, spec rollout.Spec) []groupHold {
+	var names []string
+	seen := map[string]bool{}
 	for _, g := range st.Config.Value.Groups {
-		e, ok := st.Groups[g.Name]
-		if !ok || e.Value.TargetVersion != target || e.Value.State != rollout.StateDone {
-			out = append(out, fmt.Sprintf("group %q", g.Name))
+		names, seen[g.Name] = append(names, g.Name), true
+	}
+	var rest []string
+	for n := range st.Groups {
+		if !seen[n] {
+			rest = append(rest, n)
 		}
+	}
+	slices.Sort(rest)
+	var out []groupHold
+	for _, n := range append(names, rest...) {
+		gs := st.Groups[n].Value
+		out = append(out, groupHold{Group: n, Hold: gs.Hold(spec), Rejected: gs.RejectedVersions})
 	}
 	return out
 }

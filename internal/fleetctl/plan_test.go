@@ -52,6 +52,10 @@ critical        false
 mode            enabled
 effective mode  enabled (config enabled, plan enabled)
 revision        1
+
+Until their turn, groups hold (their unstarted and new hosts get):
+  default       1.3.2
+  (new groups)  1.3.2
 `
 	if diff := cmp.Diff(wantTable, out); diff != "" {
 		t.Errorf("plan show (-want +got):\n%s", diff)
@@ -81,33 +85,133 @@ revision        1
 	}
 }
 
-func TestPlanSetNewTargetStartsFromOldTarget(t *testing.T) {
-	e := newEnv(t)
-	e.putConfig(rollout.DefaultConfig())
-	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
-	e.putStatus(rollout.GroupStatus{V: 1, Group: "default", State: rollout.StateActive, TargetVersion: "1.4.0", StartVersion: "1.3.2"})
-
-	g, out, errOut := e.global()
-	if err := RunPlanSet(testCtx(), &PlanSetOptions{Global: g, Target: ptr("1.5.0")}); err != nil {
-		t.Fatal(err)
+// TestPlanSetDefaultStart: a new --target without --start starts from the
+// previous target only when a group completed it and none halted on it or
+// was rolled back from it (issue 13: a halted release must not become what
+// new hosts install).
+func TestPlanSetDefaultStart(t *testing.T) {
+	status := func(group string, state rollout.State, edit func(*rollout.GroupStatus)) rollout.GroupStatus {
+		st := rollout.GroupStatus{V: 1, Group: group, State: state, TargetVersion: "1.4.0", StartVersion: "1.3.2"}
+		if edit != nil {
+			edit(&st)
+		}
+		return st
 	}
-	for _, w := range []string{"start_version 1.3.2 → 1.4.0", "target_version 1.4.0 → 1.5.0", "groups restart from unstarted"} {
-		if !strings.Contains(out.String(), w) {
-			t.Errorf("output lacks %q:\n%s", w, out)
+	halted := func(st *rollout.GroupStatus) { st.Halted, st.RejectedVersions = true, []string{"1.4.0"} }
+	tests := []struct {
+		name      string
+		statuses  []rollout.GroupStatus
+		wantStart string
+		wantHolds []string // lines of the holds block
+	}{
+		{
+			name:      "halted in canary, nothing done",
+			statuses:  []rollout.GroupStatus{status("staging", rollout.StateCanary, halted), status("prod", rollout.StateUnstarted, nil)},
+			wantStart: "1.3.2",
+			wantHolds: []string{"staging       1.3.2 (rejected 1.4.0)", "prod          1.3.2", "(new groups)  1.3.2"},
+		},
+		{
+			name: "halted by a controller that did not record rejections",
+			statuses: []rollout.GroupStatus{status("staging", rollout.StateActive, func(st *rollout.GroupStatus) { st.Halted = true }),
+				status("prod", rollout.StateUnstarted, nil)},
+			wantStart: "1.3.2",
+		},
+		{
+			name: "rolled back after another group finished",
+			statuses: []rollout.GroupStatus{status("staging", rollout.StateDone, nil),
+				status("prod", rollout.StateRolledBack, func(st *rollout.GroupStatus) { st.RejectedVersions = []string{"1.4.0"} })},
+			wantStart: "1.3.2",
+			wantHolds: []string{"staging       1.4.0", "prod          1.3.2 (rejected 1.4.0)", "(new groups)  1.3.2"},
+		},
+		{
+			name:      "still active, nothing done",
+			statuses:  []rollout.GroupStatus{status("staging", rollout.StateActive, nil), status("prod", rollout.StateUnstarted, nil)},
+			wantStart: "1.3.2",
+		},
+		{
+			name:      "partly done fleet",
+			statuses:  []rollout.GroupStatus{status("staging", rollout.StateDone, nil), status("prod", rollout.StateActive, nil)},
+			wantStart: "1.4.0",
+			wantHolds: []string{"staging       1.4.0", "prod          1.3.2", "(new groups)  1.4.0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			cfg := rollout.DefaultConfig()
+			cfg.Groups = []rollout.GroupConfig{rollout.DefaultGroup("staging"), rollout.DefaultGroup("prod")}
+			e.putConfig(cfg)
+			e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+			for _, st := range tt.statuses {
+				e.putStatus(st)
+			}
+			g, out, errOut := e.global()
+			if err := RunPlanSet(testCtx(), &PlanSetOptions{Global: g, Target: ptr("1.5.0")}); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(rollout.DefaultSpec(tt.wantStart, "1.5.0"), e.spec().Value); diff != "" {
+				t.Errorf("stored spec (-want +got):\n%s", diff)
+			}
+			if errOut.String() != "" {
+				t.Errorf("stderr: %q", errOut)
+			}
+			for _, w := range append([]string{"target_version 1.4.0 → 1.5.0", "groups restart from unstarted", "Until their turn, groups hold"}, tt.wantHolds...) {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// TestPlanSetRejectedStart: an explicit --start that a group halted on is
+// refused (usage error, nothing written) unless --force.
+func TestPlanSetRejectedStart(t *testing.T) {
+	e := newEnv(t)
+	cfg := rollout.DefaultConfig()
+	cfg.Groups = []rollout.GroupConfig{rollout.DefaultGroup("staging"), rollout.DefaultGroup("prod")}
+	e.putConfig(cfg)
+	e.putSpec(rollout.DefaultSpec("1.1.0", "1.2.0"))
+	e.putStatus(rollout.GroupStatus{V: 1, Group: "staging", State: rollout.StateCanary, TargetVersion: "1.2.0", StartVersion: "1.1.0",
+		Halted: true, RejectedVersions: []string{"1.2.0"}})
+	e.putStatus(rollout.GroupStatus{V: 1, Group: "prod", State: rollout.StateUnstarted, TargetVersion: "1.2.0", StartVersion: "1.1.0"})
+	before := e.spec()
+
+	for _, o := range []PlanSetOptions{
+		{Target: ptr("1.5.0"), Start: ptr("1.2.0")},
+		{Start: ptr("v1.2.0")},
+	} {
+		_, err := e.run(planSet(o))
+		mustContain(t, err, `--start 1.2.0: group "staging" halted on 1.2.0 or was rolled back from it`, "--force", "nothing written")
+		if code := cliutil.ExitCode(err); code != cliutil.ExitUsage {
+			t.Errorf("exit code %d, want %d", code, cliutil.ExitUsage)
+		}
+		if after := e.spec(); after.Revision != before.Revision {
+			t.Errorf("refused plan set wrote the spec: revision %d → %d", before.Revision, after.Revision)
 		}
 	}
-	// default was still active on 1.4.0: say what --start now means there.
-	if !strings.Contains(errOut.String(), `--start defaulted to 1.4.0 (the previous target), but group "default" did not finish on it`) {
-		t.Errorf("no note about the defaulted start: %q", errOut)
-	}
-	if diff := cmp.Diff(rollout.DefaultSpec("1.4.0", "1.5.0"), e.spec().Value); diff != "" {
-		t.Errorf("stored spec (-want +got):\n%s", diff)
+
+	_, err := e.run(planSet(PlanSetOptions{Target: ptr("1.5.0"), Force: true}))
+	mustContain(t, err, "--force only goes with --start")
+	if after := e.spec(); after.Revision != before.Revision {
+		t.Errorf("--force without --start wrote the spec")
 	}
 
-	// An explicit --start wins; a downgrade is pointed out.
-	out2 := e.mustRun(planSet(PlanSetOptions{Start: ptr("1.5.0"), Target: ptr("1.4.1")}))
-	if !strings.Contains(out2, "downgrade") {
-		t.Errorf("no downgrade note:\n%s", out2)
+	out := e.mustRun(planSet(PlanSetOptions{Target: ptr("1.5.0"), Start: ptr("1.2.0"), Force: true}))
+	if diff := cmp.Diff(rollout.DefaultSpec("1.2.0", "1.5.0"), e.spec().Value); diff != "" {
+		t.Errorf("forced: stored spec (-want +got):\n%s", diff)
+	}
+	for _, w := range []string{"staging       1.1.0 (rejected 1.2.0)", "prod          1.1.0", "(new groups)  1.2.0"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("forced: output lacks %q:\n%s", w, out)
+		}
+	}
+
+	// An explicit --start that no group rejected wins; a downgrade is
+	// pointed out.
+	out = e.mustRun(planSet(PlanSetOptions{Start: ptr("1.5.0"), Target: ptr("1.4.1")}))
+	if !strings.Contains(out, "downgrade") {
+		t.Errorf("no downgrade note:\n%s", out)
 	}
 	if diff := cmp.Diff(rollout.DefaultSpec("1.5.0", "1.4.1"), e.spec().Value); diff != "" {
 		t.Errorf("stored spec (-want +got):\n%s", diff)

@@ -76,6 +76,15 @@ type GroupRollout struct {
 	InConfig bool `json:"in_config"`
 	// Requires are the groups that must be done before this one starts.
 	Requires []string `json:"requires"`
+	// Hold is the version the group holds until its turn (what its
+	// unstarted and new hosts get, and what a rollback returns to): the
+	// last version it completed, or the plan's start version for a group
+	// with no history (rollout.GroupStatus.Hold). Empty: none, agents keep
+	// what they have.
+	Hold string `json:"hold"`
+	// RejectedVersions are the versions the group halted on or was rolled
+	// back from; it never holds one.
+	RejectedVersions []string `json:"rejected_versions,omitempty"`
 	// State and the fields after it are the controller's group status;
 	// State is absent when it has written none yet, or when the stored
 	// status is not valid (StatusInvalid).

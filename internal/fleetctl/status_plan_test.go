@@ -24,7 +24,7 @@ const (
 
 // rolloutFixture is a fleet in the middle of rolling 1.3.2 → 1.4.0 out to
 // dev → staging → prod: dev done, staging halted in canary with a canary
-// missing, prod waiting; "old" has a status left from an earlier target and
+// missing, prod waiting and holding 1.3.1; "old" has a status left from an earlier target and
 // no config, "lab" has agents but neither config nor status.
 func rolloutFixture(t *testing.T) *env {
 	t.Helper()
@@ -48,12 +48,14 @@ func rolloutFixture(t *testing.T) *env {
 		{ID: idB, MissingSince: testNow.Add(-6 * time.Minute)},
 	}
 	staging.Halted, staging.HaltedAt, staging.Alerted = true, testNow.Add(-time.Minute), true
+	staging.RejectedVersions = []string{"1.4.0"}
 	staging.HaltReason = "canary " + string(idB) + " missing since 2026-11-23T11:54:00Z (longer than health_timeout 5m)"
 	e.putStatus(staging)
 
 	prodSt := groupStatus(rollout.StateUnstarted)
 	prodSt.Since, prodSt.Progress, prodSt.InitialCount, prodSt.StartedAt, prodSt.FailuresSince = testNow.Add(-20*time.Minute), 0, 0, time.Time{}, time.Time{}
 	prodSt.Waiting = `waiting for group "staging" to finish (canary, halted)`
+	prodSt.HoldVersion = "1.3.1" // it never got its turn for 1.3.2
 	e.putStatus(prodSt)
 
 	old := groupStatus(rollout.StateDone)
@@ -110,7 +112,7 @@ func TestStatusPlanJSON(t *testing.T) {
 		t.Errorf("existing fields changed: %+v", staging)
 	}
 	wantStaging := &GroupRollout{
-		InConfig: true, Requires: []string{"dev"},
+		InConfig: true, Requires: []string{"dev"}, Hold: "1.3.2", RejectedVersions: []string{"1.4.0"},
 		State: rollout.StateCanary, Reason: "test", Since: testNow.Add(-20 * time.Minute),
 		Halted: true, HaltReason: "canary " + string(idB) + " missing since 2026-11-23T11:54:00Z (longer than health_timeout 5m)",
 		HaltedAt: testNow.Add(-time.Minute), Alerted: true, InitialCount: 10,
@@ -120,6 +122,9 @@ func TestStatusPlanJSON(t *testing.T) {
 	if diff := cmp.Diff(wantStaging, staging.Rollout); diff != "" {
 		t.Errorf("staging rollout (-want +got):\n%s", diff)
 	}
+	if r := rep.Groups[2].Rollout; r.Hold != "1.3.1" {
+		t.Errorf("prod holds %q, want 1.3.1", r.Hold)
+	}
 	if r := rep.Groups[3].Rollout; !r.Stale || r.StatusTarget != "1.3.2" || r.InConfig {
 		t.Errorf("old: want a stale status not in the config, got %+v", r)
 	}
@@ -127,7 +132,7 @@ func TestStatusPlanJSON(t *testing.T) {
 		t.Errorf("lab: want no status, not in config, 2 unchanged, got %+v", r)
 	}
 	// The raw JSON names the new fields as documented.
-	for _, key := range []string{`"plan":`, `"rollout":`, `"requires":`, `"timed_out": 1`, `"agents": {`, `"updated": 1`, `"unchanged": 8`} {
+	for _, key := range []string{`"plan":`, `"rollout":`, `"requires":`, `"timed_out": 1`, `"hold": "1.3.2"`, `"rejected_versions": [`, `"agents": {`, `"updated": 1`, `"unchanged": 8`} {
 		if !strings.Contains(out, key) {
 			t.Errorf("JSON lacks %s", key)
 		}

@@ -101,6 +101,7 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 		}
 	}
 	r.Agents.Unchanged = max(gr.Agents-r.Agents.Updated-r.Agents.Failed, 0)
+	r.Hold, r.RejectedVersions = s.Hold(spec), s.RejectedVersions
 	if !hasStatus {
 		return r
 	}
@@ -153,6 +154,7 @@ func writeRolloutTable(w io.Writer, rep StatusReport, now time.Time) error {
 	}
 	fmt.Fprintf(w, "Mode:      %s\n", describeMode(p.ConfigMode, p.PlanMode))
 	fmt.Fprintf(w, "Version:   %s\n", version)
+	fmt.Fprintf(w, "Holds:     %s until a group's turn (new hosts install it), unless noted below\n", orNothing(p.StartVersion))
 	fmt.Fprintf(w, "Strategy:  %s   Schedule: %s   Critical: %s\n\n", p.Strategy, p.Schedule, critical)
 
 	tw := newTable(w)
@@ -229,10 +231,16 @@ func groupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 		return out
 	case r.Stale:
 		out = append(out, fmt.Sprintf("* status is for target %s; the controller has not caught up with %s (agents treat the group as unstarted)", r.StatusTarget, p.TargetVersion))
+		if hold := holdNote(r, p); hold != "" {
+			out = append(out, hold)
+		}
 		return out
 	}
 	if r.Halted {
 		out = append(out, fmt.Sprintf("halted %s ago: %s", age(now, r.HaltedAt), r.HaltReason))
+	}
+	if hold := holdNote(r, p); hold != "" {
+		out = append(out, hold)
 	}
 	if r.Waiting != "" {
 		if strings.HasPrefix(r.Waiting, "waiting") {
@@ -251,6 +259,29 @@ func groupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 		out = append(out, fmt.Sprintf("alert raised: not done within alert_after (started %s ago)", age(now, r.StartedAt)))
 	}
 	return out
+}
+
+// holdNote says what the group holds when it is not the plan's start
+// version, or what it never holds; "" when neither.
+func holdNote(r *GroupRollout, p *PlanReport) string {
+	var note string
+	if r.Hold != p.StartVersion {
+		note = "holds " + orNothing(r.Hold) + " until its turn (new hosts install it)"
+	}
+	if len(r.RejectedVersions) > 0 {
+		if note != "" {
+			note += "; "
+		}
+		note += "never holds " + strings.Join(r.RejectedVersions, ", ") + " (halted on or rolled back from)"
+	}
+	return note
+}
+
+func orNothing(v string) string {
+	if v == "" {
+		return "nothing (agents keep what they have)"
+	}
+	return v
 }
 
 // share renders n of total as "28 93%" (rounded down, so 100% means all).

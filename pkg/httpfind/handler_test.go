@@ -299,8 +299,8 @@ func TestFindNoPlan(t *testing.T) {
 }
 
 // TestFindNeverRevealsInstalledVersion: whatever the plan holds, the answer
-// has exactly the four keys, and its version is the spec's start or target
-// (or empty), never anything about the agent.
+// has exactly the four keys, and its version is the group's hold or the
+// spec's target (or empty): plan values, never anything about the agent.
 func TestFindNeverRevealsInstalledVersion(t *testing.T) {
 	store := &Store{}
 	srv := serve(t, &Handler{Store: store})
@@ -312,7 +312,8 @@ func TestFindNeverRevealsInstalledVersion(t *testing.T) {
 		spec.Mode = rollout.Mode(pick("", "enabled", "paused", "disabled"))
 		st := testStatus(rollout.State(pick("unstarted", "canary", "active", "done", "rolledback")))
 		st.TargetVersion = pick(spec.TargetVersion, "9.9.9")
-		st.StartVersion = pick(spec.StartVersion, "8.8.8") // the status's own idea of the start is never answered
+		st.StartVersion = pick(spec.StartVersion, "8.8.8")
+		st.HoldVersion = pick("", "7.7.7")
 		st.Halted = r.IntN(3) == 0
 		st.Progress = r.Float64()
 		st.Mode = rollout.Mode(pick("", "enabled", "paused"))
@@ -335,8 +336,8 @@ func TestFindNeverRevealsInstalledVersion(t *testing.T) {
 		}
 		var v string
 		_ = json.Unmarshal(m["agent_version"], &v)
-		if v != "" && v != spec.StartVersion && v != spec.TargetVersion {
-			t.Fatalf("case %d: agent_version %q is neither the spec's start %q nor its target %q", i, v, spec.StartVersion, spec.TargetVersion)
+		if hold := st.Hold(spec); v != "" && v != hold && v != spec.TargetVersion {
+			t.Fatalf("case %d: agent_version %q is neither the group's hold %q nor the spec's target %q", i, v, hold, spec.TargetVersion)
 		}
 		if resp.Header.Get("Cache-Control") != "no-store" {
 			t.Fatalf("case %d: Cache-Control %q", i, resp.Header.Get("Cache-Control"))

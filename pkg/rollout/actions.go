@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -46,6 +47,7 @@ func restart(st GroupStatus, reason string, now time.Time) (GroupStatus, Event) 
 	restarted.Mode, restarted.JitterSeconds = st.Mode, st.JitterSeconds
 	restarted.HealthTimeout, restarted.MinHealthyTime = st.HealthTimeout, st.MinHealthyTime
 	restarted.RunRequested = true
+	restarted.HoldVersion, restarted.RejectedVersions = st.HoldVersion, slices.Clone(st.RejectedVersions)
 	ev := restarted.set(StateUnstarted, reason, now)
 	ev.From = st.State
 	return restarted, ev
@@ -56,8 +58,9 @@ func badAction(action string, st GroupStatus, fix string) error {
 }
 
 // Rollback sends a group that started (canary, active or done) to
-// rolledback: every agent of the group is told to go back to the start
-// version. A halt is cleared: the operator has decided.
+// rolledback: every agent of the group is told to go back to the version
+// the group holds (GroupStatus.Hold). A halt is cleared: the operator has
+// decided. The target joins the group's RejectedVersions.
 func Rollback(st GroupStatus, note string, now time.Time) (GroupStatus, Event, error) {
 	switch st.State {
 	case StateCanary, StateActive, StateDone:
@@ -66,6 +69,7 @@ func Rollback(st GroupStatus, note string, now time.Time) (GroupStatus, Event, e
 	}
 	st = st.Clone()
 	st.settle()
+	st.reject(st.TargetVersion)
 	return st, st.set(StateRolledBack, operatorReason("rollback", note), now), nil
 }
 
@@ -127,5 +131,6 @@ func MarkDone(st GroupStatus, note string, now time.Time) (GroupStatus, Event, e
 	st = st.Clone()
 	st.settle()
 	st.Progress, st.DoneAt = 1, now
+	st.accept(st.TargetVersion)
 	return st, st.set(StateDone, operatorReason("mark-done", note), now), nil
 }

@@ -13,7 +13,7 @@ func TestActions(t *testing.T) {
 	now := start.Add(2 * time.Hour)
 	base := func(s State, halted bool) GroupStatus {
 		st := GroupStatus{V: 1, Group: "prod", State: s, Reason: "before", Since: start, Mode: ModeEnabled,
-			TargetVersion: v2, StartVersion: v1, InitialCount: 100, Progress: 0.4, FailedCount: 7,
+			TargetVersion: v2, StartVersion: v1, HoldVersion: "0.9.0", RejectedVersions: []string{"0.9.5"}, InitialCount: 100, Progress: 0.4, FailedCount: 7,
 			FailuresSince: start, StartedAt: start, Canaries: []Canary{{ID: idAt(0.5), HealthySince: start}},
 			JitterSeconds: 5, HealthTimeout: DefaultHealthTimeout, MinHealthyTime: DefaultMinHealthyTime}
 		if s == StateUnstarted {
@@ -27,7 +27,7 @@ func TestActions(t *testing.T) {
 	// fresh is the unstarted, run-requested status a restart leaves.
 	fresh := func(reason string) GroupStatus {
 		return GroupStatus{V: 1, Group: "prod", State: StateUnstarted, Reason: reason, Since: now, Mode: ModeEnabled,
-			TargetVersion: v2, StartVersion: v1, RunRequested: true,
+			TargetVersion: v2, StartVersion: v1, HoldVersion: "0.9.0", RejectedVersions: []string{"0.9.5"}, RunRequested: true,
 			JitterSeconds: 5, HealthTimeout: DefaultHealthTimeout, MinHealthyTime: DefaultMinHealthyTime}
 	}
 	type action func(GroupStatus, string, time.Time) (GroupStatus, Event, error)
@@ -44,6 +44,7 @@ func TestActions(t *testing.T) {
 			name: "rollback active halted", action: Rollback, prev: base(StateActive, true), note: "db migration broken",
 			want: func(st GroupStatus) GroupStatus {
 				st.State, st.Reason, st.Since = StateRolledBack, "operator rollback: db migration broken", now
+				st.RejectedVersions = []string{"0.9.5", v2}
 				st.Halted, st.HaltReason, st.HaltedAt = false, "", time.Time{}
 				return st
 			},
@@ -53,12 +54,14 @@ func TestActions(t *testing.T) {
 			name: "rollback done", action: Rollback, prev: base(StateDone, false),
 			want: func(st GroupStatus) GroupStatus {
 				st.State, st.Reason, st.Since = StateRolledBack, "operator rollback", now
+				st.RejectedVersions = []string{"0.9.5", v2}
 				return st
 			},
 			wantEv: Event{V: 1, Group: "prod", Kind: EventTransition, From: StateDone, To: StateRolledBack, Reason: "operator rollback", At: now},
 		},
 		{name: "rollback canary", action: Rollback, prev: base(StateCanary, false), want: func(st GroupStatus) GroupStatus {
 			st.State, st.Reason, st.Since = StateRolledBack, "operator rollback", now
+			st.RejectedVersions = []string{"0.9.5", v2}
 			return st
 		}, wantEv: Event{V: 1, Group: "prod", Kind: EventTransition, From: StateCanary, To: StateRolledBack, Reason: "operator rollback", At: now}},
 		{name: "rollback unstarted refused", action: Rollback, prev: base(StateUnstarted, false), wantErr: true},

@@ -10,8 +10,10 @@ package rollout
 // spec.Mode and st.Mode (the last written by the controller), so a pause
 // anywhere is a pause.
 //
-// The answers are RFD 169's "Proxy answer" tables (v1 = start version,
-// v2 = target version):
+// The answers are RFD 169's "Proxy answer" tables, with v1 = the version
+// the group holds (st.Hold(spec): the last version the group completed, the
+// spec's start version only for a group with no history, never one it
+// halted on or was rolled back from) and v2 = the target version:
 //
 //	mode      state       version  update
 //	disabled  any         v2       false
@@ -33,17 +35,18 @@ package rollout
 //     installs get the version known to work, and nobody is moved back until
 //     an operator rolls back. Agents already updating finish or roll back.
 //   - A status for another target than the spec's (the controller has not
-//     caught up yet) counts as unstarted.
+//     caught up yet) counts as unstarted, holding what the controller's
+//     reset will make it hold: its old target if it was done there, else
+//     what it held. A group with no status holds the spec's start version.
+//   - v1 may be "" (the group rejected every version it could hold): then
+//     the answer is "" and false, keep what you have.
 //   - Without a valid target version the answer is "" and false: keep what
 //     you have.
 func Decide(id AgentID, spec Spec, st GroupStatus, mode Mode) (version string, update bool) {
 	if ValidateVersion(spec.TargetVersion) != nil {
 		return "", false
 	}
-	v1, v2 := spec.StartVersion, spec.TargetVersion
-	if ValidateVersion(v1) != nil {
-		v1 = ""
-	}
+	v1, v2 := st.Hold(spec), spec.TargetVersion
 	state, halted := st.State, st.Halted
 	if st.TargetVersion != spec.TargetVersion || !state.Valid() {
 		state, halted = StateUnstarted, false

@@ -38,7 +38,8 @@ const maxSteps = 4
 // pure and deterministic: the same input gives the same output. The
 // controller writes the status only if it changed and publishes the events.
 //
-// Order of rules: a new target_version resets the group to unstarted; an
+// Order of rules: a new target_version resets the group to unstarted,
+// keeping its history (HoldVersion, RejectedVersions, see holdAfter); an
 // invalid config or spec, an unconfigured group, or a mode other than
 // enabled holds the group where it is (Waiting says why) with progress
 // frozen; otherwise the state's rules run, cascading while states change.
@@ -70,6 +71,7 @@ func (m *machine) transition(to State, reason string) {
 func (m *machine) halt(reason string) {
 	m.st.Halted, m.st.HaltReason, m.st.HaltedAt = true, reason, m.now
 	m.st.Alerted = true
+	m.st.reject(m.st.TargetVersion)
 	m.emit(EventHalt, m.st.State, m.st.State, reason)
 	m.emit(EventAlert, m.st.State, m.st.State, "halted: "+reason)
 }
@@ -91,6 +93,12 @@ func (m *machine) run() {
 			reason += " (was " + old + ")"
 		}
 		m.st = newStatus(in.Group, in.Spec, m.now, reason)
+		if in.Prev.V != 0 && in.Prev.Group == in.Group {
+			// The group's history outlives the target: it holds what it
+			// last completed, and never a version it rejected.
+			m.st.HoldVersion = holdAfter(in.Prev)
+			m.st.RejectedVersions = slices.Clone(in.Prev.RejectedVersions)
+		}
 		m.emit(EventTransition, from, StateUnstarted, reason)
 	}
 	if m.st.V == 0 {
@@ -336,6 +344,7 @@ func (m *machine) active() bool {
 		return false
 	}
 	st.Progress, st.DoneAt = 1, m.now
+	st.accept(target)
 	reason := fmt.Sprintf("all %d present agents on %s", present, target)
 	if settled > 0 {
 		reason = fmt.Sprintf("%d of %d present agents on %s, %d rolled back from it", onTarget, present, target, settled)

@@ -73,6 +73,16 @@ type GroupStatus struct {
 	// about; a status for another target is stale and Decide ignores it.
 	TargetVersion string `json:"target_version"`
 	StartVersion  string `json:"start_version"`
+	// HoldVersion is what the group runs before its turn and after a
+	// rollback: the last version it completed (or held) before this target.
+	// Empty for a group with no history, which follows StartVersion. Next
+	// sets it when a new target resets the group; see Hold.
+	HoldVersion string `json:"hold_version,omitempty"`
+	// RejectedVersions are the versions the group halted on or was rolled
+	// back from, oldest first, at most MaxRejected, kept across targets:
+	// the group never holds one, and fleetctl refuses one as a start
+	// version unless forced. Completing a version (done) removes it.
+	RejectedVersions []string `json:"rejected_versions,omitempty"`
 
 	// Halted: the group stopped itself (a canary failed or too many agents
 	// failed) and stays in its state until an operator acts.
@@ -138,6 +148,7 @@ func (st GroupStatus) IsCanary(id AgentID) bool {
 // Clone returns a copy of st that shares no memory with it.
 func (st GroupStatus) Clone() GroupStatus {
 	st.Canaries = slices.Clone(st.Canaries)
+	st.RejectedVersions = slices.Clone(st.RejectedVersions)
 	return st
 }
 
@@ -157,7 +168,8 @@ func newStatus(group string, spec Spec, now time.Time, reason string) GroupStatu
 // Validate checks that st is a group status a controller could have written
 // and an agent can act on: this schema version, a valid group name, one of
 // the five states, versions that are semantic versions (empty only before
-// the first valid spec), a known mode, progress in [0,1], no negative count
+// the first valid spec, or for a group with no hold version), at most
+// MaxRejected distinct rejected versions, a known mode, progress in [0,1], no negative count
 // or duration, and canonical canary ids. Every violation wraps ErrBadStatus.
 //
 // It cannot tell whether st belongs under the key it was read from; readers
@@ -176,12 +188,22 @@ func (st GroupStatus) Validate() error {
 	if !st.State.Valid() {
 		bad("state %q must be unstarted, canary, active, done or rolledback", truncate(string(st.State), 40))
 	}
-	for _, v := range []struct{ field, v string }{{"target_version", st.TargetVersion}, {"start_version", st.StartVersion}} {
+	for _, v := range []struct{ field, v string }{{"target_version", st.TargetVersion}, {"start_version", st.StartVersion}, {"hold_version", st.HoldVersion}} {
 		if v.v == "" {
 			continue
 		}
 		if err := ValidateVersion(v.v); err != nil {
 			bad("%s: %v", v.field, err)
+		}
+	}
+	if len(st.RejectedVersions) > MaxRejected {
+		bad("rejected_versions has %d entries, at most %d", len(st.RejectedVersions), MaxRejected)
+	}
+	for i, v := range st.RejectedVersions {
+		if err := ValidateVersion(v); err != nil {
+			bad("rejected_versions[%d]: %v", i, err)
+		} else if slices.Index(st.RejectedVersions, v) < i {
+			bad("rejected_versions[%d]: %s is listed twice", i, v)
 		}
 	}
 	if st.Mode != "" {

@@ -184,6 +184,10 @@ type fleet struct {
 	agents  []*agent
 	groups  []string // of the test's config
 	proxy   *proxy
+	started int    // agents started, for their dirs and hostnames
+	authDir string // fleetctl auth init's, with creds/admin.creds
+	dir     string // the test's temp dir: agent roots and logs
+	relURL  string // the release site
 
 	mu     sync.Mutex
 	beats  []heartbeat.Heartbeat
@@ -340,8 +344,10 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 	}
 	relSrv := httptest.NewServer(f.rel)
 	t.Cleanup(relSrv.Close)
+	f.dir, f.relURL = dir, relSrv.URL
 
 	authDir := filepath.Join(dir, "auth")
+	f.authDir = authDir
 	runCmd(t, "fleetctl", "auth", "init", "--dir", authDir)
 	start(t, filepath.Join(dir, "controller.log"), "controller", "run", "--auth-dir", authDir,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", natsPort), "--store-dir", filepath.Join(dir, "nats"),
@@ -381,37 +387,44 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 	}
 	sort.Strings(names)
 	f.groups = names
-	px := newProxy(t, fmt.Sprintf("127.0.0.1:%d", natsPort))
-	i := 0
+	f.proxy = newProxy(t, fmt.Sprintf("127.0.0.1:%d", natsPort))
 	for _, g := range names {
 		for n := range groups[g] {
-			i++
-			a := &agent{root: filepath.Join(dir, fmt.Sprintf("agent-%d", i)), group: g, cut: g == names[len(names)-1] && n < cutOff}
-			url := f.natsURL
-			if a.cut {
-				url = px.URL()
-			}
-			uf := install.NewUpdateFile(g)
-			uf.Spec.Enabled, uf.Spec.NATS = true, url
-			uf.Spec.URLTemplate = releases.URLTemplate(relSrv.URL)
-			uf.Spec.FindURLs = []string{f.findURL}
-			if err := uf.Save(a.root); err != nil {
-				t.Fatal(err)
-			}
-			id, err := install.LoadOrCreateAgentID(a.root)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a.id = id
-			creds := filepath.Join(authDir, "agents", string(id)+".creds")
-			runCmd(t, "fleetctl", "auth", "agent", "--dir", authDir, "--group", g, "--id", string(id))
-			start(t, filepath.Join(dir, fmt.Sprintf("agent-%d.log", i)), "agentd", "run", "--root", a.root, "--creds", creds,
-				"--app", "app", "--bin-dir", filepath.Join(a.root, "bin"), "--hostname", fmt.Sprintf("host-%d", i),
-				"--heartbeat-interval", "1s", "--heartbeat-jitter", "100ms",
-				"--fallback-after", "2s", "--find-interval", "1s", "--log-level", "debug")
-			f.agents = append(f.agents, a)
+			f.agents = append(f.agents, f.startAgent(g, g == names[len(names)-1] && n < cutOff))
 		}
 	}
-	f.proxy = px
 	return f
+}
+
+// startAgent mints creds for a new agent of group and starts its agentd,
+// connected through the proxy when cut.
+func (f *fleet) startAgent(group string, cut bool) *agent {
+	t := f.t
+	t.Helper()
+	f.started++
+	i := f.started
+	a := &agent{root: filepath.Join(f.dir, fmt.Sprintf("agent-%d", i)), group: group, cut: cut}
+	url := f.natsURL
+	if a.cut {
+		url = f.proxy.URL()
+	}
+	uf := install.NewUpdateFile(group)
+	uf.Spec.Enabled, uf.Spec.NATS = true, url
+	uf.Spec.URLTemplate = releases.URLTemplate(f.relURL)
+	uf.Spec.FindURLs = []string{f.findURL}
+	if err := uf.Save(a.root); err != nil {
+		t.Fatal(err)
+	}
+	id, err := install.LoadOrCreateAgentID(a.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.id = id
+	creds := filepath.Join(f.authDir, "agents", string(id)+".creds")
+	runCmd(t, "fleetctl", "auth", "agent", "--dir", f.authDir, "--group", group, "--id", string(id))
+	start(t, filepath.Join(f.dir, fmt.Sprintf("agent-%d.log", i)), "agentd", "run", "--root", a.root, "--creds", creds,
+		"--app", "app", "--bin-dir", filepath.Join(a.root, "bin"), "--hostname", fmt.Sprintf("host-%d", i),
+		"--heartbeat-interval", "1s", "--heartbeat-jitter", "100ms",
+		"--fallback-after", "2s", "--find-interval", "1s", "--log-level", "debug")
+	return a
 }

@@ -1,21 +1,55 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/pkg/httpfind"
+	"github.com/fleetwave/fleetwave/pkg/install"
+	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
+
+// fleetctl runs the fleetctl binary as the admin against the fleet and
+// fails the test unless it exits with code; it returns stdout and stderr.
+func fleetctl(t *testing.T, f *fleet, code int, args ...string) (string, string) {
+	t.Helper()
+	args = append([]string{"--nats", f.natsURL, "--creds", filepath.Join(f.authDir, "creds", "admin.creds")}, args...)
+	cmd := exec.Command(filepath.Join(binDir, "fleetctl"), args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	got := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		got = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("fleetctl %v: %v", args, err)
+	}
+	if got != code {
+		t.Fatalf("fleetctl %v: exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", args, got, code, out.String(), errOut.String())
+	}
+	return out.String(), errOut.String()
+}
 
 // TestRolloutEndToEnd: 12 real agentd processes in two groups.
 //  1. A good target completes both groups in order, canaries first, never
 //     more than max_in_flight updating at once (from the heartbeats).
 //  2. A target that cannot start halts group 1 in its canary phase; the
 //     canary rolls back by itself; group 2 never moves.
-//  3. Three prod agents are cut off from the bus; a new target reaches them
+//  3. After the halt, "fleetctl plan set --target" (the real binary) starts
+//     from 1.1.0, not the halted 1.2.0, refuses --start 1.2.0, and
+//     /v1/find never answers 1.2.0 to prod, canary or a new host.
+//  4. Three prod agents are cut off from the bus; a new target reaches them
 //     through the find endpoint; when the path is back they return to the
 //     bus and the group completes.
 func TestRolloutEndToEnd(t *testing.T) {
@@ -101,6 +135,121 @@ func TestRolloutEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a new target after the halt never answers the halted version", func(t *testing.T) {
+		// Paused, so that nothing moves while the answers are checked;
+		// paused and enabled answer the same to unstarted groups.
+		fleetctl(t, f, 0, "pause")
+		out, _ := fleetctl(t, f, 0, "plan", "set", "--target", "1.3.0")
+		e, err := kv.Get[rollout.Spec](f.ctx, f.kv.Plan, kv.KeySpec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Value.StartVersion != "1.1.0" || e.Value.TargetVersion != "1.3.0" {
+			t.Errorf("plan set --target 1.3.0 after the halt wrote %s → %s, want 1.1.0 → 1.3.0:\n%s", e.Value.StartVersion, e.Value.TargetVersion, out)
+		}
+		_, errOut := fleetctl(t, f, 2, "plan", "set", "--start", "1.2.0")
+		if !strings.Contains(errOut, `group "canary" halted on 1.2.0`) {
+			t.Errorf("plan set --start 1.2.0: %q, want it refused naming group canary", errOut)
+		}
+		if e2, err := kv.Get[rollout.Spec](f.ctx, f.kv.Plan, kv.KeySpec); err != nil || e2.Revision != e.Revision {
+			t.Errorf("refused plan set wrote the spec: %v, revision %d → %d", err, e.Revision, e2.Revision)
+		}
+
+		var prodAgent rollout.AgentID
+		for _, a := range f.agents {
+			if a.group == "prod" && !a.cut {
+				prodAgent = a.id
+			}
+		}
+		newHost, err := rollout.NewAgentID(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asks := []struct {
+			id    rollout.AgentID
+			group string
+		}{{prodAgent, "prod"}, {newHost, "prod"}, {newHost, "canary"}, {newHost, "newgroup"}}
+		client := &httpfind.Client{URLs: []string{f.findURL}}
+		// From the write of the spec on, through the controller's reset,
+		// every answer is 1.1.0, never 1.2.0.
+		natstest.Eventually(t, time.Minute, func() error {
+			for _, q := range asks {
+				ans, err := client.Find(f.ctx, q.id, q.group)
+				if err != nil {
+					return err
+				}
+				if ans.Version != "1.1.0" || ans.Update {
+					t.Fatalf("find for %s of group %s: %+v, want 1.1.0 and no update", q.id, q.group, ans)
+				}
+			}
+			for _, g := range f.groups {
+				if st := f.statuses()[g]; st.TargetVersion != "1.3.0" {
+					return fmt.Errorf("group %s not reset yet: %s on %s", g, st.State, st.TargetVersion)
+				}
+			}
+			return nil
+		})
+		st := f.statuses()
+		if c := st["canary"]; c.HoldVersion != "1.1.0" || !c.Rejected("1.2.0") {
+			t.Errorf("canary after the reset: hold_version %q, rejected %v; want 1.1.0 and 1.2.0 rejected", c.HoldVersion, c.RejectedVersions)
+		}
+		if p := st["prod"]; p.HoldVersion != "1.1.0" {
+			t.Errorf("prod after the reset: hold_version %q, want 1.1.0", p.HoldVersion)
+		}
+		// A new prod host installs what prod holds, never the halted
+		// release.
+		downloads := f.rel.Downloads("1.2.0")
+		host := f.startAgent("prod", false)
+		f.agents = append(f.agents, host)
+		natstest.Eventually(t, time.Minute, func() error {
+			uf, err := install.LoadUpdateFile(host.root)
+			if err != nil {
+				return err
+			}
+			if uf.Status.ActiveVersion != "1.1.0" {
+				return fmt.Errorf("new prod host runs %q (error %q)", uf.Status.ActiveVersion, uf.Status.Error)
+			}
+			return nil
+		})
+		if n := f.rel.Downloads("1.2.0"); n != downloads {
+			t.Errorf("1.2.0 downloaded %d more times after the new target", n-downloads)
+		}
+
+		// Forced, the halted version is the start of groups with no
+		// history only: prod and canary keep holding 1.1.0.
+		fleetctl(t, f, 0, "plan", "set", "--start", "1.2.0", "--force")
+		natstest.Eventually(t, time.Minute, func() error {
+			want := map[string]string{"prod": "1.1.0", "canary": "1.1.0", "newgroup": "1.2.0"}
+			for _, q := range asks {
+				ans, err := client.Find(f.ctx, q.id, q.group)
+				if err != nil {
+					return err
+				}
+				if ans.Version != want[q.group] || ans.Update {
+					return fmt.Errorf("find for %s of group %s after --force: %+v, want %s and no update", q.id, q.group, ans, want[q.group])
+				}
+			}
+			return nil
+		})
+		out, _ = fleetctl(t, f, 0, "status", "-o", "json")
+		var rep struct {
+			Groups []struct {
+				Name    string `json:"name"`
+				Rollout struct {
+					Hold string `json:"hold"`
+				} `json:"rollout"`
+			} `json:"groups"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("status -o json: %v\n%s", err, out)
+		}
+		for _, g := range rep.Groups {
+			if (g.Name == "canary" || g.Name == "prod") && g.Rollout.Hold != "1.1.0" {
+				t.Errorf("status -o json: group %s holds %q, want 1.1.0", g.Name, g.Rollout.Hold)
+			}
+		}
+	})
+
 	t.Run("cut-off agents follow through the find endpoint", func(t *testing.T) {
 		// prod: no canary and no backpressure, so every prod host is
 		// told at once and the cut-off ones can learn it only by HTTP.
@@ -110,7 +259,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 		cut := f.cutAgents()
 		beatsBefore := f.beatCount(cut)
 		f.setSpec(func(s *rollout.Spec) {
-			s.StartVersion, s.TargetVersion, s.Strategy = "1.1.0", "1.3.0", rollout.StrategyGrouped
+			s.StartVersion, s.TargetVersion, s.Strategy, s.Mode = "1.1.0", "1.3.0", rollout.StrategyGrouped, rollout.ModeEnabled
 		})
 		natstest.Eventually(t, 3*time.Minute, func() error {
 			for _, a := range cut {
