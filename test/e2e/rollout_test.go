@@ -175,6 +175,13 @@ func TestRolloutEndToEnd(t *testing.T) {
 		natstest.Eventually(t, time.Minute, func() error {
 			for _, q := range asks {
 				ans, err := client.Find(f.ctx, q.id, q.group)
+				if q.group == "newgroup" {
+					// Not in the config: a typo until an operator adds it.
+					if !errors.Is(err, httpfind.ErrUnknownGroup) {
+						t.Fatalf("find for group newgroup (not configured): %+v, %v; want unknown group", ans, err)
+					}
+					continue
+				}
 				if err != nil {
 					return err
 				}
@@ -216,8 +223,10 @@ func TestRolloutEndToEnd(t *testing.T) {
 		}
 
 		// Forced, the halted version is the start of groups with no
-		// history only: prod and canary keep holding 1.1.0.
+		// history only (here one added now): prod and canary keep holding
+		// 1.1.0. The next step's config drops the added group.
 		fleetctl(t, f, 0, "plan", "set", "--start", "1.2.0", "--force")
+		fleetctl(t, f, 0, "config", "add-group", "--group", "newgroup")
 		natstest.Eventually(t, time.Minute, func() error {
 			want := map[string]string{"prod": "1.1.0", "canary": "1.1.0", "newgroup": "1.2.0"}
 			for _, q := range asks {
