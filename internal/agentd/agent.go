@@ -49,6 +49,11 @@ type Options struct {
 	// active version ships in its bin/.
 	SelfUpdate bool
 
+	// RootLocked says the caller holds the root lock (install.AcquireLock
+	// on <root>/lock) for as long as it uses the agent, as agentd's
+	// commands do; otherwise each install takes it.
+	RootLocked bool
+
 	// App is how the managed app is installed and run. Without a URL
 	// template (flag or update.yaml) the agent only reports.
 	App AppOptions
@@ -218,8 +223,9 @@ func (a *Agent) setupInstaller() error {
 		Clock: install.Clock{Now: clk.Now, After: func(d time.Duration) <-chan time.Time {
 			return clk.NewTimer(d).C()
 		}},
-		Log:  a.o.Log,
-		Save: a.SetStatus,
+		Log:      a.o.Log,
+		Save:     a.SetStatus,
+		LockHeld: a.o.RootLocked,
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,6 +49,11 @@ type flags struct {
 	logFlags  cliutil.LogFlags
 	publicKey string
 	healthCmd string
+	// holder, for a command that changes the root ("agentd run"), makes
+	// agent take the root lock as that holder; lock is it, held until
+	// unlock.
+	holder string
+	lock   *install.Lock
 }
 
 func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
@@ -97,7 +103,57 @@ func (f *flags) agent(cmd *cobra.Command) (*Agent, error) {
 	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		f.o.App.Progress = os.Stderr
 	}
-	return New(f.o)
+	if f.holder != "" {
+		// Before New, which may write update.yaml: a command that cannot
+		// have the root changes nothing in it.
+		if err := f.lockRoot(); err != nil {
+			return nil, err
+		}
+		f.o.RootLocked = true
+	}
+	a, err := New(f.o)
+	if err != nil {
+		f.unlock()
+	}
+	return a, err
+}
+
+// lockRoot takes the root lock (install.AcquireLock) for the command's
+// life: one process changes a root at a time. The daemon keeps update.yaml
+// in memory and writes it whole, so a one-shot command changing the root
+// under it would be overwritten, or would install behind its back: while
+// 'agentd run' holds the root, the others fail, naming it.
+func (f *flags) lockRoot() error {
+	root, err := filepath.Abs(f.o.Root)
+	if err != nil {
+		return fmt.Errorf("--root: %w", err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	l, err := install.AcquireLock(install.Tree{Root: root}.LockPath(), f.holder)
+	var le *install.LockedError
+	if errors.As(err, &le) {
+		hint := "; wait for it to end, or stop it"
+		if strings.HasPrefix(le.Holder, "agentd run ") {
+			hint = "; one agentd run per root"
+			if f.holder != "agentd run" {
+				hint = "; stop it first (while it runs, the daemon owns the root and installs what the plan says by itself)"
+			}
+		}
+		return fmt.Errorf("root %s is in use by %s%s", root, le.Who(), hint)
+	}
+	if err != nil {
+		return err
+	}
+	f.lock = l
+	return nil
+}
+
+// unlock releases the root lock, if taken.
+func (f *flags) unlock() {
+	_ = f.lock.Release()
+	f.lock = nil
 }
 
 func readPublicKey(path string) (ed25519.PublicKey, error) {
@@ -115,7 +171,7 @@ func readPublicKey(path string) (ed25519.PublicKey, error) {
 }
 
 func newRunCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd run"}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the agent daemon",
@@ -139,6 +195,7 @@ update.yaml says enabled (see 'agentd enable').`,
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			err = a.Run(cmd.Context())
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 				f.o.Log.Info("agent stopping")
@@ -155,7 +212,7 @@ update.yaml says enabled (see 'agentd enable').`,
 }
 
 func newEnableCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd enable"}
 	cmd := &cobra.Command{
 		Use:   "enable",
 		Short: "Set this host up for automatic updates and install the current version now",
@@ -170,6 +227,7 @@ gets the version its group runs, whether or not a rollout is in progress.`,
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			if err := a.setEnabled(true, f.o.NATSURL); err != nil {
 				return err
 			}
@@ -189,7 +247,7 @@ gets the version its group runs, whether or not a rollout is in progress.`,
 }
 
 func newDisableCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd disable"}
 	cmd := &cobra.Command{
 		Use:     "disable",
 		Short:   "Stop automatic updates on this host (the agent keeps reporting)",
@@ -200,6 +258,7 @@ func newDisableCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			if err := a.setEnabled(false, ""); err != nil {
 				return err
 			}
@@ -212,7 +271,7 @@ func newDisableCmd() *cobra.Command {
 }
 
 func newUpdateCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd update"}
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "update",
@@ -229,6 +288,7 @@ back from.`,
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			if a.supervised() {
 				return cliutil.Usagef("update with --app: the app is a child of agentd and would stop with this command; use 'agentd run', or --systemd-unit")
 			}
@@ -402,7 +462,7 @@ func orNone(v string) string {
 }
 
 func newLinkCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd link"}
 	var v string
 	cmd := &cobra.Command{
 		Use:   "link",
@@ -419,6 +479,7 @@ linked. The app is not restarted.`,
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			if err := a.repair(cmd.Context()); err != nil {
 				return err
 			}
@@ -445,7 +506,7 @@ linked. The app is not restarted.`,
 }
 
 func newUnlinkCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd unlink"}
 	cmd := &cobra.Command{
 		Use:   "unlink",
 		Short: "Remove agentd's links from the bin dir (e.g. to let a system package own them)",
@@ -459,6 +520,7 @@ Links and files agentd did not create are left alone. Disable updates first
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			n, err := a.tree().Unlink()
 			if err != nil {
 				return err

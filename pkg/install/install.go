@@ -41,6 +41,11 @@ type Installer struct {
 	// alone. agentd closes it when the plan moves away from the version
 	// being downloaded. nil: never.
 	Abandon <-chan struct{}
+	// LockHeld says the caller holds the root lock (AcquireLock on
+	// Tree.LockPath) for as long as it uses the Installer, as agentd's
+	// commands do: Install and Repair then do not take it themselves (a
+	// second flock by the same process would fail).
+	LockHeld bool
 }
 
 // maxHistory bounds update.yaml's version_history.
@@ -57,11 +62,11 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	if err := checkVersion(target); err != nil {
 		return cur, err
 	}
-	lock, err := AcquireLock(in.Tree.LockPath())
+	release, err := in.lock()
 	if err != nil {
 		return cur, err
 	}
-	defer lock.Release()
+	defer release()
 	prior, cur, err := in.repairLocked(ctx, cur, target)
 	if err != nil {
 		return cur, err
@@ -378,13 +383,25 @@ func (in *Installer) prune(keep ...string) {
 // interrupted work leaves. Every command that can install runs it first. It
 // returns the status to record (and records it).
 func (in *Installer) Repair(ctx context.Context, cur Status) (Status, error) {
-	lock, err := AcquireLock(in.Tree.LockPath())
+	release, err := in.lock()
 	if err != nil {
 		return cur, err
 	}
-	defer lock.Release()
+	defer release()
 	_, st, err := in.repairLocked(ctx, cur, "")
 	return st, err
+}
+
+// lock takes the root lock unless the caller holds it (LockHeld).
+func (in *Installer) lock() (release func(), err error) {
+	if in.LockHeld {
+		return func() {}, nil
+	}
+	l, err := AcquireLock(in.Tree.LockPath(), "")
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = l.Release() }, nil
 }
 
 // repairLocked is Repair with the lock held. next is the version about to
