@@ -84,6 +84,8 @@ type AppOptions struct {
 	// StallTimeout and Deadline (0: its defaults).
 	DownloadStallTimeout time.Duration
 	DownloadDeadline     time.Duration
+	// ProgressInterval is install.Fetcher's ProgressEvery (0: its default).
+	ProgressInterval time.Duration
 }
 
 // Defaults.
@@ -216,6 +218,7 @@ func (a *Agent) setupInstaller() error {
 			// The stall rule and the deadline bound every request, not a
 			// client timeout: a slow but moving download may finish.
 			StallTimeout: app.DownloadStallTimeout, Deadline: app.DownloadDeadline, Log: a.o.Log,
+			ProgressEvery: app.ProgressInterval,
 		},
 		Runner: a.runner,
 		Health: install.Health{URL: app.HealthURL, Command: app.HealthCommand},

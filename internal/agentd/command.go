@@ -78,6 +78,8 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 		fmt.Sprintf("give up a release download that gets no response, or under %d KiB, in this long; a later attempt resumes it (negative: never)", install.DefaultMinProgress>>10))
 	fl.DurationVar(&f.o.App.DownloadDeadline, "download-deadline", install.DefaultDeadline,
 		"give up a release download not finished in this long; a later attempt resumes it (negative: never)")
+	fl.DurationVar(&f.o.App.ProgressInterval, "progress-interval", install.DefaultProgressEvery,
+		"how often a release download's progress is logged (when stderr is not a terminal) and recorded for 'agentd status'")
 	if withHeartbeat {
 		fl.DurationVar(&f.o.Interval, "heartbeat-interval", DefaultInterval, "time between heartbeats; must match the controller's --heartbeat-interval")
 		fl.DurationVar(&f.o.Jitter, "heartbeat-jitter", DefaultJitter, "random spread (±) around the heartbeat interval")
@@ -100,7 +102,10 @@ func (f *flags) agent(cmd *cobra.Command) (*Agent, error) {
 			return nil, cliutil.UsageError{Err: err}
 		}
 	}
-	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+	if f.o.App.ProgressInterval <= 0 {
+		return nil, cliutil.Usagef("--progress-interval must be positive")
+	}
+	if isTerminal(os.Stderr) {
 		f.o.App.Progress = os.Stderr
 	}
 	if f.holder != "" {
@@ -322,7 +327,10 @@ type StatusReport struct {
 	// update, enable or link finishes.
 	InstallStep   string `json:"install_step,omitempty"`
 	InstallTarget string `json:"install_target,omitempty"`
-	JournalError  string `json:"journal_error,omitempty"`
+	// Download is how far the release download of an install at step
+	// "fetch" has got, as last recorded (every --progress-interval).
+	Download     *install.DownloadProgress `json:"download,omitempty"`
+	JournalError string                    `json:"journal_error,omitempty"`
 }
 
 func newStatusCmd() *cobra.Command {
@@ -347,6 +355,9 @@ func newStatusCmd() *cobra.Command {
 				rep.JournalError = err.Error()
 			} else if j != nil && j.Step != install.StepUndone {
 				rep.InstallStep, rep.InstallTarget = string(j.Step), j.Target
+				if j.Step == install.StepFetch {
+					rep.Download = j.Download
+				}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()

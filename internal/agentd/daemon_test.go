@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +21,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/test/releases"
 )
 
 // buildAgentd builds the agentd binary into a temp dir.
@@ -170,4 +175,126 @@ func TestOneDaemonPerRoot(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// throttledRelease serves releases, the tarball of path at about rate
+// bytes per second.
+type throttledRelease struct {
+	http.Handler
+	path    string
+	tarball []byte
+	rate    int
+}
+
+func (s *throttledRelease) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet || r.URL.Path != s.path {
+		s.Handler.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(s.tarball)))
+	const tick = 20 * time.Millisecond
+	chunk := s.rate / int(time.Second/tick)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for b := s.tarball; len(b) > 0; b = b[min(chunk, len(b)):] {
+		if _, err := w.Write(b[:min(chunk, len(b))]); err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// TestDownloadProgress (issue 13 point 13): a slow download, with agentd's
+// stderr not a terminal, logs its progress (bytes, rate, time left) every
+// --progress-interval, and `agentd status` meanwhile shows how far it got.
+func TestDownloadProgress(t *testing.T) {
+	bin := buildAgentd(t)
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	fleet, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setPlan(t, ctx, fleet, "1.0.0", "2.0.0")
+	// 2 MiB of random letters in bin/app: gzip leaves about 1.2 MiB, about
+	// 2s at the rate served.
+	rs := releases.NewServer(nil)
+	noise := make([]byte, 2<<20)
+	seed := uint32(1)
+	for i := range noise {
+		seed = seed*1664525 + 1013904223
+		noise[i] = 'a' + byte(seed>>24)%26
+	}
+	if err := rs.AddScript("2.0.0", "#!/bin/sh\nexec sleep 1000000\n# "+string(noise)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	tarball, err := tarballOf(rs, "2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := httptest.NewServer(&throttledRelease{Handler: rs, path: "/2.0.0/app.tar.gz", tarball: tarball, rate: 600 << 10})
+	t.Cleanup(rel.Close)
+
+	fake := t.TempDir()
+	if err := os.WriteFile(filepath.Join(fake, "systemctl"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+	root := t.TempDir()
+	common := []string{"--root", root, "--bin-dir", filepath.Join(root, "bin")}
+	upd := startAgentd(t, bin, append([]string{"update", "--force", "--nats", srv.URL(), "--group", "blue",
+		"--url-template", releases.URLTemplate(rel.URL), "--systemd-unit", "app.service", "--progress-interval", "300ms"}, common...)...)
+
+	// agentd status, meanwhile, shows the download under way.
+	natstest.Eventually(t, 30*time.Second, func() error {
+		out, err := exec.Command(bin, append([]string{"status", "--systemd-unit", "app.service"}, common...)...).Output()
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			return fmt.Errorf("agentd status: %v\n%s%s", err, out, ee.Stderr)
+		} else if err != nil {
+			return err
+		}
+		var rep agentd.StatusReport
+		if err := json.Unmarshal(out, &rep); err != nil {
+			return fmt.Errorf("agentd status is not JSON: %v\n%s", err, out)
+		}
+		d := rep.Download
+		if rep.InstallStep != "fetch" || rep.InstallTarget != "2.0.0" || d == nil ||
+			d.Bytes != int64(len(tarball)) || d.Received <= 0 || d.Received >= d.Bytes || d.BytesPerSecond <= 0 {
+			return fmt.Errorf("agentd status shows no download half way:\n%s", out)
+		}
+		return nil
+	})
+	if code := upd.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("agentd update: exit %d\n%s", code, upd.output())
+	}
+	log := upd.output()
+	if !strings.Contains(log, "installed 2.0.0") {
+		t.Errorf("agentd update did not install 2.0.0:\n%s", log)
+	}
+	line := regexp.MustCompile(`msg=downloading version=2\.0\.0 received=\d+ bytes=` + strconv.Itoa(len(tarball)) +
+		` percent=\d+ rate="\d+\.\d MiB/s" eta=\d+`)
+	if n := len(line.FindAllString(log, -1)); n < 2 {
+		t.Errorf("%d progress lines with bytes, rate and time left, want at least 2:\n%s", n, log)
+	}
+	if !strings.Contains(log, "msg=downloaded version=2.0.0 bytes="+strconv.Itoa(len(tarball))) {
+		t.Errorf("no line for the complete download:\n%s", log)
+	}
+	if strings.Contains(log, "\r") {
+		t.Errorf("a terminal's progress line went to a log file:\n%q", log)
+	}
+}
+
+// tarballOf is the tarball rs serves for version.
+func tarballOf(rs *releases.Server, version string) ([]byte, error) {
+	rec := httptest.NewRecorder()
+	rs.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/"+version+"/app.tar.gz", nil))
+	if rec.Code != http.StatusOK {
+		return nil, fmt.Errorf("release %s: %d", version, rec.Code)
+	}
+	return rec.Body.Bytes(), nil
 }

@@ -107,7 +107,7 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	if err := in.step(j, StepFetch); err != nil {
 		return fail("journal", err)
 	}
-	if err := in.ensureVersion(ctx, target); err != nil {
+	if err := in.ensureVersion(ctx, target, j); err != nil {
 		return fail("fetch", err)
 	}
 	// 2. What happens to the database: decided before anything changes,
@@ -169,7 +169,7 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 
 // step records that step s begins, then hits its failpoint.
 func (in *Installer) step(j *Journal, s Step) error {
-	j.Step = s
+	j.Step, j.Download = s, nil
 	err := in.record(j)
 	failpoint(string(s))
 	return err
@@ -333,8 +333,9 @@ func (in *Installer) endJournal(j *Journal) error {
 }
 
 // ensureVersion makes versions/<v> a complete extraction of the verified
-// release, fetching it unless a complete one is already there.
-func (in *Installer) ensureVersion(ctx context.Context, v string) error {
+// release, fetching it unless a complete one is already there. The
+// download's progress goes into j (step fetch) for 'agentd status'.
+func (in *Installer) ensureVersion(ctx context.Context, v string, j *Journal) error {
 	if _, err := os.Stat(in.Tree.MarkerPath(v)); err == nil {
 		return nil
 	}
@@ -343,8 +344,17 @@ func (in *Installer) ensureVersion(ctx context.Context, v string) error {
 	}
 	ctx, stop := abandonable(ctx, in.Abandon)
 	defer stop()
+	f := *in.Fetcher // a copy, for this install's own progress record
+	f.OnProgress = func(p DownloadProgress) {
+		j.Download = &p
+		// At most every ProgressEvery, and only for status: a record that
+		// cannot be written does not stop the download.
+		if err := writeJournal(in.Tree, j, in.Clock.orReal().Now()); err != nil {
+			in.Log.Debug("recording download progress failed", slog.Any("err", err))
+		}
+	}
 	// Fetch creates the versions dir.
-	dl, err := in.Fetcher.Fetch(ctx, v, in.Tree.VersionsDir())
+	dl, err := f.Fetch(ctx, v, in.Tree.VersionsDir())
 	if err != nil {
 		return err
 	}
