@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,14 +25,39 @@ import (
 	"github.com/fleetwave/fleetwave/test/releases"
 )
 
-// buildAgentd builds the agentd binary into a temp dir.
+// agentdBin is the agentd binary, built once by the first test that needs
+// it (linking takes seconds) and removed by TestMain.
+var agentdBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if agentdBin.dir != "" {
+		os.RemoveAll(agentdBin.dir)
+	}
+	os.Exit(code)
+}
+
+// buildAgentd builds the agentd binary (once) and returns its path.
 func buildAgentd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetwave/fleetwave/cmd/agentd").CombinedOutput(); err != nil {
-		t.Fatalf("go build agentd: %v\n%s", err, out)
+	agentdBin.once.Do(func() {
+		if agentdBin.dir, agentdBin.err = os.MkdirTemp("", "agentd-test-bin"); agentdBin.err != nil {
+			return
+		}
+		agentdBin.path = filepath.Join(agentdBin.dir, "agentd")
+		out, err := exec.Command("go", "build", "-o", agentdBin.path, "github.com/fleetwave/fleetwave/cmd/agentd").CombinedOutput()
+		if err != nil {
+			agentdBin.err = fmt.Errorf("go build agentd: %v\n%s", err, out)
+		}
+	})
+	if agentdBin.err != nil {
+		t.Fatal(agentdBin.err)
 	}
-	return bin
+	return agentdBin.path
 }
 
 // daemon is an agentd process started by startAgentd.
