@@ -249,34 +249,11 @@ func TestDownloadProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	setPlan(t, ctx, fleet, "1.0.0", "2.0.0")
-	// 2 MiB of random letters in bin/app: gzip leaves about 1.2 MiB, about
-	// 2s at the rate served.
-	rs := releases.NewServer(nil)
-	noise := make([]byte, 2<<20)
-	seed := uint32(1)
-	for i := range noise {
-		seed = seed*1664525 + 1013904223
-		noise[i] = 'a' + byte(seed>>24)%26
-	}
-	if err := rs.AddScript("2.0.0", "#!/bin/sh\nexec sleep 1000000\n# "+string(noise)+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	tarball, err := tarballOf(rs, "2.0.0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel := httptest.NewServer(&throttledRelease{Handler: rs, path: "/2.0.0/app.tar.gz", tarball: tarball, rate: 600 << 10})
-	t.Cleanup(rel.Close)
-
-	fake := t.TempDir()
-	if err := os.WriteFile(filepath.Join(fake, "systemctl"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+	relURL, tarball := slowRelease(t)
 	root := t.TempDir()
 	common := []string{"--root", root, "--bin-dir", filepath.Join(root, "bin")}
 	upd := startAgentd(t, bin, append([]string{"update", "--force", "--nats", srv.URL(), "--group", "blue",
-		"--url-template", releases.URLTemplate(rel.URL), "--systemd-unit", "app.service", "--progress-interval", "300ms"}, common...)...)
+		"--url-template", releases.URLTemplate(relURL), "--systemd-unit", "app.service", "--progress-interval", "300ms"}, common...)...)
 
 	// agentd status, meanwhile, shows the download under way.
 	natstest.Eventually(t, 30*time.Second, func() error {
@@ -334,4 +311,36 @@ func tarballOf(rs *releases.Server, version string) ([]byte, error) {
 		return nil, fmt.Errorf("release %s: %d", version, rec.Code)
 	}
 	return rec.Body.Bytes(), nil
+}
+
+// slowRelease serves release 2.0.0 (about 1.2 MiB) at 600 KiB/s, puts a
+// stand-in systemctl that does nothing on PATH, and returns the server's
+// URL and the tarball.
+func slowRelease(t *testing.T) (string, []byte) {
+	t.Helper()
+	// 2 MiB of random letters in bin/app: gzip leaves about 1.2 MiB, about
+	// 2s at the rate served.
+	rs := releases.NewServer(nil)
+	noise := make([]byte, 2<<20)
+	seed := uint32(1)
+	for i := range noise {
+		seed = seed*1664525 + 1013904223
+		noise[i] = 'a' + byte(seed>>24)%26
+	}
+	if err := rs.AddScript("2.0.0", "#!/bin/sh\nexec sleep 1000000\n# "+string(noise)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	tarball, err := tarballOf(rs, "2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := httptest.NewServer(&throttledRelease{Handler: rs, path: "/2.0.0/app.tar.gz", tarball: tarball, rate: 600 << 10})
+	t.Cleanup(rel.Close)
+
+	fake := t.TempDir()
+	if err := os.WriteFile(filepath.Join(fake, "systemctl"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return rel.URL, tarball
 }
