@@ -134,7 +134,7 @@ func (f *flags) lockRoot() error {
 		return fmt.Errorf("--root: %w", err)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return err
+		return fmt.Errorf("--root: %w", err)
 	}
 	l, err := install.AcquireLock(install.Tree{Root: root}.LockPath(), f.holder)
 	var le *install.LockedError
