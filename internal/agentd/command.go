@@ -188,7 +188,11 @@ there. --nats is not (pass it or NATS_URL each time, or save it as spec.nats
 with 'agentd enable'). It heartbeats every --heartbeat-interval
 (± jitter) and at once after any change, reconnects forever when the bus goes
 away, follows its group's plan, and installs what the plan tells it to when
-update.yaml says enabled (see 'agentd enable').`,
+update.yaml says enabled (see 'agentd enable').
+
+It holds <root>/lock for its whole life: another agentd run, enable,
+disable, update, link or unlink on the same --root exits 1 naming its pid
+('agentd status' works beside it).`,
 		Example: `  agentd run --nats nats://controller.example:4222 --group staging
   agentd run --root /tmp/agent1 --app app --bin-dir /tmp/agent1/bin --health-url http://127.0.0.1:8080/healthz`,
 		Args: cobra.NoArgs,
