@@ -152,6 +152,12 @@ else
 	[ -n "$tls_ca" ] && enable+=(--tls-ca "$etc/ca.pem")
 	[ -n "$url_template" ] && enable+=(--url-template "$url_template")
 	enable+=("${agentd_args[@]}")
+	# A running agentd holds the root ('agentd enable' would fail naming it)
+	# and would keep its old flags: stop it; it starts again below.
+	if [ "$start" = 1 ] && systemctl is-active --quiet fleetwave-agentd.service 2>/dev/null; then
+		echo "install.sh: stopping the running fleetwave-agentd to reconfigure it"
+		systemctl stop fleetwave-agentd.service
+	fi
 	echo "install.sh: ${enable[*]}"
 	"${enable[@]}"
 fi

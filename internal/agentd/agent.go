@@ -52,6 +52,11 @@ type Options struct {
 	// active version ships in its bin/.
 	SelfUpdate bool
 
+	// RootLocked says the caller holds the root lock (install.AcquireLock
+	// on <root>/lock) for as long as it uses the agent, as agentd's
+	// commands do; otherwise each install takes it.
+	RootLocked bool
+
 	// App is how the managed app is installed and run. Without a URL
 	// template (flag or update.yaml) the agent only reports. Settings not
 	// given come from update.yaml's spec.app.
@@ -93,6 +98,8 @@ type AppOptions struct {
 	// StallTimeout and Deadline (0: its defaults).
 	DownloadStallTimeout time.Duration
 	DownloadDeadline     time.Duration
+	// ProgressInterval is install.Fetcher's ProgressEvery (0: its default).
+	ProgressInterval time.Duration
 }
 
 // Defaults.
@@ -440,6 +447,7 @@ func (a *Agent) setupInstaller() error {
 			// The stall rule and the deadline bound every request, not a
 			// client timeout: a slow but moving download may finish.
 			StallTimeout: app.DownloadStallTimeout, Deadline: app.DownloadDeadline, Log: a.o.Log,
+			ProgressEvery: app.ProgressInterval,
 		},
 		Runner: a.runner,
 		Health: install.Health{URL: app.HealthURL, Command: app.HealthCommand},
@@ -447,8 +455,9 @@ func (a *Agent) setupInstaller() error {
 		Clock: install.Clock{Now: clk.Now, After: func(d time.Duration) <-chan time.Time {
 			return clk.NewTimer(d).C()
 		}},
-		Log:  a.o.Log,
-		Save: a.SetStatus,
+		Log:      a.o.Log,
+		Save:     a.SetStatus,
+		LockHeld: a.o.RootLocked,
 	}
 	return nil
 }

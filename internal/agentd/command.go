@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -46,6 +47,15 @@ A host is set up once with 'agentd enable', then 'agentd run' keeps it current
 type flags struct {
 	o        Options
 	logFlags cliutil.LogFlags
+	// holder, for a command that changes the root ("agentd run"), makes
+	// load take the root lock as that holder; lock is it, held until
+	// unlock.
+	holder string
+	lock   *install.Lock
+	// lockLater: load does not take the lock; the command calls
+	// lockAndLoad once its own checks passed (enable reads the plan first,
+	// so that an unreachable bus leaves the root as it was, lock included).
+	lockLater bool
 }
 
 func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
@@ -72,6 +82,8 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 		fmt.Sprintf("give up a release download that gets no response, or under %d KiB, in this long; a later attempt resumes it (negative: never)", install.DefaultMinProgress>>10))
 	fl.DurationVar(&f.o.App.DownloadDeadline, "download-deadline", install.DefaultDeadline,
 		"give up a release download not finished in this long; a later attempt resumes it (negative: never)")
+	fl.DurationVar(&f.o.App.ProgressInterval, "progress-interval", install.DefaultProgressEvery,
+		"how often a release download's progress is logged (when stderr is not a terminal) and recorded for 'agentd status'")
 	if withHeartbeat {
 		fl.DurationVar(&f.o.Interval, "heartbeat-interval", DefaultInterval, "time between heartbeats; must match the controller's --heartbeat-interval")
 		fl.DurationVar(&f.o.Jitter, "heartbeat-jitter", DefaultJitter, "random spread (±) around the heartbeat interval")
@@ -104,10 +116,71 @@ func (f *flags) load(cmd *cobra.Command, acc access, saveApp bool) (*Agent, erro
 	if !f.o.given("bin-dir") {
 		f.o.App.BinDir = ""
 	}
-	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+	if f.o.App.ProgressInterval <= 0 {
+		return nil, cliutil.Usagef("--progress-interval must be positive")
+	}
+	if isTerminal(os.Stderr) {
 		f.o.App.Progress = os.Stderr
 	}
-	return load(f.o, acc, saveApp)
+	a, err := load(f.o, acc, saveApp)
+	if err != nil || f.holder == "" || f.lockLater {
+		return a, err
+	}
+	return f.lockAndLoad(acc, saveApp)
+}
+
+// lockAndLoad takes the root lock and builds the Agent again under it.
+// Everything is checked first (load), so that a command refused for its
+// flags creates nothing, not even the root or its lock; then, under the
+// lock, read again: another process may have changed the root in between.
+func (f *flags) lockAndLoad(acc access, saveApp bool) (*Agent, error) {
+	if err := f.lockRoot(); err != nil {
+		return nil, err
+	}
+	f.o.RootLocked = true
+	a, err := load(f.o, acc, saveApp)
+	if err != nil {
+		f.unlock()
+	}
+	return a, err
+}
+
+// lockRoot takes the root lock (install.AcquireLock) for the command's
+// life: one process changes a root at a time. The daemon keeps update.yaml
+// in memory and writes it whole, so a one-shot command changing the root
+// under it would be overwritten, or would install behind its back: while
+// 'agentd run' holds the root, the others fail, naming it.
+func (f *flags) lockRoot() error {
+	root, err := filepath.Abs(f.o.Root)
+	if err != nil {
+		return fmt.Errorf("--root: %w", err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("--root: %w", err)
+	}
+	l, err := install.AcquireLock(install.Tree{Root: root}.LockPath(), f.holder)
+	var le *install.LockedError
+	if errors.As(err, &le) {
+		hint := "; wait for it to end, or stop it"
+		if strings.HasPrefix(le.Holder, "agentd run ") {
+			hint = "; one agentd run per root"
+			if f.holder != "agentd run" {
+				hint = "; stop it first (while it runs, the daemon owns the root and installs what the plan says by itself)"
+			}
+		}
+		return fmt.Errorf("root %s is in use by %s%s", root, le.Who(), hint)
+	}
+	if err != nil {
+		return err
+	}
+	f.lock = l
+	return nil
+}
+
+// unlock releases the root lock, if taken.
+func (f *flags) unlock() {
+	_ = f.lock.Release()
+	f.lock = nil
 }
 
 func readPublicKey(path string) (ed25519.PublicKey, error) {
@@ -125,7 +198,7 @@ func readPublicKey(path string) (ed25519.PublicKey, error) {
 }
 
 func newRunCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd run"}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the agent daemon",
@@ -139,7 +212,11 @@ each time, or save it as spec.nats with 'agentd enable'). It heartbeats
 every --heartbeat-interval (± jitter) and at once after any change,
 reconnects forever when the bus goes away, follows its group's plan, and
 installs what the plan tells it to when update.yaml says enabled (see
-'agentd enable').`,
+'agentd enable').
+
+It holds <root>/lock for its whole life: another agentd run, enable,
+disable, update, link or unlink on the same --root exits 1 naming its pid
+('agentd status' works beside it).`,
 		Example: `  agentd run --nats nats://controller.example:4222 --group staging
   agentd run --root /tmp/agent1 --app app --bin-dir /tmp/agent1/bin --health-url http://127.0.0.1:8080/healthz`,
 		Args: cobra.NoArgs,
@@ -151,6 +228,7 @@ installs what the plan tells it to when update.yaml says enabled (see
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			err = a.Run(cmd.Context())
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 				f.o.Log.Info("agent stopping")
@@ -167,7 +245,7 @@ installs what the plan tells it to when update.yaml says enabled (see
 }
 
 func newEnableCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd enable", lockLater: true}
 	cmd := &cobra.Command{
 		Use:   "enable",
 		Short: "Set this host up for automatic updates and install the current version now",
@@ -208,6 +286,10 @@ as they were.`,
 					return fmt.Errorf("%w (nothing was changed)", err)
 				}
 			}
+			if a, err = f.lockAndLoad(accessInstall, true); err != nil {
+				return err
+			}
+			defer f.unlock()
 			a.mu.Lock()
 			a.update.Spec.Enabled = true
 			if f.o.NATSURL != "" {
@@ -240,7 +322,7 @@ as they were.`,
 }
 
 func newDisableCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd disable"}
 	cmd := &cobra.Command{
 		Use:     "disable",
 		Short:   "Stop automatic updates on this host (the agent keeps reporting)",
@@ -251,6 +333,7 @@ func newDisableCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			a.mu.Lock()
 			a.update.Spec.Enabled = false
 			a.mu.Unlock()
@@ -266,7 +349,7 @@ func newDisableCmd() *cobra.Command {
 }
 
 func newUpdateCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd update"}
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "update",
@@ -283,6 +366,7 @@ back from.`,
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			if a.supervised() {
 				return cliutil.Usagef("update with --app (given or saved by enable): the app is a child of agentd and would stop with this command; use 'agentd run', or --systemd-unit")
 			}
@@ -319,7 +403,10 @@ type StatusReport struct {
 	// update, enable or link finishes.
 	InstallStep   string `json:"install_step,omitempty"`
 	InstallTarget string `json:"install_target,omitempty"`
-	JournalError  string `json:"journal_error,omitempty"`
+	// Download is how far the release download of an install at step
+	// "fetch" has got, as last recorded (every --progress-interval).
+	Download     *install.DownloadProgress `json:"download,omitempty"`
+	JournalError string                    `json:"journal_error,omitempty"`
 }
 
 func newStatusCmd() *cobra.Command {
@@ -349,6 +436,9 @@ are disabled; a --root that does not exist is an error.`,
 				rep.JournalError = err.Error()
 			} else if j != nil && j.Step != install.StepUndone {
 				rep.InstallStep, rep.InstallTarget = string(j.Step), j.Target
+				if j.Step == install.StepFetch {
+					rep.Download = j.Download
+				}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()
@@ -463,7 +553,7 @@ func orNone(v string) string {
 }
 
 func newLinkCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd link"}
 	var v string
 	cmd := &cobra.Command{
 		Use:   "link",
@@ -480,6 +570,7 @@ linked. The app is not restarted.`,
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			if err := a.save(); err != nil {
 				return err
 			}
@@ -509,7 +600,7 @@ linked. The app is not restarted.`,
 }
 
 func newUnlinkCmd() *cobra.Command {
-	f := &flags{}
+	f := &flags{holder: "agentd unlink"}
 	cmd := &cobra.Command{
 		Use:   "unlink",
 		Short: "Remove agentd's links from the bin dir (e.g. to let a system package own them)",
@@ -523,6 +614,7 @@ Links and files agentd did not create are left alone. Disable updates first
 			if err != nil {
 				return err
 			}
+			defer f.unlock()
 			if err := a.save(); err != nil {
 				return err
 			}

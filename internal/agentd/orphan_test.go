@@ -61,10 +61,7 @@ func TestKilledAgentdLeavesOneApp(t *testing.T) {
 	// Issue 12: an agentd killed with SIGKILL cannot stop the app it
 	// supervises (the app has its own process group); the next agentd must
 	// find and stop it before it starts its own, or every kill adds an app.
-	bin := filepath.Join(t.TempDir(), "agentd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetwave/fleetwave/cmd/agentd").CombinedOutput(); err != nil {
-		t.Fatalf("go build agentd: %v\n%s", err, out)
-	}
+	bin := buildAgentd(t)
 	srv := natstest.Start(t)
 	ctx := context.Background()
 	if _, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true}); err != nil {

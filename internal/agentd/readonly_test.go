@@ -28,16 +28,6 @@ import (
 	"github.com/fleetwave/fleetwave/test/releases"
 )
 
-// buildAgentd builds the real agentd binary into a temp dir.
-func buildAgentd(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetwave/fleetwave/cmd/agentd").CombinedOutput(); err != nil {
-		t.Fatalf("go build agentd: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // execAgentd runs the agentd binary with a clean NATS environment and
 // returns its stdout, stderr and exit code.
 func execAgentd(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {

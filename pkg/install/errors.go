@@ -1,6 +1,9 @@
 package install
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors, checked with errors.Is.
 var (
@@ -27,7 +30,8 @@ var (
 	// ErrHostileArchive: the tarball tries to write outside its directory,
 	// links out of it, holds device files, or is a size or file-count bomb.
 	ErrHostileArchive = errors.New("archive rejected")
-	// ErrLocked: another updater holds the lock.
+	// ErrLocked: another process holds the root lock (LockedError says
+	// who).
 	ErrLocked = errors.New("another updater is running")
 	// ErrUnhealthy: the new version did not come up healthy.
 	ErrUnhealthy = errors.New("new version unhealthy")
@@ -38,3 +42,27 @@ var (
 	// ours should go. It is never replaced or removed: the operator decides.
 	ErrNotOurs = errors.New("not created by agentd")
 )
+
+// LockedError is AcquireLock's error when another process holds the lock.
+// It is ErrLocked.
+type LockedError struct {
+	Path string
+	// Holder is what the holder wrote into the lock file: "agentd run
+	// (pid 1234, started 2026-01-02T03:04:05Z)"; "" when it has not yet.
+	Holder string
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("%v: %s is held by %s", ErrLocked, e.Path, e.Who())
+}
+
+// Is makes errors.Is(err, ErrLocked) true.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// Who is the holder, or "another process" when it has not said.
+func (e *LockedError) Who() string {
+	if e.Holder == "" {
+		return "another process"
+	}
+	return e.Holder
+}

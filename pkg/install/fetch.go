@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -41,8 +40,6 @@ const (
 	// is not serving them.
 	maxChecksumFileBytes  = 4 << 10
 	maxSignatureFileBytes = 1 << 10
-
-	progressInterval = 500 * time.Millisecond
 )
 
 // Fetcher downloads release tarballs and verifies them against their
@@ -87,10 +84,19 @@ type Fetcher struct {
 	// the wall clock.
 	Clock Clock
 	// Log, when set, gets a "downloading" line when the tarball's transfer
-	// starts, then whenever another quarter of it has arrived or
-	// logProgressEvery has passed: a daemon's record that the download moves,
-	// at a rate a fleet's log pipeline can take.
+	// starts, then, unless Progress shows the figures on a terminal, one
+	// every ProgressEvery with the bytes received, the rate and the time
+	// left, and a "downloaded" line at the end: a daemon's record that the
+	// download moves, at a rate a fleet's log pipeline can take.
 	Log *slog.Logger
+	// OnProgress, when set, gets the tarball transfer's figures when it
+	// starts, every ProgressEvery, and once it is complete (the Installer
+	// records them in the journal for 'agentd status'). It runs in the
+	// downloading goroutine: it must be quick, and cannot fail the download.
+	OnProgress func(DownloadProgress)
+	// ProgressEvery is how often Log and OnProgress hear of a moving
+	// download; 0 means DefaultProgressEvery.
+	ProgressEvery time.Duration
 }
 
 // Download is a verified release tarball on disk.
@@ -439,8 +445,18 @@ func (f *Fetcher) download(ctx context.Context, version, rawURL, part string, si
 		prog = newProgress(f.Progress, progressName(rawURL), have, size, clk.Now)
 		w = io.MultiWriter(w, prog)
 	}
-	if f.Log != nil {
-		w = io.MultiWriter(w, newLogProgress(f.Log.With(slog.String("version", version)), redact(rawURL), have, size, clk.Now))
+	var logProg *logProgress
+	if f.Log != nil || f.OnProgress != nil {
+		var log *slog.Logger
+		if f.Log != nil {
+			log = f.Log.With(slog.String("version", version))
+		}
+		every := f.ProgressEvery
+		if every <= 0 {
+			every = DefaultProgressEvery
+		}
+		logProg = newLogProgress(log, f.OnProgress, redact(rawURL), have, size, every, f.Progress == nil, clk.Now)
+		w = io.MultiWriter(w, logProg)
 	}
 	// Read one byte more than expected to tell "exactly right" from "too
 	// long" without writing the excess.
@@ -465,6 +481,9 @@ func (f *Fetcher) download(ctx context.Context, version, rawURL, part string, si
 	}
 	if err := out.Close(); err != nil {
 		return "", fmt.Errorf("close %s: %w", part, err)
+	}
+	if logProg != nil {
+		logProg.done()
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -515,92 +534,4 @@ func redact(s string) string {
 		return s
 	}
 	return scheme + "://" + user + ":xxxxx" + rest[at:]
-}
-
-// progress writes "\r<name>: 12.0/45.6 MiB (26%) 3.2 MiB/s" at most every
-// progressInterval, and a final line with a newline from done.
-type progress struct {
-	w          io.Writer
-	name       string
-	start      int64 // bytes already on disk when this transfer began
-	n          int64 // bytes written so far, start included
-	total      int64
-	now        func() time.Time
-	began      time.Time
-	lastReport time.Time
-}
-
-func newProgress(w io.Writer, name string, start, total int64, now func() time.Time) *progress {
-	t := now()
-	return &progress{w: w, name: name, start: start, n: start, total: total, now: now, began: t, lastReport: t}
-}
-
-func (p *progress) Write(b []byte) (int, error) {
-	p.n += int64(len(b))
-	if t := p.now(); t.Sub(p.lastReport) >= progressInterval {
-		p.lastReport = t
-		p.report(t, "")
-	}
-	// A terminal that cannot be written to must not fail the download.
-	return len(b), nil
-}
-
-func (p *progress) done() { p.report(p.now(), "\n") }
-
-func (p *progress) report(t time.Time, end string) {
-	pct := 100.0
-	if p.total > 0 {
-		pct = 100 * float64(p.n) / float64(p.total)
-	}
-	var rate float64
-	if el := t.Sub(p.began).Seconds(); el > 0 {
-		rate = float64(p.n-p.start) / el
-	}
-	fmt.Fprintf(p.w, "\r%s: %s/%s (%.0f%%) %s/s%s", p.name, mib(float64(p.n)), mib(float64(p.total)), pct, mib(rate), end)
-}
-
-// progressName is the tarball's file name, without a query that may hold
-// a token.
-func progressName(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
-		return path.Base(u.Path)
-	}
-	return "download"
-}
-
-func mib(n float64) string { return strconv.FormatFloat(n/(1<<20), 'f', 1, 64) + " MiB" }
-
-// logProgressEvery is the longest a moving download goes without a
-// "downloading" line in Fetcher.Log.
-const logProgressEvery = 30 * time.Second
-
-// logProgress is Fetcher.Log's record of a download: one line at the start,
-// then one whenever another quarter has arrived or logProgressEvery has
-// passed since the last.
-type logProgress struct {
-	log      *slog.Logger
-	n, total int64
-	now      func() time.Time
-	last     time.Time
-	lastN    int64
-}
-
-func newLogProgress(log *slog.Logger, rawURL string, start, total int64, now func() time.Time) *logProgress {
-	attrs := []any{slog.String("url", rawURL), slog.Int64("bytes", total)}
-	if start > 0 {
-		attrs = append(attrs, slog.Int64("resumed_at", start))
-	}
-	log.Info("downloading", attrs...)
-	return &logProgress{log: log, n: start, total: total, now: now, last: now(), lastN: start}
-}
-
-func (p *logProgress) Write(b []byte) (int, error) {
-	p.n += int64(len(b))
-	t := p.now()
-	if p.n-p.lastN >= max(p.total/4, 1) || t.Sub(p.last) >= logProgressEvery {
-		p.last, p.lastN = t, p.n
-		pct := 100 * p.n / max(p.total, 1)
-		p.log.Info("downloading", slog.Int64("received", p.n), slog.Int64("bytes", p.total), slog.Int64("percent", pct))
-	}
-	return len(b), nil
 }

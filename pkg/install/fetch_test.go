@@ -863,18 +863,19 @@ func TestFetchProgressClock(t *testing.T) {
 		{
 			name:  "fresh",
 			total: 10 * mib,
-			want: "\rapp.tar.gz: 5.0 MiB/10.0 MiB (50%) 10.0 MiB/s" +
-				"\rapp.tar.gz: 10.0 MiB/10.0 MiB (100%) 10.0 MiB/s" +
-				"\rapp.tar.gz: 10.0 MiB/10.0 MiB (100%) 9.1 MiB/s\n",
+			// A shorter line blanks what the longer one before it left.
+			want: "\rapp.tar.gz: 5.0 MiB/10.0 MiB (50%) 10.0 MiB/s ETA 1s" +
+				"\rapp.tar.gz: 10.0 MiB/10.0 MiB (100%) 10.0 MiB/s     " +
+				"\rapp.tar.gz: 10.0 MiB/10.0 MiB (100%) 9.1 MiB/s \n",
 		},
 		{
 			// The rate counts this transfer, not what was on disk before.
 			name:  "resumed",
 			start: 10 * mib,
 			total: 20 * mib,
-			want: "\rapp.tar.gz: 15.0 MiB/20.0 MiB (75%) 10.0 MiB/s" +
-				"\rapp.tar.gz: 20.0 MiB/20.0 MiB (100%) 10.0 MiB/s" +
-				"\rapp.tar.gz: 20.0 MiB/20.0 MiB (100%) 9.1 MiB/s\n",
+			want: "\rapp.tar.gz: 15.0 MiB/20.0 MiB (75%) 10.0 MiB/s ETA 1s" +
+				"\rapp.tar.gz: 20.0 MiB/20.0 MiB (100%) 10.0 MiB/s      " +
+				"\rapp.tar.gz: 20.0 MiB/20.0 MiB (100%) 9.1 MiB/s \n",
 		},
 	}
 	for _, tc := range tests {
@@ -900,53 +901,77 @@ func TestFetchProgressClock(t *testing.T) {
 	}
 }
 
-// TestFetchLogProgress drives Fetcher.Log's record with a clock that
-// advances step per reading: a line at the start, then one per quarter of
-// the release or per 30s, whichever comes first.
+// TestFetchLogProgress drives Fetcher.Log's and OnProgress's record with a
+// clock that advances step per reading: a line at the start, one every
+// ProgressEvery with the bytes, the rate and the time left (unless a
+// terminal shows them), and one at the end; the figures go to OnProgress
+// at the start, every ProgressEvery and at the end.
 func TestFetchLogProgress(t *testing.T) {
 	t.Parallel()
+	const mib = 1 << 20
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	tests := []struct {
 		name   string
 		start  int64
 		step   time.Duration
 		writes int
+		lines  bool
 		want   []string
+		record []install.DownloadProgress
 	}{
 		{
-			name: "fast", step: time.Second, writes: 10,
+			name: "every 5s", step: time.Second, writes: 10, lines: true,
 			want: []string{
-				"msg=downloading url=http://dl/app.tar.gz bytes=100",
-				"msg=downloading received=30 bytes=100 percent=30",
-				"msg=downloading received=60 bytes=100 percent=60",
-				"msg=downloading received=90 bytes=100 percent=90",
+				"msg=downloading url=http://dl/app.tar.gz bytes=104857600",
+				`msg=downloading received=52428800 bytes=104857600 percent=50 rate="10.0 MiB/s" eta=5s`,
+				`msg=downloading received=104857600 bytes=104857600 percent=100 rate="10.0 MiB/s"`,
+				`msg=downloaded bytes=104857600 took=11s rate="9.1 MiB/s"`,
+			},
+			record: []install.DownloadProgress{
+				{Received: 0, Bytes: 100 * mib, At: at(0)},
+				{Received: 50 * mib, Bytes: 100 * mib, BytesPerSecond: 10 * mib, ETASeconds: 5, At: at(5)},
+				{Received: 100 * mib, Bytes: 100 * mib, BytesPerSecond: 10 * mib, At: at(10)},
+				{Received: 100 * mib, Bytes: 100 * mib, BytesPerSecond: 100 * mib / 11, At: at(11)},
 			},
 		},
 		{
-			name: "slow and resumed", start: 40, step: 10 * time.Second, writes: 6,
+			// The rate counts this transfer, not what was on disk before;
+			// on a terminal the progress line shows the figures.
+			name: "resumed on a terminal", start: 40 * mib, step: 2 * time.Second, writes: 6, lines: false,
 			want: []string{
-				"msg=downloading url=http://dl/app.tar.gz bytes=100 resumed_at=40",
-				"msg=downloading received=70 bytes=100 percent=70",
-				"msg=downloading received=100 bytes=100 percent=100",
+				"msg=downloading url=http://dl/app.tar.gz bytes=104857600 resumed_at=41943040",
+				`msg=downloaded bytes=104857600 took=14s rate="4.3 MiB/s"`,
+			},
+			record: []install.DownloadProgress{
+				{Received: 40 * mib, Bytes: 100 * mib, At: at(0)},
+				{Received: 70 * mib, Bytes: 100 * mib, BytesPerSecond: 5 * mib, ETASeconds: 6, At: at(6)},
+				{Received: 100 * mib, Bytes: 100 * mib, BytesPerSecond: 5 * mib, At: at(12)},
+				{Received: 100 * mib, Bytes: 100 * mib, BytesPerSecond: 60 * mib / 14, At: at(14)},
 			},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 			ticks := 0
 			now := func() time.Time {
 				defer func() { ticks++ }()
 				return t0.Add(time.Duration(ticks) * tc.step)
 			}
 			var out bytes.Buffer
-			write := install.NewLogProgress(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{ReplaceAttr: dropTimeAndLevel})),
-				"http://dl/app.tar.gz", tc.start, 100, now)
+			var got []install.DownloadProgress
+			write, done := install.NewLogProgress(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{ReplaceAttr: dropTimeAndLevel})),
+				func(p install.DownloadProgress) { got = append(got, p) }, "http://dl/app.tar.gz", tc.start, 100*mib, 5*time.Second, tc.lines, now)
 			for range tc.writes {
-				write(make([]byte, 10))
+				write(make([]byte, 10*mib))
 			}
+			done()
 			if diff := cmp.Diff(tc.want, strings.Split(strings.TrimSpace(out.String()), "\n")); diff != "" {
 				t.Errorf("log (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.record, got); diff != "" {
+				t.Errorf("OnProgress figures (-want +got):\n%s", diff)
 			}
 		})
 	}

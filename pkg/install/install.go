@@ -41,6 +41,11 @@ type Installer struct {
 	// alone. agentd closes it when the plan moves away from the version
 	// being downloaded. nil: never.
 	Abandon <-chan struct{}
+	// LockHeld says the caller holds the root lock (AcquireLock on
+	// Tree.LockPath) for as long as it uses the Installer, as agentd's
+	// commands do: Install and Repair then do not take it themselves (a
+	// second flock by the same process would fail).
+	LockHeld bool
 }
 
 // maxHistory bounds update.yaml's version_history.
@@ -57,11 +62,11 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	if err := checkVersion(target); err != nil {
 		return cur, err
 	}
-	lock, err := AcquireLock(in.Tree.LockPath())
+	release, err := in.lock()
 	if err != nil {
 		return cur, err
 	}
-	defer lock.Release()
+	defer release()
 	prior, cur, err := in.repairLocked(ctx, cur, target)
 	if err != nil {
 		return cur, err
@@ -102,7 +107,7 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	if err := in.step(j, StepFetch); err != nil {
 		return fail("journal", err)
 	}
-	if err := in.ensureVersion(ctx, target); err != nil {
+	if err := in.ensureVersion(ctx, target, j); err != nil {
 		return fail("fetch", err)
 	}
 	// 2. What happens to the database: decided before anything changes,
@@ -164,7 +169,7 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 
 // step records that step s begins, then hits its failpoint.
 func (in *Installer) step(j *Journal, s Step) error {
-	j.Step = s
+	j.Step, j.Download = s, nil
 	err := in.record(j)
 	failpoint(string(s))
 	return err
@@ -328,8 +333,9 @@ func (in *Installer) endJournal(j *Journal) error {
 }
 
 // ensureVersion makes versions/<v> a complete extraction of the verified
-// release, fetching it unless a complete one is already there.
-func (in *Installer) ensureVersion(ctx context.Context, v string) error {
+// release, fetching it unless a complete one is already there. The
+// download's progress goes into j (step fetch) for 'agentd status'.
+func (in *Installer) ensureVersion(ctx context.Context, v string, j *Journal) error {
 	if _, err := os.Stat(in.Tree.MarkerPath(v)); err == nil {
 		return nil
 	}
@@ -338,8 +344,17 @@ func (in *Installer) ensureVersion(ctx context.Context, v string) error {
 	}
 	ctx, stop := abandonable(ctx, in.Abandon)
 	defer stop()
+	f := *in.Fetcher // a copy, for this install's own progress record
+	f.OnProgress = func(p DownloadProgress) {
+		j.Download = &p
+		// At most every ProgressEvery, and only for status: a record that
+		// cannot be written does not stop the download.
+		if err := writeJournal(in.Tree, j, in.Clock.orReal().Now()); err != nil {
+			in.Log.Debug("recording download progress failed", slog.Any("err", err))
+		}
+	}
 	// Fetch creates the versions dir.
-	dl, err := in.Fetcher.Fetch(ctx, v, in.Tree.VersionsDir())
+	dl, err := f.Fetch(ctx, v, in.Tree.VersionsDir())
 	if err != nil {
 		return err
 	}
@@ -378,13 +393,25 @@ func (in *Installer) prune(keep ...string) {
 // interrupted work leaves. Every command that can install runs it first. It
 // returns the status to record (and records it).
 func (in *Installer) Repair(ctx context.Context, cur Status) (Status, error) {
-	lock, err := AcquireLock(in.Tree.LockPath())
+	release, err := in.lock()
 	if err != nil {
 		return cur, err
 	}
-	defer lock.Release()
+	defer release()
 	_, st, err := in.repairLocked(ctx, cur, "")
 	return st, err
+}
+
+// lock takes the root lock unless the caller holds it (LockHeld).
+func (in *Installer) lock() (release func(), err error) {
+	if in.LockHeld {
+		return func() {}, nil
+	}
+	l, err := AcquireLock(in.Tree.LockPath(), "")
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = l.Release() }, nil
 }
 
 // repairLocked is Repair with the lock held. next is the version about to

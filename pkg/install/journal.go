@@ -78,7 +78,11 @@ type Journal struct {
 	Bad   bool   `json:"bad,omitempty"`
 	// Attempts counts crash-interrupted installs of Target in a row.
 	Attempts int `json:"interrupted_attempts,omitempty"`
-	// UpdatedAt is when this step was recorded.
+	// Download is how far step fetch's download had got when last
+	// recorded (at most every Fetcher.ProgressEvery): for 'agentd status',
+	// not for recovery.
+	Download *DownloadProgress `json:"download,omitempty"`
+	// UpdatedAt is when this record was written.
 	UpdatedAt time.Time `json:"updated_at"`
 }
 

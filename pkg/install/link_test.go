@@ -499,18 +499,19 @@ func runBin(t *testing.T, path string) (string, error) {
 
 func TestLockIsExclusiveAndNamesItsHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock")
-	l1, err := install.AcquireLock(path)
+	l1, err := install.AcquireLock(path, "agentd run")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = install.AcquireLock(path)
-	if !errors.Is(err, install.ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
-		t.Fatalf("second lock: %v; want ErrLocked naming pid %d", err, os.Getpid())
+	_, err = install.AcquireLock(path, "")
+	var le *install.LockedError
+	if !errors.Is(err, install.ErrLocked) || !errors.As(err, &le) || !strings.HasPrefix(le.Holder, fmt.Sprintf("agentd run (pid %d, started ", os.Getpid())) {
+		t.Fatalf("second lock: %v; want ErrLocked naming agentd run, pid %d", err, os.Getpid())
 	}
 	if err := l1.Release(); err != nil {
 		t.Fatal(err)
 	}
-	l2, err := install.AcquireLock(path)
+	l2, err := install.AcquireLock(path, "")
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
 	}
