@@ -139,7 +139,11 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 	}()
 	in := *a.installer // a copy, for this install's own Abandon
 	in.Abandon = abandon
+	// Heartbeats say "updating to target" for as long as the install runs;
+	// its first status save (start_time) sends one at once.
+	a.setUpdatingTo(target)
 	_, err := in.Install(ctx, cur, target, timeout, minHealthy)
+	a.setUpdatingTo("")
 	close(stop)
 	w := <-result
 
@@ -160,6 +164,17 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 		a.o.Log.Warn("install failed", slog.String("version", target), slog.Any("err", err))
 	}
 	return w.last
+}
+
+// setUpdatingTo records the version being installed ("" when the install
+// ended) and heartbeats the change at once.
+func (a *Agent) setUpdatingTo(v string) {
+	a.mu.Lock()
+	a.updatingTo = v
+	a.mu.Unlock()
+	if a.pub != nil {
+		a.pub.Kick()
+	}
 }
 
 // watchPlan decides on every plan change and find answer until stop is
