@@ -325,11 +325,28 @@ func cleanLine(s string) string {
 	}, strings.ToValidUTF8(s, "\uFFFD"))
 }
 
+// eventLayout is how an event's fixed columns are laid out: the time
+// format and the widths the group and the move are padded to.
+type eventLayout struct {
+	time        string
+	group, move int
+}
+
+var (
+	// pipeLayout is the layout of printed lines: a date, room for the
+	// longest moves.
+	pipeLayout = eventLayout{time: time.RFC3339, group: 12, move: 22}
+	// screenLayout is narrower, to leave the reason some of 80 columns:
+	// the screen shows events since it started, so the time of day is
+	// enough.
+	screenLayout = eventLayout{time: time.TimeOnly, group: 8, move: 18}
+)
+
 // eventLines renders one event as it is printed to a pipe or a file:
 // eventLine, with a reason that does not fit width columns continued on
 // lines indented by four spaces, broken at spaces.
 func eventLines(subject string, data []byte, width int) []string {
-	prefix, reason := eventParts(subject, data, time.RFC3339)
+	prefix, reason := eventParts(subject, data, pipeLayout)
 	line := prefix + reason
 	if utf8.RuneCountInString(line) <= width || reason == "" {
 		return []string{line}
@@ -365,21 +382,20 @@ func eventLines(subject string, data []byte, width int) []string {
 // eventLine renders one event on one line: time (UTC), group, kind, from →
 // to, reason.
 func eventLine(subject string, data []byte) string {
-	prefix, reason := eventParts(subject, data, time.RFC3339)
+	prefix, reason := eventParts(subject, data, pipeLayout)
 	return prefix + reason
 }
 
-// screenEventLine is eventLine for the watch screen: the time of day only
-// (the screen shows events since it started).
+// screenEventLine is eventLine for the watch screen, in screenLayout.
 func screenEventLine(subject string, data []byte) string {
-	prefix, reason := eventParts(subject, data, time.TimeOnly)
+	prefix, reason := eventParts(subject, data, screenLayout)
 	return prefix + reason
 }
 
-// eventParts renders one event as its fixed columns (time in layout, group,
-// kind, from → to, padded) and its reason, each cleaned of control
+// eventParts renders one event as its fixed columns (time, group, kind,
+// from → to, padded as layout says) and its reason, each cleaned of control
 // characters. Data that is not an event is all reason.
-func eventParts(subject string, data []byte, layout string) (prefix, reason string) {
+func eventParts(subject string, data []byte, layout eventLayout) (prefix, reason string) {
 	var ev rollout.Event
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return "", cleanLine(fmt.Sprintf("%s: not an event (%v): %s", subject, err, shorten(strings.TrimSpace(string(data)), 80)))
@@ -396,6 +412,6 @@ func eventParts(subject string, data []byte, layout string) (prefix, reason stri
 	case ev.From != "":
 		move = string(ev.From)
 	}
-	prefix = fmt.Sprintf("%s  %-12s  %-10s  %-22s  ", ev.At.UTC().Format(layout), ev.Group, ev.Kind, move)
+	prefix = fmt.Sprintf("%s  %-*s  %-10s  %-*s  ", ev.At.UTC().Format(layout.time), layout.group, ev.Group, ev.Kind, layout.move, move)
 	return cleanLine(prefix), cleanLine(ev.Reason)
 }

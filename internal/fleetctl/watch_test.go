@@ -204,7 +204,7 @@ func TestRenderScreenFits80x24(t *testing.T) {
 		t.Fatalf("%d event lines, want at least %d:\n%s", len(shown), minEventLines, strings.Join(lines, "\n"))
 	}
 	for i, l := range shown {
-		want := fmt.Sprintf("%s  group-1       halt        canary                  event %d: ",
+		want := fmt.Sprintf("%s  group-1   halt        canary              event %d: ",
 			testNow.Add(time.Duration(29-i)*time.Second).Format(time.TimeOnly), 29-i)
 		if !strings.HasPrefix(l, want) || !strings.HasSuffix(l, "…") {
 			t.Errorf("event line %d: %q, want it to start %q and be cut with …", i, l, want)
