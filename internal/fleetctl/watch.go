@@ -75,7 +75,8 @@ agents, notes) on top and the newest events below it, newest first, each
 line cut to the window's width. It is redrawn after events and every 2
 seconds; Ctrl-C restores the screen.
 
-When the output is a pipe or a file, each event is printed as it arrives:
+When the output is a pipe, a file or a terminal with TERM=dumb, each event
+is printed as it arrives:
 time (UTC), group, kind, from → to, reason; a reason that does not fit 100
 columns continues on lines indented by four spaces.`,
 		Example: `  fleetctl watch
@@ -83,7 +84,8 @@ columns continues on lines indented by four spaces.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			if _, _, ok := termSize(out); ok {
+			// A dumb terminal (an editor's shell buffer) cannot redraw.
+			if _, _, ok := termSize(out); ok && os.Getenv("TERM") != "dumb" {
 				o.Redraw = true
 				o.Size = func() (int, int) {
 					w, h, _ := termSize(out)

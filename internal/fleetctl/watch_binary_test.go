@@ -115,6 +115,7 @@ func TestWatchBinaryOnA80x24Terminal(t *testing.T) {
 		close(copied)
 	}()
 	cmd := exec.Command(bin, "--nats", e.srv.URL(), "watch")
+	cmd.Env = append(os.Environ(), "TERM=xterm")
 	cmd.Stdout, cmd.Stderr = term, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -188,6 +189,53 @@ func TestWatchBinaryOnA80x24Terminal(t *testing.T) {
 	}
 	if !strings.Contains(last, "\nstaging ") || !strings.Contains(last, "UPDATING") {
 		t.Errorf("last screen has no staging row or UPDATING column:\n%s", last)
+	}
+}
+
+// TestWatchBinaryOnADumbTerminalPrintsLines: TERM=dumb (an editor's shell
+// buffer) cannot redraw, so watch prints plain lines there too.
+func TestWatchBinaryOnADumbTerminalPrintsLines(t *testing.T) {
+	bin := fleetctlBinary(t)
+	e := busyFixture(t)
+	term, reader := openPTY(t, 80, 24)
+	var out, errOut natstest.Buffer
+	go func() { _, _ = io.Copy(&out, reader) }()
+	cmd := exec.Command(bin, "--nats", e.srv.URL(), "watch")
+	cmd.Env = append(os.Environ(), "TERM=dumb")
+	cmd.Stdout, cmd.Stderr = term, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	term.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(errOut.String(), "Watching fleet.events.>") {
+			return fmt.Errorf("not watching yet; stderr %q", errOut.String())
+		}
+		return nil
+	})
+	publishLong(t, e, 1)
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if strings.Count(out.String(), "explanation") != 5 {
+			return fmt.Errorf("the event is not printed yet: %q", out.String())
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("watch ended with %v on Ctrl-C, want exit 0", err)
+	}
+	if got := out.String(); strings.Contains(got, "\x1b") || !strings.HasPrefix(got, time.Now().UTC().Format("2006-")) {
+		t.Errorf("want plain event lines on a dumb terminal, got %q", got)
 	}
 }
 
