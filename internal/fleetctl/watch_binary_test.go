@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,30 +20,14 @@ import (
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
-var (
-	buildOnce   sync.Once
-	fleetctlBin string
-	buildErr    error
-)
-
-// fleetctlBinary builds cmd/fleetctl once per test run.
+// fleetctlBinary builds cmd/fleetctl into the test's temporary directory.
 func fleetctlBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fleetctl-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		fleetctlBin = filepath.Join(dir, "fleetctl")
-		if out, err := exec.Command("go", "build", "-o", fleetctlBin, "github.com/fleetwave/fleetwave/cmd/fleetctl").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin := filepath.Join(t.TempDir(), "fleetctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetwave/fleetwave/cmd/fleetctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return fleetctlBin
+	return bin
 }
 
 // openPTY opens a pseudo-terminal of cols×rows: the terminal side for a
