@@ -135,6 +135,9 @@ type Agent struct {
 
 	mu     sync.Mutex
 	update *install.UpdateFile
+	// updatingTo is the version an install in progress moves to ("" when
+	// none is): heartbeats carry it as updating_to.
+	updatingTo string
 }
 
 // New loads the agent's identity and update.yaml under o.Root, creating
@@ -488,6 +491,7 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 		Rollback:       st.Rollback,
 		RollbackFrom:   st.RollbackFrom,
 		Error:          heartbeat.CleanText(st.Error, heartbeat.MaxErrorLen),
+		UpdatingTo:     a.updatingTo,
 		UpdaterVersion: version.Version,
 	}
 }

@@ -139,7 +139,10 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 	}()
 	in := *a.installer // a copy, for this install's own Abandon
 	in.Abandon = abandon
+	// Heartbeats say "updating to target" for as long as the install runs.
+	a.setUpdatingTo(target)
 	_, err := in.Install(ctx, cur, target, timeout, minHealthy)
+	a.setUpdatingTo("")
 	close(stop)
 	w := <-result
 
@@ -160,6 +163,19 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 		a.o.Log.Warn("install failed", slog.String("version", target), slog.Any("err", err))
 	}
 	return w.last
+}
+
+// setUpdatingTo records the version being installed, or "" when the
+// install ended, which it heartbeats at once. The start is heartbeated by
+// the install's first status save, which also sets start_time: a heartbeat
+// sent before it would pair the new target with the last install's time.
+func (a *Agent) setUpdatingTo(v string) {
+	a.mu.Lock()
+	a.updatingTo = v
+	a.mu.Unlock()
+	if v == "" && a.pub != nil {
+		a.pub.Kick()
+	}
 }
 
 // watchPlan decides on every plan change and find answer until stop is

@@ -52,7 +52,12 @@ func newAgentsCmd(g *Global) *cobra.Command {
 		Short: "List agents from their last heartbeat in the stream",
 		Long: `List every agent whose last heartbeat is still in the FLEET_HB stream, read
 straight from the stream (no controller involved), sorted by group and id.
-Agents silent for longer than the agent expiry are gone from the stream.`,
+Agents silent for longer than the agent expiry are gone from the stream.
+
+STATE is "updating → V (12s)" while the agent installs V (downloading, or
+waiting for V to prove healthy; the time is since the install started),
+"rolled back from V" after an automatic rollback, "error" when its last
+update attempt failed, else "ok".`,
 		Example: `  fleetctl agents ls
   fleetctl agents ls --group staging --version 1.4.2
   fleetctl agents ls -o json | jq -r '.agents[] | select(.rollback) | .hostname'`,
@@ -123,13 +128,21 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	now := o.Now()
 	for _, a := range rep.Agents {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", a.AgentID, shorten(a.Group, 16), shorten(a.Hostname, 20),
-			a.Version(), agentState(&a.Heartbeat), age(now, a.LastSeen))
+			a.Version(), agentState(&a.Heartbeat, now), age(now, a.LastSeen))
 	}
 	return tw.Flush()
 }
 
-func agentState(h *heartbeat.Heartbeat) string {
+// agentState is the STATE column: what the agent's update is doing or last
+// did. now dates an install in progress.
+func agentState(h *heartbeat.Heartbeat, now time.Time) string {
 	switch {
+	case h.UpdatingTo != "":
+		s := "updating → " + h.UpdatingTo
+		if !h.StartTime.IsZero() {
+			s += " (" + age(now, h.StartTime) + ")"
+		}
+		return s
 	case h.Rollback:
 		return "rolled back from " + h.RollbackFrom
 	case h.Error != "":

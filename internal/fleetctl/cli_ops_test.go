@@ -187,4 +187,15 @@ func TestRolloutTableFitsWorstCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkWidth(t, out.String())
+
+	// The group table fits 80 columns for group names of up to 9
+	// characters, whatever the counts.
+	full.Agents = AgentSplit{Updated: 9999, Unchanged: 9999, Failed: 9999, Updating: 9999, Waiting: 9999}
+	rep.Groups[0].Name = "ggggggggg"
+	rows, _ := rolloutRows(rep, testNow)
+	for _, r := range rows {
+		if n := len([]rune(r)); n > 80 {
+			t.Errorf("table row %d columns wide (max 80): %q", n, r)
+		}
+	}
 }

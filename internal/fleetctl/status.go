@@ -125,17 +125,24 @@ type GroupRollout struct {
 
 // AgentSplit divides a group's counted agents (GroupReport.Agents) in three:
 // on the target, failed (not on the target, and rolled back or reporting an
-// error), and unchanged (the rest).
+// error), and unchanged (the rest). Unchanged splits further into updating
+// (installing a version right now: downloading, or waiting for the new
+// version to prove healthy) and waiting (the rest: not told to update yet).
 type AgentSplit struct {
 	Updated   int `json:"updated"`
 	Unchanged int `json:"unchanged"`
 	Failed    int `json:"failed"`
+	Updating  int `json:"updating"`
+	Waiting   int `json:"waiting"`
 }
 
 // VersionReport counts one version in one group.
 type VersionReport struct {
-	Count    int             `json:"count"`
-	Failed   int             `json:"failed"`
+	Count  int `json:"count"`
+	Failed int `json:"failed"`
+	// Updating counts the agents at this version installing another one
+	// right now (also in Count); absent when none are.
+	Updating int             `json:"updating,omitempty"`
 	LowestID rollout.AgentID `json:"lowest_id,omitempty"`
 }
 
@@ -145,10 +152,13 @@ func newStatusCmd(g *Global) *cobra.Command {
 		Use:   "status",
 		Short: "Show the rollout and the agents per group and version",
 		Long: `Show the rollout: the effective mode, start and target version, and per group
-its state, how long it has been in it, the groups it requires, how many of its
-agents are updated (on the target), unchanged or failed (not on the target,
-rolled back or reporting an error), canaries timed out (missing longer than
-health_timeout, canary state only) and the progress. Below that, how many
+its state, how long it has been in it, how many of its agents are updated (on
+the target), updating (installing it right now: downloading, or waiting for
+it to prove healthy), waiting (not told to update yet) or failed (not on the
+target, rolled back or reporting an error), and ALLOWED: the share of the
+group the controller lets update so far (not a share done). Notes below the
+table give the groups a group requires before it starts, canaries timed out
+(missing longer than health_timeout), halts and waits. Below that, how many
 agents run each version.
 
 The counts are the controllers' fleet_stats entries younger than one minute;
@@ -333,7 +343,7 @@ func BuildStatus(entries []kv.Stats, now time.Time) StatusReport {
 	for _, gs := range kv.MergeStats(entries, now) {
 		gr := GroupReport{Name: gs.Group, Versions: map[string]VersionReport{}, Controllers: gs.Reporting, At: gs.At}
 		for v, c := range gs.Versions {
-			gr.Versions[v] = VersionReport{Count: c.Count, Failed: c.FailedCount, LowestID: c.LowestID}
+			gr.Versions[v] = VersionReport{Count: c.Count, Failed: c.FailedCount, Updating: c.Updating, LowestID: c.LowestID}
 			gr.Agents += c.Count
 			gr.Failed += c.FailedCount
 		}

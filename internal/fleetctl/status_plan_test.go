@@ -117,7 +117,7 @@ func TestStatusPlanJSON(t *testing.T) {
 		Halted: true, HaltReason: "canary " + string(idB) + " missing since 2026-11-23T11:54:00Z (longer than health_timeout 5m)",
 		HaltedAt: testNow.Add(-time.Minute), Alerted: true, InitialCount: 10,
 		StartedAt: testNow.Add(-time.Hour), Canaries: 2, TimedOut: ptr(1),
-		Agents: AgentSplit{Updated: 1, Unchanged: 8, Failed: 1},
+		Agents: AgentSplit{Updated: 1, Unchanged: 8, Failed: 1, Waiting: 8},
 	}
 	if diff := cmp.Diff(wantStaging, staging.Rollout); diff != "" {
 		t.Errorf("staging rollout (-want +got):\n%s", diff)

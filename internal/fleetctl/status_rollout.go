@@ -98,10 +98,14 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 			r.Agents.Updated += c.Count
 		} else {
 			r.Agents.Failed += c.Failed
+			r.Agents.Updating += c.Updating
 		}
 	}
 	r.Agents.Unchanged = max(gr.Agents-r.Agents.Updated-r.Agents.Failed, 0)
 	r.Hold, r.RejectedVersions = s.Hold(spec), s.RejectedVersions
+	// An agent installing is not failed (its error is cleared as it starts).
+	r.Agents.Updating = min(r.Agents.Updating, r.Agents.Unchanged)
+	r.Agents.Waiting = r.Agents.Unchanged - r.Agents.Updating
 	if !hasStatus {
 		return r
 	}
@@ -132,12 +136,12 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	return r
 }
 
-// Column widths of the rollout table, so that it fits 100 columns with up
-// to 9999 agents a group.
+// Column widths of the rollout table, so that it fits 80 columns with up
+// to 9999 agents a group and group names of up to 9 characters (longer
+// names widen it up to groupWidth).
 const (
-	groupWidth    = 12
-	requiresWidth = 10
-	noteWidth     = 100
+	groupWidth = 12
+	noteWidth  = 100
 )
 
 // writeRolloutTable prints the plan header, one row per group, notes on the
@@ -157,15 +161,34 @@ func writeRolloutTable(w io.Writer, rep StatusReport, now time.Time) error {
 	fmt.Fprintf(w, "Holds:     %s until a group's turn (new hosts install it), unless noted below\n", orNothing(p.StartVersion))
 	fmt.Fprintf(w, "Strategy:  %s   Schedule: %s   Critical: %s\n\n", p.Strategy, p.Schedule, critical)
 
-	tw := newTable(w)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tSINCE\tREQUIRES\tUPDATED\tUNCHANGED\tFAILED\tTIMEOUT\tPROGRESS")
-	var notes []string
+	lines, notes := rolloutRows(rep, now)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			for _, l := range wrap(n, noteWidth, "    ") {
+				fmt.Fprintln(w, l)
+			}
+		}
+	}
+	fmt.Fprintln(w, "\nAgents by version:")
+	return writeVersionTable(w, rep, now)
+}
+
+// rolloutRows renders the group table (header first) and the notes on the
+// groups that need them (one unwrapped line each).
+func rolloutRows(rep StatusReport, now time.Time) (rows, notes []string) {
+	var buf strings.Builder
+	tw := newTable(&buf)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tSINCE\tUPDATED\tUPDATING\tWAITING\tFAILED\tALLOWED")
 	for _, g := range rep.Groups {
 		r := g.Rollout
 		if r == nil {
 			continue
 		}
-		state, since, progress, timedOut := "-", "-", "-", "-"
+		state, since, allowed := "-", "-", "-"
 		if r.StatusInvalid {
 			state = "invalid"
 		}
@@ -178,38 +201,26 @@ func writeRolloutTable(w io.Writer, rep StatusReport, now time.Time) error {
 				state += " (halted)"
 			}
 			if !r.Stale {
-				// Rounded down (with slack for float error), so 100% means done.
-				progress = fmt.Sprintf("%d%%", int(math.Floor(r.Progress*100+1e-9)))
+				// Rounded down (with slack for float error), so 100% means
+				// the whole group may update.
+				allowed = fmt.Sprintf("%d%%", int(math.Floor(r.Progress*100+1e-9)))
 			}
 			if !r.Since.IsZero() {
 				since = age(now, r.Since)
 			}
 		}
-		if r.TimedOut != nil {
-			timedOut = fmt.Sprintf("%d/%d", *r.TimedOut, r.Canaries)
+		updating, waiting, failed := "-", "-", "-"
+		if g.Agents > 0 {
+			updating, waiting, failed = fmt.Sprint(r.Agents.Updating), fmt.Sprint(r.Agents.Waiting), fmt.Sprint(r.Agents.Failed)
 		}
-		requires := "-"
-		if len(r.Requires) > 0 {
-			requires = shorten(strings.Join(r.Requires, ","), requiresWidth)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shorten(g.Name, groupWidth), state, since, requires,
-			share(r.Agents.Updated, g.Agents), share(r.Agents.Unchanged, g.Agents), share(r.Agents.Failed, g.Agents),
-			timedOut, progress)
-		for _, n := range groupNotes(g, p, now) {
-			notes = append(notes, wrap(g.Name+": "+n, noteWidth, "    ")...)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shorten(g.Name, groupWidth), state, since,
+			share(r.Agents.Updated, g.Agents), updating, waiting, failed, allowed)
+		for _, n := range groupNotes(g, rep.Plan, now) {
+			notes = append(notes, g.Name+": "+n)
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(notes) > 0 {
-		fmt.Fprintln(w)
-		for _, n := range notes {
-			fmt.Fprintln(w, n)
-		}
-	}
-	fmt.Fprintln(w, "\nAgents by version:")
-	return writeVersionTable(w, rep, now)
+	_ = tw.Flush() // a strings.Builder does not fail
+	return strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n"), notes
 }
 
 // groupNotes are the things about a group that do not fit a column.
@@ -235,6 +246,12 @@ func groupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 			out = append(out, hold)
 		}
 		return out
+	}
+	if len(r.Requires) > 0 && r.State == rollout.StateUnstarted && r.Waiting == "" {
+		out = append(out, "starts after "+strings.Join(r.Requires, ", "))
+	}
+	if r.TimedOut != nil && *r.TimedOut > 0 {
+		out = append(out, fmt.Sprintf("%d of %d canaries missing for longer than health_timeout", *r.TimedOut, r.Canaries))
 	}
 	if r.Halted {
 		out = append(out, fmt.Sprintf("halted %s ago: %s", age(now, r.HaltedAt), r.HaltReason))

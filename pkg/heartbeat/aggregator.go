@@ -140,7 +140,7 @@ func (a *Aggregator) ViewsByGroup(now time.Time) map[string][]rollout.AgentView 
 func view(h *Heartbeat) rollout.AgentView {
 	return rollout.AgentView{
 		ID: h.AgentID, ActiveVersion: h.ActiveVersion, Rollback: h.Rollback,
-		RollbackFrom: h.RollbackFrom, Error: h.Error, StartTime: h.StartTime,
+		RollbackFrom: h.RollbackFrom, Error: h.Error, StartTime: h.StartTime, UpdatingTo: h.UpdatingTo,
 	}
 }
 

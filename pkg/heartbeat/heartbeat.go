@@ -27,19 +27,24 @@ const MaxHostnameLen = 255
 // Heartbeat is one agent's report: the status block of its update.yaml plus
 // who it is. Agents publish it on SubjectFor(group, agent_id).
 type Heartbeat struct {
-	V              int             `json:"v"`
-	AgentID        rollout.AgentID `json:"agent_id"`
-	Hostname       string          `json:"hostname"`
-	Group          string          `json:"group"`
-	ActiveVersion  string          `json:"active_version"`
-	StartVersion   string          `json:"start_version"`
-	StartTime      time.Time       `json:"start_time,omitzero"`
-	Rollback       bool            `json:"rollback"`
-	RollbackFrom   string          `json:"rollback_from"`
-	Error          string          `json:"error"`
-	UpdaterVersion string          `json:"updater_version"`
-	At             time.Time       `json:"at"`
-	Seq            uint64          `json:"seq"`
+	V             int             `json:"v"`
+	AgentID       rollout.AgentID `json:"agent_id"`
+	Hostname      string          `json:"hostname"`
+	Group         string          `json:"group"`
+	ActiveVersion string          `json:"active_version"`
+	StartVersion  string          `json:"start_version"`
+	StartTime     time.Time       `json:"start_time,omitzero"`
+	Rollback      bool            `json:"rollback"`
+	RollbackFrom  string          `json:"rollback_from"`
+	Error         string          `json:"error"`
+	// UpdatingTo is the version the agent is installing right now (from the
+	// moment it starts an install until it is committed, rolled back or
+	// given up); empty, and left out, otherwise. StartTime is when that
+	// install started.
+	UpdatingTo     string    `json:"updating_to,omitempty"`
+	UpdaterVersion string    `json:"updater_version"`
+	At             time.Time `json:"at"`
+	Seq            uint64    `json:"seq"`
 }
 
 // Failed reports whether the agent counts as failed: it rolled back, or its
@@ -114,6 +119,7 @@ func (h *Heartbeat) Validate() error {
 		{"start_version", h.StartVersion},
 		{"rollback_from", h.RollbackFrom},
 		{"updater_version", h.UpdaterVersion},
+		{"updating_to", h.UpdatingTo},
 	} {
 		if f.value == "" {
 			continue

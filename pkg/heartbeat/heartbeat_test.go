@@ -204,7 +204,7 @@ func TestDecode(t *testing.T) {
 		{name: "JSON null", data: []byte("null"), wantErr: heartbeat.ErrUnsupportedVersion},
 		{name: "empty object", data: []byte("{}"), wantErr: heartbeat.ErrUnsupportedVersion},
 	}
-	for _, field := range []string{"active_version", "start_version", "rollback_from", "updater_version"} {
+	for _, field := range []string{"active_version", "start_version", "rollback_from", "updater_version", "updating_to"} {
 		for _, bad := range []string{"1.2", "v1.2.3", "abc", "1.2.3.4", "01.2.3", " 1.2.3"} {
 			tests = append(tests, struct {
 				name    string
@@ -283,6 +283,16 @@ func TestEncodeFields(t *testing.T) {
 			hb:   validHeartbeat(),
 			want: []string{"active_version", "agent_id", "at", "error", "group", "hostname", "rollback",
 				"rollback_from", "seq", "start_time", "start_version", "updater_version", "v"},
+		},
+		{
+			name: "in flight: updating_to",
+			hb: func() heartbeat.Heartbeat {
+				h := validHeartbeat()
+				h.StartVersion, h.UpdatingTo = h.ActiveVersion, "1.5.0"
+				return h
+			}(),
+			want: []string{"active_version", "agent_id", "at", "error", "group", "hostname", "rollback",
+				"rollback_from", "seq", "start_time", "start_version", "updater_version", "updating_to", "v"},
 		},
 		{
 			name: "zero start_time is omitted",
@@ -390,6 +400,7 @@ func TestValidate(t *testing.T) {
 		{"start_version", func(h *heartbeat.Heartbeat) *string { return &h.StartVersion }},
 		{"rollback_from", func(h *heartbeat.Heartbeat) *string { return &h.RollbackFrom }},
 		{"updater_version", func(h *heartbeat.Heartbeat) *string { return &h.UpdaterVersion }},
+		{"updating_to", func(h *heartbeat.Heartbeat) *string { return &h.UpdatingTo }},
 	}
 	for _, f := range versionFields {
 		for _, bad := range []string{"1.2", "v1.2.3", "abc", "1", "1.2.3-", strings.Repeat("1", rollout.MaxVersionLen) + ".0.0"} {

@@ -65,7 +65,7 @@ func DecodeStats(key string, data []byte) (Stats, error) {
 				errs = append(errs, fmt.Errorf("versions: %w", err))
 			}
 		}
-		if c.Count < 0 || c.FailedCount < 0 {
+		if c.Count < 0 || c.FailedCount < 0 || c.Updating < 0 {
 			errs = append(errs, fmt.Errorf("versions: %q: negative count", v))
 		}
 	}

@@ -19,11 +19,15 @@ type AgentView struct {
 	Error string
 	// StartTime is when the agent's most recent update attempt began.
 	StartTime time.Time
+	// UpdatingTo is the version the agent is installing right now, "" when
+	// it is not installing.
+	UpdatingTo string
 }
 
 // CountAgents tallies agents into Counts the way fleet_stats reports them:
 // per active version ("none" when empty), the number of agents, how many of
-// them failed (rolled back or reporting an error) and the lowest id.
+// them failed (rolled back or reporting an error), how many are installing
+// another version and the lowest id.
 func CountAgents(agents []AgentView) Counts {
 	c := Counts{}
 	for _, a := range agents {
@@ -43,6 +47,9 @@ func (c Counts) Add(a AgentView) {
 	vc.Count++
 	if a.Rollback || a.Error != "" {
 		vc.FailedCount++
+	}
+	if a.UpdatingTo != "" {
+		vc.Updating++
 	}
 	if vc.LowestID == "" || a.ID < vc.LowestID {
 		vc.LowestID = a.ID

@@ -5,9 +5,13 @@ package rollout
 // report an error), and the lowest agent id among them. It is the value type
 // of the "versions" map in fleet_stats entries.
 type VersionCount struct {
-	Count       int     `json:"count"`
-	FailedCount int     `json:"failed_count"`
-	LowestID    AgentID `json:"lowest_id,omitempty"`
+	Count       int `json:"count"`
+	FailedCount int `json:"failed_count"`
+	// Updating counts the agents at this version that are installing
+	// another one right now (their heartbeat's updating_to); they are also
+	// in Count. Informational: the rollout engine does not use it.
+	Updating int     `json:"updating,omitempty"`
+	LowestID AgentID `json:"lowest_id,omitempty"`
 }
 
 // Counts maps version → counts for one group. NoVersion is the key for agents
