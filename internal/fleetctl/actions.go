@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -118,7 +119,10 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 	var bad *kv.Problem
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
-		return fmt.Errorf("group %q has no rollout status yet: is a controller running and is %s in the config (fleetctl config show)?", o.Group, o.Group)
+		if cfg, isDefault, cerr := f.ReadConfig(ctx); cerr == nil && !inConfig(o.Group, cfg.Value) {
+			return cliutil.Usagef("%s\nnothing written", notInConfig(o.Group, cfg.Value, isDefault))
+		}
+		return fmt.Errorf("group %q has no rollout status yet: is a controller running (it writes one for every configured group)?", o.Group)
 	case errors.As(err, &bad) && name == "reset":
 		return removeBadStatus(ctx, o, f, bad)
 	case errors.As(err, &bad):

@@ -105,7 +105,7 @@ func TestGroupActionRefusals(t *testing.T) {
 		{"done cannot run", ptr(groupStatus(rollout.StateDone)), func(o *GroupActionOptions) error { return RunRun(testCtx(), o) },
 			rollout.ErrBadAction, []string{`run group "prod": it is done`, "change target_version"}, cliutil.ExitFailure},
 		{"no status", nil, func(o *GroupActionOptions) error { return RunMarkDone(testCtx(), o) },
-			nil, []string{`group "prod" has no rollout status yet: is a controller running and is prod in the config`}, cliutil.ExitFailure},
+			nil, []string{`--group "prod": no such group in the config`, "its groups are: default", "nothing written"}, cliutil.ExitUsage},
 		{"stale status", &stale, func(o *GroupActionOptions) error { return RunReset(testCtx(), o) },
 			nil, []string{"status is for target 1.3.9 but the plan targets 1.4.0", "retry in a moment"}, cliutil.ExitFailure},
 	} {

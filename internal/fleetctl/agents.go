@@ -116,6 +116,12 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	sortAgents(rep.Agents)
 	sort.Slice(rep.Problems, func(i, j int) bool { return rep.Problems[i].Key < rep.Problems[j].Key })
 	warnProblems(o.ErrOut, rep.Problems)
+	if len(rep.Agents) == 0 && o.Group != "" {
+		// No agents of a group the config lacks: most likely a typo.
+		if cfg, isDefault, err := f.ReadConfig(ctx); err == nil && !inConfig(o.Group, cfg.Value) {
+			fmt.Fprintf(o.ErrOut, "note: %s\n", notInConfig(o.Group, cfg.Value, isDefault))
+		}
+	}
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
 	}

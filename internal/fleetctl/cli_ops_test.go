@@ -169,6 +169,44 @@ func TestConfigSetUnknownGroupWritesNothing(t *testing.T) {
 	}
 }
 
+// TestEveryGroupFlagNamesTheGroups: a --group the config lacks is named as
+// such by every command, with the config's groups and the closest name, and
+// the commands that write write nothing (they used to answer "no rollout
+// status yet", or for agents ls just "No agents.").
+func TestEveryGroupFlagNamesTheGroups(t *testing.T) {
+	e := newEnv(t)
+	nats := e.srv.URL()
+	e.putConfig(rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "UTC",
+		Groups: []rollout.GroupConfig{rollout.DefaultGroup("staging"), rollout.DefaultGroup("prod")}})
+	e.putSpec(rollout.DefaultSpec("1.0.0", "1.1.0"))
+	before := e.config()
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"rollback", "--group", "prdo"}, cliutil.ExitUsage},
+		{[]string{"run", "--group", "prdo"}, cliutil.ExitUsage},
+		{[]string{"mark-done", "--group", "prdo"}, cliutil.ExitUsage},
+		{[]string{"reset", "--group", "prdo"}, cliutil.ExitUsage},
+		{[]string{"config", "delete-group", "--group", "prdo"}, cliutil.ExitUsage},
+		{[]string{"status", "--group", "prdo"}, cliutil.ExitFailure},
+		{[]string{"agents", "ls", "--group", "prdo"}, 0},
+	} {
+		_, stderr, code := execute(t, append([]string{"--nats", nats}, c.args...)...)
+		if code != c.code {
+			t.Errorf("%q: exit %d, want %d (stderr %q)", c.args, code, c.code, stderr)
+		}
+		for _, want := range []string{"prdo", "staging, prod", "did you mean --group prod?"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%q: stderr does not contain %q:\n%s", c.args, want, stderr)
+			}
+		}
+		if after := e.config(); after.Revision != before.Revision {
+			t.Errorf("%q wrote the config: revision %d → %d", c.args, before.Revision, after.Revision)
+		}
+	}
+}
+
 func TestRolloutTableFitsWorstCase(t *testing.T) {
 	long := strings.Repeat("g", rollout.MaxGroupNameLen)
 	full := &GroupRollout{

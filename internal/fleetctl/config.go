@@ -330,6 +330,14 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 // more often than not, so it lists the groups, suggests the closest and says
 // how to add one on purpose.
 func unknownGroupError(group string, cfg rollout.Config, isDefault bool) error {
+	return cliutil.Usagef("%s\nto add a new group: fleetctl config add-group --group %s [SETTINGS…]\nnothing written",
+		notInConfig(group, cfg, isDefault), group)
+}
+
+// notInConfig says that group is not in cfg, lists the config's groups and
+// suggests the closest name: every command given a --group that the config
+// lacks says it the same way.
+func notInConfig(group string, cfg rollout.Config, isDefault bool) string {
 	names := make([]string, len(cfg.Groups))
 	for i, g := range cfg.Groups {
 		names[i] = g.Name
@@ -343,8 +351,12 @@ func unknownGroupError(group string, cfg rollout.Config, isDefault bool) error {
 	if near, ok := rollout.ClosestGroupName(group, names); ok {
 		fmt.Fprintf(&b, "\ndid you mean --group %s?", near)
 	}
-	fmt.Fprintf(&b, "\nto add a new group: fleetctl config add-group --group %s [SETTINGS…]\nnothing written", group)
-	return cliutil.Usagef("%s", b.String())
+	return b.String()
+}
+
+// inConfig reports whether cfg has group.
+func inConfig(group string, cfg rollout.Config) bool {
+	return slices.ContainsFunc(cfg.Groups, func(g rollout.GroupConfig) bool { return g.Name == group })
 }
 
 // parse checks the given values that need parsing and returns the edit they
@@ -729,7 +741,7 @@ func RunConfigDeleteGroup(ctx context.Context, o *ConfigDeleteGroupOptions) erro
 	next := cloneConfig(st.Config.Value)
 	i := slices.IndexFunc(next.Groups, func(g rollout.GroupConfig) bool { return g.Name == o.Group })
 	if i < 0 {
-		return fmt.Errorf("group %q is not in the config; nothing written", o.Group)
+		return cliutil.Usagef("%s\nnothing written", notInConfig(o.Group, st.Config.Value, st.ConfigDefault))
 	}
 	next.Groups = slices.Delete(next.Groups, i, i+1)
 	return writeConfig(ctx, o.Global, f, st, next, "config delete-group", o.Output)

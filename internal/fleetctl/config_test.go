@@ -254,7 +254,7 @@ func TestConfigDeleteGroup(t *testing.T) {
 	_, err = e.run(func(g *Global) error {
 		return RunConfigDeleteGroup(testCtx(), &ConfigDeleteGroupOptions{Global: g, Group: "prod"})
 	})
-	mustContain(t, err, `group "prod" is not in the config`)
+	mustContain(t, err, `--group "prod": no such group in the config`, "its groups are: default, staging", "nothing written")
 }
 
 func TestConfigInvalidValuesWriteNothing(t *testing.T) {

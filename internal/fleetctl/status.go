@@ -2,6 +2,7 @@ package fleetctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -253,7 +254,18 @@ func filterGroup(rep StatusReport, group string) (StatusReport, error) {
 			return rep, nil
 		}
 	}
-	return rep, fmt.Errorf("group %q: not in the config, no rollout status and no agents counted", group)
+	names := make([]string, len(rep.Groups))
+	for i, g := range rep.Groups {
+		names[i] = g.Name
+	}
+	msg := fmt.Sprintf("group %q: not in the config, no rollout status and no agents counted", group)
+	if len(names) > 0 {
+		msg += "; the groups are: " + strings.Join(names, ", ")
+	}
+	if near, ok := rollout.ClosestGroupName(group, names); ok {
+		msg += fmt.Sprintf("\ndid you mean --group %s?", near)
+	}
+	return rep, errors.New(msg)
 }
 
 // runStatusWait is "fleetctl status --wait".
