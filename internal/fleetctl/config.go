@@ -492,7 +492,11 @@ func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next
 		}
 		return fmt.Errorf("%w\nnothing was written", err)
 	}
-	rev, err := save(ctx, g, f.Config, kv.KeyConfig, next, st.Config.Revision)
+	var before any
+	if !st.ConfigDefault {
+		before = st.Config.Value
+	}
+	rev, err := save(ctx, g, f, f.Config, kv.KeyConfig, next, st.Config.Revision, change{Command: command, Before: before})
 	if err != nil {
 		return err
 	}

@@ -39,8 +39,8 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Unwrap() error { return e.Err }
 
 // save writes v at key if the key is still at rev (rev 0: if it still does
-// not exist).
-func save[T any](ctx context.Context, g *Global, b jetstream.KeyValue, key string, v T, rev uint64) (uint64, error) {
+// not exist), and records the write in the audit trail (ch says what it is).
+func save[T any](ctx context.Context, g *Global, f *kv.Fleet, b jetstream.KeyValue, key string, v T, rev uint64, ch change) (uint64, error) {
 	if g.beforeWrite != nil {
 		g.beforeWrite()
 	}
@@ -48,7 +48,11 @@ func save[T any](ctx context.Context, g *Global, b jetstream.KeyValue, key strin
 	if errors.Is(err, kv.ErrConflict) {
 		return 0, &ConflictError{Key: b.Bucket() + "/" + key, Revision: rev, Err: err}
 	}
-	return next, g.refused("write "+b.Bucket()+"/"+key, err)
+	if err != nil {
+		return 0, g.refused("write "+b.Bucket()+"/"+key, err)
+	}
+	g.record(ctx, f, b.Bucket(), key, ch, v, false, next, rev)
+	return next, nil
 }
 
 // rewordedError keeps the chain of an error whose message fleetctl improves.
