@@ -1,9 +1,11 @@
 package fleetctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,13 +136,14 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 			changed = describeDiff(a)
 		} else {
 			ev := r.Event
-			actor, what, reason = "controller", "event "+string(ev.Kind), ev.Reason
+			actor, what, reason = "controller", string(ev.Kind), ev.Reason
 			if ev.From != ev.To {
 				changed = fmt.Sprintf("%s → %s", ev.From, ev.To)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("2006-01-02 15:04:05"), shorten(actor, 32), what, group,
-			shorten(changed, 60), shorten(strings.ReplaceAll(reason, "\n", " "), 60))
+		// 100 columns: -o json has every field in full.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("01-02 15:04:05"), shorten(actor, 12), shorten(what, 10),
+			shorten(group, 10), shorten(changed, 26), shorten(strings.ReplaceAll(reason, "\n", " "), 14))
 	}
 	return tw.Flush()
 }
@@ -154,13 +157,25 @@ func describeDiff(a *kv.AuditRecord) string {
 		return "created " + a.Bucket + "/" + a.Key
 	}
 	var parts []string
-	for _, c := range a.Diff {
+	// A group's state first: it is what people look for.
+	diff := slices.Clone(a.Diff)
+	slices.SortStableFunc(diff, func(x, y kv.FieldChange) int {
+		return cmp.Compare(boolInt(x.Path != "state"), boolInt(y.Path != "state"))
+	})
+	for _, c := range diff {
 		parts = append(parts, fmt.Sprintf("%s %s → %s", c.Path, showOrNone(c.Before), showOrNone(c.After)))
 	}
 	if len(parts) == 0 {
 		return "no change"
 	}
 	return strings.Join(parts, ", ")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func showOrNone(raw json.RawMessage) string {
