@@ -185,6 +185,9 @@ func eventChange(ev rollout.Event) string {
 // then writes a fresh unstarted status at its next pass and the group starts
 // over by its window and predecessors.
 func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, bad *kv.Problem) error {
+	if err := o.checkReason(ctx, f, change{Command: "reset", Note: o.Note}); err != nil {
+		return err
+	}
 	if o.beforeWrite != nil {
 		o.beforeWrite()
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"strings"
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 )
 
@@ -31,6 +33,20 @@ type change struct {
 	Before any
 	// Note is a group action's --note: the reason when --reason is empty.
 	Note string
+}
+
+// checkReason refuses a write without a reason when the stored config says
+// require_reason. A config that cannot be read requires nothing: the
+// command that reads it reports that.
+func (g *Global) checkReason(ctx context.Context, f *kv.Fleet, ch change) error {
+	if strings.TrimSpace(g.Reason) != "" || strings.TrimSpace(ch.Note) != "" {
+		return nil
+	}
+	cfg, _, err := f.ReadConfig(ctx)
+	if err != nil || !cfg.Value.RequireReason {
+		return nil
+	}
+	return cliutil.Usagef("%s: the config requires a reason for every change (require_reason): give --reason \"why\"; nothing written", ch.Command)
 }
 
 // AuditError is a write that was made but not recorded in the audit trail.

@@ -324,3 +324,54 @@ func TestAuditOperatorMode(t *testing.T) {
 		t.Errorf("%s holds %d messages after the agent's attempts, want 3", kv.StreamAudit, info.State.Msgs)
 	}
 }
+
+// TestRequireReason: with require_reason in the config, a write without
+// --reason (or a group action's --note) is a usage error that writes and
+// records nothing; with one it goes through and the record carries it.
+func TestRequireReason(t *testing.T) {
+	e := newEnv(t)
+	bin := fleetctlBin(t)
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	e.putStatus(groupStatus(rollout.StateActive))
+	env := []string{"NATS_URL=" + e.srv.URL(), "FLEETCTL_ACTOR=alice"}
+	if _, stderr, code := runBin(t, bin, env, "config", "set", "--require-reason", "--reason", "SOC2"); code != 0 {
+		t.Fatalf("config set --require-reason: exit %d: %s", code, stderr)
+	}
+	if !e.config().Value.RequireReason {
+		t.Fatal("require_reason not stored")
+	}
+	spec := e.spec().Revision
+	entries, _, _ := e.fleet.ReadTimeline(e.ctx, time.Time{})
+	for _, args := range [][]string{{"pause"}, {"plan", "set", "--critical"}, {"rollback", "--group", "prod"},
+		{"config", "set", "--require-reason=false"}, {"pause", "--reason", "  "}} {
+		_, stderr, code := runBin(t, bin, env, args...)
+		if code != 2 || !strings.Contains(stderr, "requires a reason") || !strings.Contains(stderr, "nothing written") {
+			t.Errorf("%v without a reason: exit %d: %s", args, code, stderr)
+		}
+	}
+	if got := e.spec().Revision; got != spec {
+		t.Errorf("spec revision %d after refused writes, want %d", got, spec)
+	}
+	if got := e.status("prod").Value.State; got != rollout.StateActive {
+		t.Errorf("prod %s after a refused rollback", got)
+	}
+	after, _, _ := e.fleet.ReadTimeline(e.ctx, time.Time{})
+	if len(after) != len(entries) {
+		t.Errorf("refused writes left %d timeline entries", len(after)-len(entries))
+	}
+	for _, args := range [][]string{{"pause", "--reason", "incident 42"}, {"rollback", "--group", "prod", "--note", "500s"}} {
+		if _, stderr, code := runBin(t, bin, env, args...); code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, stderr)
+		}
+	}
+	rep := historyOf(t, bin, env)
+	var reasons []string
+	for _, r := range rep.Records {
+		if r.Audit != nil {
+			reasons = append(reasons, r.Audit.Reason)
+		}
+	}
+	if strings.Join(reasons, "|") != "SOC2|incident 42|500s" {
+		t.Errorf("reasons %q, want SOC2, incident 42, 500s", reasons)
+	}
+}
