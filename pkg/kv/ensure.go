@@ -145,13 +145,20 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 	}
 	auditCfg := auditStreamConfig(o)
 	if _, err := retry(ctx, js, r, "stream "+StreamAudit, func(ctx context.Context) (jetstream.Stream, error) {
-		return ensureStream(ctx, js, o, auditCfg)
+		s, err := ensureStream(ctx, js, o, auditCfg)
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			// FLEET_HB was just created or updated through the same
+			// JetStream API: nobody answering for FLEET_AUDIT means
+			// these credentials' account does not import its create
+			// (a controller of an auth directory minted before it).
+			err = fmt.Errorf("%w: %v", errAuditUnreachable, err) // permanent: not retried
+		}
+		return s, err
 	}); err != nil {
-		// A controller of an auth directory minted before FLEET_AUDIT
-		// existed may not create it: the rollout goes on without a
-		// timeline, and the operator is told (fleetctl bus ensure, with
-		// admin credentials, creates it).
-		if !errors.Is(err, nats.ErrPermissionViolation) || o.OnDrift == nil {
+		// The rollout goes on without a timeline, and the operator is
+		// told: fleetctl bus ensure, with admin credentials, creates it.
+		denied := errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, errAuditUnreachable)
+		if !denied || o.OnDrift == nil {
 			return nil, fmt.Errorf("ensure stream %s: %w", StreamAudit, err)
 		}
 		o.OnDrift("stream "+StreamAudit, []string{"missing, and these credentials may not create it: " + err.Error()})
@@ -421,6 +428,10 @@ func gaveUp(ctx context.Context, attempts int, last error) error {
 func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// errAuditUnreachable: nobody answers the audit stream's create, although
+// the heartbeat stream's was answered.
+var errAuditUnreachable = errors.New("the JetStream API does not answer for " + StreamAudit + " (not exported to this account)")
 
 // errNoAnswer marks an attempt the server left unanswered.
 var errNoAnswer = errors.New("no answer from the JetStream cluster (no meta leader yet, or a reply lost to a concurrent create)")
