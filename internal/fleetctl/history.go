@@ -137,7 +137,10 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		} else {
 			ev := r.Event
 			actor, what, reason = "controller", string(ev.Kind), ev.Reason
-			if ev.From != ev.To {
+			switch {
+			case ev.From == "" && ev.To != "":
+				changed = "→ " + string(ev.To)
+			case ev.From != ev.To:
 				changed = fmt.Sprintf("%s → %s", ev.From, ev.To)
 			}
 		}
