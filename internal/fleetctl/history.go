@@ -108,6 +108,11 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		}
 		rep.Records = append(rep.Records, r)
 	}
+	if o.Group != "" && !slices.ContainsFunc(rep.Records, func(r HistoryRecord) bool { return r.Group == o.Group }) {
+		// A typo shows the fleet-wide entries alone: say so. (A group no
+		// longer in the config may still have entries: no refusal.)
+		fmt.Fprintf(o.ErrOut, "note: no entry names group %q; only the fleet-wide entries are shown\n", o.Group)
+	}
 	for i := range problems {
 		p := problemOf(&problems[i])
 		p.Fix = "ages out of " + kv.StreamAudit + " with its max age"

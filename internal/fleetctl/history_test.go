@@ -126,6 +126,12 @@ func TestHistoryTwoActorsInOrder(t *testing.T) {
 		}
 	}
 	checkWidth(t, stdout)
+
+	// A group nothing names (a typo): the fleet-wide entries, and a note.
+	stdout, stderr, code = runBin(t, bin, env, "history", "--group", "prdo")
+	if code != 0 || !strings.Contains(stderr, `no entry names group "prdo"`) || strings.Contains(stdout, "rollback") {
+		t.Errorf("history --group prdo: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
 }
 
 func hasChange(diff []kv.FieldChange, path, before, after string) bool {
