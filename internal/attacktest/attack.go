@@ -186,6 +186,8 @@ func Run(t *testing.T, f Fleet) Report {
 		kv.KeySubject(kv.BucketPlan, kv.GroupKey("prod")),
 		heartbeat.SubjectFor("prod", victim2), // another agent's identity
 		kv.EventSubject("prod"),
+		kv.AuditSubject(""), // the audit trail: who did what
+		kv.AuditSubject("prod"),
 		kv.AgentInboxPrefix(string(victim2)) + ".x", // another agent's inbox
 	}
 	hb := hbData(t, attacker, "canary", "1.1.0")

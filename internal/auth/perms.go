@@ -66,7 +66,7 @@ func planDirectGet(key string) string {
 }
 
 // fleetStreams are the streams a controller may create and inspect.
-var fleetStreams = []string{kv.StreamHB, kv.StreamOf(kv.BucketConfig), kv.PlanStream, kv.StreamOf(kv.BucketStats)}
+var fleetStreams = []string{kv.StreamHB, kv.StreamAudit, kv.StreamOf(kv.BucketConfig), kv.PlanStream, kv.StreamOf(kv.BucketStats)}
 
 func fleetExports() []export {
 	svc := func(name, subject string, agents, control bool) export {

@@ -370,6 +370,12 @@ func TestAgentGrantsAndDenials(t *testing.T) {
 			{"take the leader lease", publish("$KV.fleet_stats.leader"), "$KV.fleet_stats.leader", true},
 			{"publish an event", publish("fleet.events.blue"), "fleet.events.blue", true},
 			{"publish anywhere else in fleet.>", publish("fleet.x"), "fleet.x", true},
+			// The audit trail: no agent may write who did what.
+			{"audit record with JetStream ack", jsPublish(kv.AuditSubject(""), []byte(`{"v":1}`)), kv.AuditSubject(""), false},
+			{"audit record for its own group", publish(kv.AuditSubject("blue")), kv.AuditSubject("blue"), true},
+			{"read the audit trail", directGet(kv.StreamAudit, kv.AuditSubject("")),
+				"$JS.API.DIRECT.GET." + kv.StreamAudit + "." + kv.AuditSubject(""), false},
+			{"purge the audit trail", request("$JS.API.STREAM.PURGE." + kv.StreamAudit), "$JS.API.STREAM.PURGE." + kv.StreamAudit, false},
 			// Heartbeats: only its own subject.
 			{"heartbeat as another agent", jsPublish(heartbeat.SubjectFor("blue", agentB), hbData(t, agentB, "blue")),
 				heartbeat.SubjectFor("blue", agentB), false},
@@ -448,6 +454,14 @@ func TestAgentGrantsAndDenials(t *testing.T) {
 					t.Errorf("denied call reported success")
 				}
 			})
+		}
+		// Nothing an agent tried reached the audit trail.
+		audit, err := e.fleet.JS.Stream(e.ctx, kv.StreamAudit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := audit.CachedInfo().State.Msgs; n != 0 {
+			t.Errorf("%s holds %d messages after the agent's attempts", kv.StreamAudit, n)
 		}
 	})
 	t.Logf("agent credentials: %d grants, %d denials tested", grants, denials)

@@ -38,6 +38,10 @@ type RunOptions struct {
 	StatsInterval     time.Duration
 	HeartbeatInterval time.Duration
 	AgentExpiry       time.Duration
+	// AuditMaxAge and AuditMaxBytes bound FLEET_AUDIT when this controller
+	// creates it.
+	AuditMaxAge       time.Duration
+	AuditMaxBytes     int64
 	ReconcileInterval time.Duration
 	LeaseTTL          time.Duration
 	Replicas          int
@@ -143,6 +147,8 @@ fleet.events.<group>. When the leader stops, another takes over within
 	f.DurationVar(&o.AgentExpiry, "agent-expiry", kv.DefaultAgentExpiry, "forget agents silent this long (also the heartbeat stream's max age)")
 	f.DurationVar(&o.ReconcileInterval, "reconcile-interval", DefaultReconcileInterval, "how often the leader recomputes every group's rollout status")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "how long leadership outlives a silent leader (must exceed --reconcile-interval)")
+	f.DurationVar(&o.AuditMaxAge, "audit-max-age", kv.DefaultAuditMaxAge, "the audit trail (FLEET_AUDIT) keeps records this long")
+	f.Int64Var(&o.AuditMaxBytes, "audit-max-bytes", kv.DefaultAuditMaxBytes, "the audit trail keeps at most this many bytes, the oldest records going first (-1: unlimited)")
 	f.IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and buckets (3 on a 3-node cluster)")
 	f.StringVar(&o.HTTPAddr, "http-addr", "", "serve GET /v1/find, /healthz and /readyz on this address (e.g. :8080); empty: off")
 	f.StringVar(&o.HTTPCert, "http-tls-cert", "", "TLS certificate for --http-addr (with --http-tls-key)")
@@ -228,7 +234,8 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	// stream) is waited for, with a log line every few seconds, until the
 	// operator stops us. Ensure fails at once on what waiting cannot fix.
 	waiting := &settleLog{log: log, every: settleLogEvery, now: time.Now}
-	fleet, err := kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry, Retry: kv.Retry{OnRetry: waiting.retrying},
+	fleet, err := kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry,
+		AuditMaxAge: o.AuditMaxAge, AuditMaxBytes: o.AuditMaxBytes, Retry: kv.Retry{OnRetry: waiting.retrying},
 		OnDrift: func(what string, diffs []string) {
 			log.Warn("the bus differs from this controller's settings, and a controller may not change it: running with it as it is",
 				slog.String("what", what), slog.String("differs", strings.Join(diffs, "; ")),
@@ -319,6 +326,13 @@ func (o *RunOptions) validate() error {
 		if d <= 0 {
 			return cliutil.Usagef("%s must be positive, got %v", name, d)
 		}
+	}
+	// Zero takes kv's defaults (a RunOptions built in code).
+	if o.AuditMaxAge < 0 {
+		return cliutil.Usagef("--audit-max-age must be positive, got %v", o.AuditMaxAge)
+	}
+	if o.AuditMaxBytes < -1 {
+		return cliutil.Usagef("--audit-max-bytes must be positive, or -1 for unlimited, got %d", o.AuditMaxBytes)
 	}
 	if o.AgentExpiry <= o.HeartbeatInterval {
 		return cliutil.Usagef("--agent-expiry (%v) must be longer than --heartbeat-interval (%v), or every agent expires between beats", o.AgentExpiry, o.HeartbeatInterval)

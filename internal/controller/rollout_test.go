@@ -171,6 +171,26 @@ func TestLeaderDrivesRolloutInDependencyOrder(t *testing.T) {
 		}
 		return nil
 	})
+	// The same events, in the same order, are in the audit trail's
+	// timeline: FLEET_AUDIT captures fleet.events.>.
+	natstest.Eventually(t, waitLong, func() error {
+		entries, problems, err := f.fleet.ReadTimeline(f.ctx, time.Time{})
+		if err != nil || len(problems) > 0 {
+			return fmt.Errorf("timeline: %v %v", err, problems)
+		}
+		for _, g := range []string{"canary", "prod"} {
+			var got []string
+			for _, e := range entries {
+				if ev := e.Event; ev != nil && ev.Group == g && ev.Kind == rollout.EventTransition {
+					got = append(got, string(ev.From)+"→"+string(ev.To))
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("timeline of %s: transitions %v, want %v", g, got, want)
+			}
+		}
+		return nil
+	})
 	for _, ra := range f.live {
 		if ra.version != "2.0.0" {
 			t.Errorf("agent %s in %s still on %s", ra.agent.ID(), ra.group, ra.version)

@@ -146,7 +146,7 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 	if err != nil {
 		return err // rollout.ErrBadAction: says what is allowed
 	}
-	rev, err := save(ctx, o.Global, f.Plan, key, next, e.Revision)
+	rev, err := save(ctx, o.Global, f, f.Plan, key, next, e.Revision, change{Command: name, Group: o.Group, Before: e.Value, Note: o.Note})
 	if err != nil {
 		return err
 	}
@@ -185,6 +185,9 @@ func eventChange(ev rollout.Event) string {
 // then writes a fresh unstarted status at its next pass and the group starts
 // over by its window and predecessors.
 func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, bad *kv.Problem) error {
+	if err := o.checkReason(ctx, f, change{Command: "reset", Note: o.Note}); err != nil {
+		return err
+	}
 	if o.beforeWrite != nil {
 		o.beforeWrite()
 	}
@@ -197,6 +200,7 @@ func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, ba
 	if err != nil {
 		return fmt.Errorf("reset --group %s: delete %s: %w", o.Group, bad.Where(), err)
 	}
+	o.record(ctx, f, kv.BucketPlan, bad.Key, change{Command: "reset", Group: o.Group, Note: o.Note}, nil, true, 0, bad.Revision)
 	reason := "operator reset: removed a status that was not valid (" + bad.Err.Error() + ")"
 	if o.Note != "" {
 		reason = "operator reset: " + o.Note + "; removed a status that was not valid (" + bad.Err.Error() + ")"

@@ -18,6 +18,9 @@ type BusEnsureOptions struct {
 	*Global
 	Replicas    int
 	AgentExpiry time.Duration
+	// AuditMaxAge and AuditMaxBytes bound the audit trail, FLEET_AUDIT.
+	AuditMaxAge   time.Duration
+	AuditMaxBytes int64
 	// Output is text or json (a WriteResult, Value a BusEnsureReport).
 	Output string
 }
@@ -28,6 +31,11 @@ type BusEnsureReport struct {
 	Buckets     []string `json:"buckets"`
 	Replicas    int      `json:"replicas"`
 	AgentExpiry string   `json:"agent_expiry"`
+	// AuditStream is FLEET_AUDIT, bounded by AuditMaxAge and AuditMaxBytes
+	// (-1: unlimited).
+	AuditStream   string `json:"audit_stream"`
+	AuditMaxAge   string `json:"audit_max_age"`
+	AuditMaxBytes int64  `json:"audit_max_bytes"`
 }
 
 func newBusCmd(g *Global) *cobra.Command {
@@ -39,10 +47,11 @@ func newBusCmd(g *Global) *cobra.Command {
 	ensure := &cobra.Command{
 		Use:   "ensure",
 		Short: "Create the stream and buckets, or bring existing ones to these settings (admin creds)",
-		Long: `Create FLEET_HB and the fleet_config, fleet_plan and fleet_stats buckets, or
-bring existing ones to --replicas and --agent-expiry and to what this
-fleetwave needs of them (the heartbeat stream republishes every heartbeat on
-fleet.inventory.>, which the controllers follow).
+		Long: `Create FLEET_HB, the audit trail FLEET_AUDIT and the fleet_config, fleet_plan
+and fleet_stats buckets, or bring existing ones to --replicas, --agent-expiry,
+--audit-max-age, --audit-max-bytes and to what this fleetwave needs of them
+(the heartbeat stream republishes every heartbeat on fleet.inventory.>, which
+the controllers follow).
 
 A controller creates what is missing on its own start, but on an operator-mode
 server its credentials may not change an existing stream (docs/security.md):
@@ -63,11 +72,17 @@ cannot use says so and names this command. Idempotent.`,
 			if o.AgentExpiry <= 0 {
 				return cliutil.Usagef("--agent-expiry must be positive, got %v", o.AgentExpiry)
 			}
+			if o.AuditMaxAge <= 0 {
+				return cliutil.Usagef("--audit-max-age must be positive, got %v", o.AuditMaxAge)
+			}
 			return RunBusEnsure(cmd.Context(), o)
 		},
 	}
 	ensure.Flags().IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and every bucket (3 on a 3-node cluster)")
 	ensure.Flags().DurationVar(&o.AgentExpiry, "agent-expiry", kv.DefaultAgentExpiry, "how long an agent stays in the inventory without a heartbeat (the controllers' --agent-expiry)")
+	ensure.Flags().DurationVar(&o.AuditMaxAge, "audit-max-age", kv.DefaultAuditMaxAge, "the audit trail (FLEET_AUDIT) keeps records this long")
+	o.AuditMaxBytes = kv.DefaultAuditMaxBytes
+	ensure.Flags().Var((*byteSize)(&o.AuditMaxBytes), "audit-max-bytes", "the audit trail keeps at most this much, the oldest records going first (e.g. 1GiB; -1 unlimited)")
 	writeOutputFlag(ensure, &o.Output)
 	bus.AddCommand(ensure)
 	return bus
@@ -86,6 +101,7 @@ func RunBusEnsure(ctx context.Context, o *BusEnsureOptions) error {
 	defer nc.Close()
 	var drift []string
 	_, err = kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry,
+		AuditMaxAge: o.AuditMaxAge, AuditMaxBytes: o.AuditMaxBytes,
 		OnDrift: func(what string, diffs []string) { drift = append(drift, what+": "+strings.Join(diffs, ", ")) }})
 	if err != nil {
 		return err
@@ -97,9 +113,11 @@ func RunBusEnsure(ctx context.Context, o *BusEnsureOptions) error {
 	if o.Output == "json" {
 		return writeJSON(o.Out, WriteResult{Command: "bus ensure", Written: true, Value: BusEnsureReport{
 			Stream: kv.StreamHB, Buckets: []string{kv.BucketConfig, kv.BucketPlan, kv.BucketStats},
-			Replicas: o.Replicas, AgentExpiry: o.AgentExpiry.String()}})
+			Replicas: o.Replicas, AgentExpiry: o.AgentExpiry.String(),
+			AuditStream: kv.StreamAudit, AuditMaxAge: o.AuditMaxAge.String(), AuditMaxBytes: o.AuditMaxBytes}})
 	}
 	fmt.Fprintf(o.Out, "%s and buckets %s, %s, %s: %d replica(s), agent expiry %v\n",
 		kv.StreamHB, kv.BucketConfig, kv.BucketPlan, kv.BucketStats, o.Replicas, o.AgentExpiry)
+	fmt.Fprintf(o.Out, "%s (audit trail): records kept %v, at most %v\n", kv.StreamAudit, o.AuditMaxAge, byteSize(o.AuditMaxBytes))
 	return nil
 }

@@ -111,6 +111,8 @@ type ConfigSetOptions struct {
 
 	Mode     *string
 	Timezone *string
+	// RequireReason sets the config's require_reason.
+	RequireReason *bool
 
 	// Days: "Mon,Tue" or "*".
 	Days          *string
@@ -177,6 +179,15 @@ done, rolled back or reset by a new target.
 	setters := []func(){
 		optionalString(cmd, &o.Mode, "mode", "config mode: enabled, paused or disabled"),
 		optionalString(cmd, &o.Timezone, "timezone", `IANA time zone of days and start hours ("Europe/Berlin", "UTC")`),
+		func() func() {
+			v := new(bool)
+			fs.BoolVar(v, "require-reason", false, "every fleetctl write must give --reason (--require-reason=false to undo)")
+			return func() {
+				if fs.Changed("require-reason") {
+					o.RequireReason = v
+				}
+			}
+		}(),
 	}
 	setters = append(setters, groupSettingFlags(cmd, o)...)
 	writeOutputFlag(cmd, &o.Output)
@@ -272,8 +283,8 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		return cliutil.Usagef("--group: say which group to add")
 	case o.Group == "" && len(groupFlags) > 0:
 		return cliutil.Usagef("%s: say which group with --group", strings.Join(groupFlags, ", "))
-	case o.Group == "" && o.Mode == nil && o.Timezone == nil:
-		return cliutil.Usagef("nothing to set: give --mode, --timezone, or --group with the settings to change")
+	case o.Group == "" && o.Mode == nil && o.Timezone == nil && o.RequireReason == nil:
+		return cliutil.Usagef("nothing to set: give --mode, --timezone, --require-reason, or --group with the settings to change")
 	}
 	if err := checkGroupFilter(o.Group); err != nil {
 		return err
@@ -297,6 +308,9 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	}
 	if o.Timezone != nil {
 		next.Timezone = *o.Timezone
+	}
+	if o.RequireReason != nil {
+		next.RequireReason = *o.RequireReason
 	}
 	if o.Group != "" {
 		i := slices.IndexFunc(next.Groups, func(g rollout.GroupConfig) bool { return g.Name == o.Group })
@@ -492,7 +506,11 @@ func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next
 		}
 		return fmt.Errorf("%w\nnothing was written", err)
 	}
-	rev, err := save(ctx, g, f.Config, kv.KeyConfig, next, st.Config.Revision)
+	var before any
+	if !st.ConfigDefault {
+		before = st.Config.Value
+	}
+	rev, err := save(ctx, g, f, f.Config, kv.KeyConfig, next, st.Config.Revision, change{Command: command, Before: before})
 	if err != nil {
 		return err
 	}

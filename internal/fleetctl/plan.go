@@ -294,7 +294,11 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 			return err
 		}
 	}
-	rev, err := save(ctx, o.Global, f.Plan, kv.KeySpec, next, st.Spec.Revision)
+	var before any
+	if st.HasSpec {
+		before = prev
+	}
+	rev, err := save(ctx, o.Global, f, f.Plan, kv.KeySpec, next, st.Spec.Revision, change{Command: "plan set", Before: before})
 	if err != nil {
 		return err
 	}
@@ -524,7 +528,7 @@ func setPlanMode(ctx context.Context, o *PauseOptions, mode rollout.Mode) error 
 	} else {
 		next := e.Value
 		next.Mode = mode
-		rev, err := save(ctx, g, f.Plan, kv.KeySpec, next, e.Revision)
+		rev, err := save(ctx, g, f, f.Plan, kv.KeySpec, next, e.Revision, change{Command: verb, Before: e.Value})
 		if err != nil {
 			return err
 		}

@@ -25,6 +25,10 @@ type Global struct {
 	Creds   string
 	TLS     natsutil.TLS
 	Timeout time.Duration
+	// Actor and Reason go into the audit record of every write: who
+	// (default: the creds' user name, else $USER@hostname) and why.
+	Actor  string
+	Reason string
 
 	Out    io.Writer
 	ErrOut io.Writer
@@ -38,6 +42,9 @@ type Global struct {
 	// command and prove that the command then fails instead of losing the
 	// other edit.
 	beforeWrite func()
+
+	// auditErr is the first write not recorded in the audit trail.
+	auditErr error
 }
 
 // NewCommand is fleetctl's root command.
@@ -55,17 +62,23 @@ docs/cli.md).
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
 			g.Out, g.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
 		},
+		// A write made but not recorded in the audit trail: its output
+		// is printed, the failure was said on stderr, and the exit
+		// status says it once more.
+		PersistentPostRunE: func(*cobra.Command, []string) error { return g.auditErr },
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.NATSURL, "nats", cliutil.Env("nats://127.0.0.1:4222", "NATS_URL"), "NATS server URL(s) (env NATS_URL)")
 	pf.StringVar(&g.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
 	g.TLS.Register(pf)
 	pf.DurationVar(&g.Timeout, "timeout", 10*time.Second, "give up on the bus after this long")
+	pf.StringVar(&g.Actor, "actor", cliutil.Env("", "FLEETCTL_ACTOR"), "who makes the change, in the audit trail (env FLEETCTL_ACTOR; default: the creds' user name, else $USER@hostname)")
+	pf.StringVar(&g.Reason, "reason", "", "why, in the audit trail of every write")
 	root.AddCommand(
 		newStatusCmd(g), newWatchCmd(g), newAgentsCmd(g),
 		newConfigCmd(g), newPlanCmd(g), newPauseCmd(g), newResumeCmd(g),
 		newRunCmd(g), newRollbackCmd(g), newMarkDoneCmd(g), newResetCmd(g),
-		newAuthCmd(g), newEdgeCmd(g), newBusCmd(g),
+		newHistoryCmd(g), newAuthCmd(g), newEdgeCmd(g), newBusCmd(g),
 	)
 	registerCompletions(root, g)
 	return root

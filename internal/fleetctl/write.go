@@ -39,8 +39,11 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Unwrap() error { return e.Err }
 
 // save writes v at key if the key is still at rev (rev 0: if it still does
-// not exist).
-func save[T any](ctx context.Context, g *Global, b jetstream.KeyValue, key string, v T, rev uint64) (uint64, error) {
+// not exist), and records the write in the audit trail (ch says what it is).
+func save[T any](ctx context.Context, g *Global, f *kv.Fleet, b jetstream.KeyValue, key string, v T, rev uint64, ch change) (uint64, error) {
+	if err := g.checkReason(ctx, f, ch); err != nil {
+		return 0, err
+	}
 	if g.beforeWrite != nil {
 		g.beforeWrite()
 	}
@@ -48,7 +51,11 @@ func save[T any](ctx context.Context, g *Global, b jetstream.KeyValue, key strin
 	if errors.Is(err, kv.ErrConflict) {
 		return 0, &ConflictError{Key: b.Bucket() + "/" + key, Revision: rev, Err: err}
 	}
-	return next, g.refused("write "+b.Bucket()+"/"+key, err)
+	if err != nil {
+		return 0, g.refused("write "+b.Bucket()+"/"+key, err)
+	}
+	g.record(ctx, f, b.Bucket(), key, ch, v, false, next, rev)
+	return next, nil
 }
 
 // rewordedError keeps the chain of an error whose message fleetctl improves.
@@ -117,6 +124,9 @@ func describeConfigChange(prev, next rollout.Config) []string {
 	}
 	if prev.Timezone != next.Timezone {
 		out = append(out, fmt.Sprintf("timezone %s → %s", prev.Timezone, next.Timezone))
+	}
+	if prev.RequireReason != next.RequireReason {
+		out = append(out, fmt.Sprintf("require_reason %t → %t", prev.RequireReason, next.RequireReason))
 	}
 	var prevNames, nextNames []string
 	for _, g := range prev.Groups {

@@ -124,6 +124,8 @@ type BatchRequest struct {
 	Batch     int      `json:"batch,omitempty"`
 	MultiLast []string `json:"multi_last,omitempty"`
 	UpToSeq   uint64   `json:"up_to_seq,omitempty"`
+	// StartTime starts at the first message stored at or after it.
+	StartTime *time.Time `json:"start_time,omitempty"`
 }
 
 // BatchEnd is what the server says at the end of a batch: how many matching

@@ -24,6 +24,11 @@ type Options struct {
 	// StatsTTL is the age at which fleet_stats entries disappear. Default 1h.
 	// The bucket also holds the controllers' leader lease (KeyLeader).
 	StatsTTL time.Duration
+	// AuditMaxAge and AuditMaxBytes bound the audit trail (FLEET_AUDIT):
+	// the oldest records go first. Defaults 90 days and 256 MiB (16 MiB
+	// with Memory).
+	AuditMaxAge   time.Duration
+	AuditMaxBytes int64
 	// Memory selects memory storage (tests, throw-away demos). Default file.
 	Memory bool
 	// Retry paces Ensure while a JetStream cluster settles. Zero values
@@ -55,6 +60,17 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StatsTTL == 0 {
 		o.StatsTTL = DefaultStatsTTL
+	}
+	if o.AuditMaxAge == 0 {
+		o.AuditMaxAge = DefaultAuditMaxAge
+	}
+	if o.AuditMaxBytes == 0 {
+		// The server reserves MaxBytes against the account's limits:
+		// memory storage (tests, demos) takes a small share of it.
+		o.AuditMaxBytes = DefaultAuditMaxBytes
+		if o.Memory {
+			o.AuditMaxBytes = DefaultAuditMaxBytesMemory
+		}
 	}
 	return o
 }
@@ -126,6 +142,26 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamHB, err)
+	}
+	auditCfg := auditStreamConfig(o)
+	if _, err := retry(ctx, js, r, "stream "+StreamAudit, func(ctx context.Context) (jetstream.Stream, error) {
+		s, err := ensureStream(ctx, js, o, auditCfg)
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			// FLEET_HB was just created or updated through the same
+			// JetStream API: nobody answering for FLEET_AUDIT means
+			// these credentials' account does not import its create
+			// (a controller of an auth directory minted before it).
+			err = fmt.Errorf("%w: %v", errAuditUnreachable, err) // permanent: not retried
+		}
+		return s, err
+	}); err != nil {
+		// The rollout goes on without a timeline, and the operator is
+		// told: fleetctl bus ensure, with admin credentials, creates it.
+		denied := errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, errAuditUnreachable)
+		if !denied || o.OnDrift == nil {
+			return nil, fmt.Errorf("ensure stream %s: %w", StreamAudit, err)
+		}
+		o.OnDrift("stream "+StreamAudit, []string{"missing, and these credentials may not create it: " + err.Error()})
 	}
 	buckets := []struct {
 		dst *jetstream.KeyValue
@@ -392,6 +428,10 @@ func gaveUp(ctx context.Context, attempts int, last error) error {
 func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// errAuditUnreachable: nobody answers the audit stream's create, although
+// the heartbeat stream's was answered.
+var errAuditUnreachable = errors.New("the JetStream API does not answer for " + StreamAudit + " (not exported to this account)")
 
 // errNoAnswer marks an attempt the server left unanswered.
 var errNoAnswer = errors.New("no answer from the JetStream cluster (no meta leader yet, or a reply lost to a concurrent create)")

@@ -26,6 +26,11 @@ type Config struct {
 	// Groups are the rollout groups. The order matters only for groups
 	// without depends_on, which follow the group before them.
 	Groups []GroupConfig `json:"groups"`
+	// RequireReason makes fleetctl refuse a write without --reason (or a
+	// group action's --note): every entry of the audit trail says why.
+	// Omitted when false, so a config without it reads the same for a
+	// controller older than the field.
+	RequireReason bool `json:"require_reason,omitempty"`
 }
 
 // GroupConfig is the schedule of one group.
@@ -128,10 +133,11 @@ func DefaultGroup(name string) GroupConfig {
 func (c *Config) UnmarshalJSON(b []byte) error {
 	d := DefaultConfig()
 	err := decodeObject(b, map[string]any{
-		"v":        &d.V,
-		"mode":     &d.Mode,
-		"timezone": &d.Timezone,
-		"groups":   &d.Groups,
+		"v":              &d.V,
+		"mode":           &d.Mode,
+		"timezone":       &d.Timezone,
+		"groups":         &d.Groups,
+		"require_reason": &d.RequireReason,
 	}, true)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
