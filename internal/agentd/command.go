@@ -242,19 +242,23 @@ disable, update, link or unlink on the same --root exits 1 naming its pid
 					return cliutil.Usagef("--metrics-addr %q: want host:port, e.g. 127.0.0.1:9469 or :9469: %v", f.metricsAddr, err)
 				}
 			}
-			a, err := f.agent(cmd)
-			if err != nil {
-				return err
-			}
-			defer f.unlock()
+			// Bound before the root is touched: a port in use fails the
+			// start with nothing written.
+			var metricsLn net.Listener
 			if f.metricsAddr != "" {
 				ln, err := ListenMetrics(f.metricsAddr)
 				if err != nil {
 					return err
 				}
-				a.o.MetricsListener = ln
+				metricsLn = ln
 				defer ln.Close()
 			}
+			a, err := f.agent(cmd)
+			if err != nil {
+				return err
+			}
+			defer f.unlock()
+			a.o.MetricsListener = metricsLn
 			err = a.Run(cmd.Context())
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 				f.o.Log.Info("agent stopping")

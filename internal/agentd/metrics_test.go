@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -166,7 +167,8 @@ func TestAgentdMetrics(t *testing.T) {
 }
 
 // TestAgentdMetricsFlagsChecked: a bad --metrics-textfile or --metrics-addr
-// is a usage error (exit 2) before anything is written: update.yaml stays
+// is a usage error (exit 2), and a --metrics-addr port in use exit 1,
+// before anything is written: update.yaml stays
 // byte-identical, agent_id is not drawn, and no textfile appears.
 func TestAgentdMetricsFlagsChecked(t *testing.T) {
 	bin := buildAgentd(t)
@@ -179,12 +181,18 @@ func TestAgentdMetricsFlagsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	for name, args := range map[string][]string{
 		"missing dir":  {"--metrics-textfile", filepath.Join(dir, "nope", "agentd.prom")},
 		"not .prom":    {"--metrics-textfile", filepath.Join(dir, "agentd.txt")},
 		"a directory":  {"--metrics-textfile", dir + "/x.prom/"},
 		"bad addr":     {"--metrics-addr", "9469"},
 		"port too big": {"--metrics-addr", "127.0.0.1:99999"},
+		"port in use":  {"--metrics-addr", busy.Addr().String()},
 	} {
 		if name == "a directory" {
 			if err := os.Mkdir(filepath.Join(dir, "x.prom"), 0o755); err != nil {
@@ -193,9 +201,13 @@ func TestAgentdMetricsFlagsChecked(t *testing.T) {
 		}
 		cmd := exec.Command(bin, append([]string{"run", "--root", root, "--nats", "nats://127.0.0.1:1", "--group", "green"}, args...)...)
 		out, err := cmd.CombinedOutput()
+		want := 2
+		if name == "port in use" {
+			want = 1 // the system's error, not the invocation's
+		}
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-			t.Errorf("%s: %v, want exit 2\n%s", name, err, out)
+		if !errors.As(err, &ee) || ee.ExitCode() != want {
+			t.Errorf("%s: %v, want exit %d\n%s", name, err, want, out)
 		}
 		if !strings.Contains(string(out), "--metrics-") {
 			t.Errorf("%s: the error does not name the flag:\n%s", name, out)
