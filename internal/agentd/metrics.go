@@ -231,6 +231,10 @@ func (a *Agent) metricsLoops() []func(context.Context) error {
 				select {
 				case <-ctx.Done():
 					t.Stop()
+					// A last write, off the bus: a stopped agentd's file
+					// must not say it is connected.
+					a.metrics.setConn(nil)
+					a.flushTextfile(&lastErr)
 					return ctx.Err()
 				case <-t.C():
 				case <-a.textfileKick:
@@ -266,7 +270,7 @@ func (a *Agent) kickTextfile() {
 
 // metricsHandler serves GET /metrics.
 func (a *Agent) metricsHandler() http.Handler {
-	h := promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{Registry: a.metrics.reg})
+	h := promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
 			http.Error(w, "not found; metrics are at /metrics", http.StatusNotFound)

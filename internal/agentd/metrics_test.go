@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,7 +109,7 @@ func TestAgentdMetrics(t *testing.T) {
 	}
 	textfile := filepath.Join(t.TempDir(), "agentd.prom")
 	addr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
-	startAgentd(t, bin, "run", "--root", root, "--nats", srv.URL(), "--url-template", releases.URLTemplate(rel.URL),
+	d := startAgentd(t, bin, "run", "--root", root, "--nats", srv.URL(), "--url-template", releases.URLTemplate(rel.URL),
 		"--bin-dir", filepath.Join(root, "bin"), "--app", "app", "--metrics-addr", addr, "--metrics-textfile", textfile)
 	url := "http://" + addr + "/metrics"
 
@@ -163,6 +164,24 @@ func TestAgentdMetrics(t *testing.T) {
 	})
 	if fi, err := os.Stat(textfile); err != nil || fi.Mode().Perm()&0o044 != 0o044 {
 		t.Errorf("textfile mode %v (%v): node_exporter's user must read it", fi.Mode(), err)
+	}
+	// Stopped, agentd leaves a file that says it is off the bus.
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.wait(t, 20*time.Second); code != 0 {
+		t.Errorf("agentd exited %d on SIGTERM", code)
+	}
+	b, err := os.ReadFile(textfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := parseMetrics(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wantSamples(s, map[string]float64{"fleetwave_agent_bus_connected": 0, "fleetwave_agent_rollbacks_total": 1}); err != nil {
+		t.Errorf("textfile after stop: %v", err)
 	}
 }
 

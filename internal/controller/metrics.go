@@ -154,7 +154,7 @@ func (c *Controller) ServePlanFrom(m *PlanMirror) { c.mirror.Store(m) }
 // HTTPHandler serves GET /metrics from the controller's registry and every
 // other path with find, counting and timing the find requests.
 func (c *Controller) HTTPHandler(find http.Handler) http.Handler {
-	metrics := promhttp.HandlerFor(c.m.reg, promhttp.HandlerOpts{ErrorLog: nil, Registry: c.m.reg})
+	metrics := promhttp.HandlerFor(c.m.reg, promhttp.HandlerOpts{Registry: c.m.reg})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PathMetrics:
