@@ -154,7 +154,7 @@ func (c *Controller) ServePlanFrom(m *PlanMirror) { c.mirror.Store(m) }
 // HTTPHandler serves GET /metrics from the controller's registry and every
 // other path with find, counting and timing the find requests.
 func (c *Controller) HTTPHandler(find http.Handler) http.Handler {
-	metrics := promhttp.HandlerFor(c.m.reg, promhttp.HandlerOpts{Registry: c.m.reg})
+	metrics := promhttp.HandlerFor(c.m.reg, promhttp.HandlerOpts{Registry: c.m.reg, ErrorHandling: promhttp.ContinueOnError})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PathMetrics:
@@ -284,13 +284,13 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	})
 	for k, n := range agents {
-		ch <- prometheus.MustNewConstMetric(descAgents, prometheus.GaugeValue, float64(n), k.group, k.version, k.state)
+		ch <- constMetric(descAgents, prometheus.GaugeValue, float64(n), k.group, k.version, k.state)
 	}
 	if plan == nil {
 		return
 	}
 	gauge := func(d *prometheus.Desc, v float64, group string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, group)
+		ch <- constMetric(d, prometheus.GaugeValue, v, group)
 	}
 	b := func(x bool) float64 {
 		if x {
@@ -300,9 +300,9 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, st := range plan.Groups {
 		for _, s := range groupStates {
-			ch <- prometheus.MustNewConstMetric(descGroupState, prometheus.GaugeValue, b(st.State == s), name, string(s))
+			ch <- constMetric(descGroupState, prometheus.GaugeValue, b(st.State == s), name, string(s))
 		}
-		ch <- prometheus.MustNewConstMetric(descGroupInfo, prometheus.GaugeValue, 1, name, st.StartVersion, st.TargetVersion)
+		ch <- constMetric(descGroupInfo, prometheus.GaugeValue, 1, name, st.StartVersion, st.TargetVersion)
 		gauge(descProgress, st.Progress, name)
 		gauge(descInFlight, float64(updating[name]), name)
 		if cfg != nil {
@@ -327,4 +327,16 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descFailed, float64(st.FailedCount), name)
 		gauge(descOffTarget, float64(offTarget[name]), name)
 	}
+}
+
+// constMetric is prometheus.MustNewConstMetric without the panic: a label
+// value the library refuses (none should reach here: versions and group
+// names are validated on the way in) is reported as that one metric's error,
+// and the rest of the scrape is served (promhttp.ContinueOnError).
+func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
 }
