@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -51,6 +52,15 @@ type Options struct {
 	// SelfUpdate lets the daemon re-exec into a newer agentd that the
 	// active version ships in its bin/.
 	SelfUpdate bool
+
+	// MetricsListener, when set, serves GET /metrics (agentd run
+	// --metrics-addr); Run closes it.
+	MetricsListener net.Listener
+	// MetricsTextfile, when set, is written with the metrics every
+	// TextfileEvery (default DefaultTextfileEvery) and after every install,
+	// for node_exporter's textfile collector.
+	MetricsTextfile string
+	TextfileEvery   time.Duration
 
 	// RootLocked says the caller holds the root lock (install.AcquireLock
 	// on <root>/lock) for as long as it uses the agent, as agentd's
@@ -132,6 +142,9 @@ type Agent struct {
 	newID  bool
 	stored bool
 	loaded install.UpdateSpec
+
+	metrics      *agentMetrics
+	textfileKick chan struct{}
 
 	mu     sync.Mutex
 	update *install.UpdateFile
@@ -219,7 +232,8 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 			return nil, fmt.Errorf("--root %s is not a directory", o.Root)
 		}
 	}
-	a := &Agent{o: o}
+	a := &Agent{o: o, textfileKick: make(chan struct{}, 1)}
+	a.metrics = newAgentMetrics(a)
 	switch a.id, err = install.LoadAgentID(o.Root); {
 	case errors.Is(err, fs.ErrNotExist):
 		// Drawn now, so that enable can use it on the bus before it
@@ -451,6 +465,7 @@ func (a *Agent) setupInstaller() error {
 			// client timeout: a slow but moving download may finish.
 			StallTimeout: app.DownloadStallTimeout, Deadline: app.DownloadDeadline, Log: a.o.Log,
 			ProgressEvery: app.ProgressInterval,
+			OnProgress:    a.metrics.progress,
 		},
 		Runner: a.runner,
 		Health: install.Health{URL: app.HealthURL, Command: app.HealthCommand},
@@ -575,11 +590,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer nc.Close()
 	a.pub.JS = js
 	follower.NC = nc
+	a.metrics.setConn(nc)
 	a.o.Log.Info("agent started", slog.String("agent_id", string(a.id)), slog.String("group", a.Group()),
 		slog.String("active_version", a.Status().ActiveVersion), slog.Bool("installs", a.installer != nil))
 
 	// The loops; the first to end stops the others.
-	loops := []func(context.Context) error{a.pub.Run, follower.Run}
+	loops := append([]func(context.Context) error{a.pub.Run, follower.Run}, a.metricsLoops()...)
 	if a.installer != nil {
 		answers := make(chan decision, 1)
 		loops = append(loops,

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +58,8 @@ type flags struct {
 	// lockAndLoad once its own checks passed (enable reads the plan first,
 	// so that an unreachable bus leaves the root as it was, lock included).
 	lockLater bool
+	// metricsAddr is 'agentd run --metrics-addr'.
+	metricsAddr string
 }
 
 func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
@@ -224,11 +228,37 @@ disable, update, link or unlink on the same --root exits 1 naming its pid
 			if f.o.Interval <= 0 || f.o.Jitter < 0 || f.o.Jitter >= f.o.Interval {
 				return cliutil.Usagef("--heartbeat-interval must be positive and --heartbeat-jitter in [0, interval)")
 			}
+			if f.o.MetricsTextfile != "" {
+				if err := checkTextfile(f.o.MetricsTextfile); err != nil {
+					return err
+				}
+			}
+			if f.metricsAddr != "" {
+				_, port, err := net.SplitHostPort(f.metricsAddr)
+				if n, perr := strconv.Atoi(port); err == nil && (perr != nil || n < 0 || n > 65535) {
+					err = errors.New("port must be 0-65535")
+				}
+				if err != nil {
+					return cliutil.Usagef("--metrics-addr %q: want host:port, e.g. 127.0.0.1:9469 or :9469: %v", f.metricsAddr, err)
+				}
+			}
+			// Bound before the root is touched: a port in use fails the
+			// start with nothing written.
+			var metricsLn net.Listener
+			if f.metricsAddr != "" {
+				ln, err := ListenMetrics(f.metricsAddr)
+				if err != nil {
+					return err
+				}
+				metricsLn = ln
+				defer ln.Close()
+			}
 			a, err := f.agent(cmd)
 			if err != nil {
 				return err
 			}
 			defer f.unlock()
+			a.o.MetricsListener = metricsLn
 			err = a.Run(cmd.Context())
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 				f.o.Log.Info("agent stopping")
@@ -240,6 +270,8 @@ disable, update, link or unlink on the same --root exits 1 naming its pid
 	cmd.Flags().BoolVar(&f.o.SelfUpdate, "self-update", true, "re-exec into a newer agentd shipped in the active version's bin/")
 	cmd.Flags().DurationVar(&f.o.FallbackAfter, "fallback-after", DefaultFallbackAfter, "ask the find endpoint once the bus has been unreachable this long")
 	cmd.Flags().DurationVar(&f.o.FindInterval, "find-interval", DefaultFindInterval, "how often (± 20%) to ask the find endpoint during an outage")
+	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at GET /metrics on this host:port (e.g. 127.0.0.1:9469); empty: off")
+	cmd.Flags().StringVar(&f.o.MetricsTextfile, "metrics-textfile", "", "write Prometheus metrics to this file (a *.prom file in node_exporter's --collector.textfile.directory) every 15s and after each install; empty: off")
 	f.register(cmd, true)
 	return cmd
 }
@@ -654,4 +686,21 @@ func (a *Agent) tree() install.Tree {
 		bin = DefaultBinDir
 	}
 	return install.Tree{Root: a.o.Root, BinDir: bin}
+}
+
+// checkTextfile checks --metrics-textfile before anything starts: a file
+// in an existing directory, named *.prom (node_exporter reads only those),
+// and not a directory.
+func checkTextfile(path string) error {
+	if filepath.Ext(path) != ".prom" {
+		return cliutil.Usagef("--metrics-textfile %q: node_exporter's textfile collector reads only files named *.prom", path)
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return cliutil.Usagef("--metrics-textfile %q: directory %s does not exist (node_exporter's --collector.textfile.directory)", path, dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return cliutil.Usagef("--metrics-textfile %q is a directory; give a file in it, e.g. %s", path, filepath.Join(path, "fleetwave-agentd.prom"))
+	}
+	return nil
 }

@@ -141,8 +141,16 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 	in.Abandon = abandon
 	// Heartbeats say "updating to target" for as long as the install runs.
 	a.setUpdatingTo(target)
+	a.metrics.startInstall()
+	began := a.o.Clock.Now()
 	_, err := in.Install(ctx, cur, target, timeout, minHealthy)
 	a.setUpdatingTo("")
+	if result, ran := installResult(err); ran {
+		st := a.Status()
+		end := a.o.Clock.Now()
+		a.metrics.installed(result, end.Sub(began), end, err != nil && st.Rollback && st.RollbackFrom == target)
+		a.kickTextfile()
+	}
 	close(stop)
 	w := <-result
 
@@ -213,4 +221,18 @@ func (a *Agent) watchPlan(f *PlanFollower, answers <-chan decision, from, target
 // known yet) changes nothing.
 func keepsTarget(d decision, from, target string) bool {
 	return d.version == "" || d.version == target && rollout.Act(from, d.version, d.update)
+}
+
+// installResult names how an install ended for the metrics; ran is false
+// when it did not run (skipped, or agentd is stopping).
+func installResult(err error) (result string, ran bool) {
+	switch {
+	case err == nil:
+		return installOK, true
+	case errors.Is(err, install.ErrAbandoned):
+		return installAbandoned, true
+	case errors.Is(err, install.ErrSkipped), errors.Is(err, context.Canceled):
+		return "", false
+	}
+	return installFailed, true
 }

@@ -150,7 +150,7 @@ fleet.events.<group>. When the leader stops, another takes over within
 	f.DurationVar(&o.AuditMaxAge, "audit-max-age", kv.DefaultAuditMaxAge, "the audit trail (FLEET_AUDIT) keeps records this long")
 	f.Int64Var(&o.AuditMaxBytes, "audit-max-bytes", kv.DefaultAuditMaxBytes, "the audit trail keeps at most this many bytes, the oldest records going first (-1: unlimited)")
 	f.IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and buckets (3 on a 3-node cluster)")
-	f.StringVar(&o.HTTPAddr, "http-addr", "", "serve GET /v1/find, /healthz and /readyz on this address (e.g. :8080); empty: off")
+	f.StringVar(&o.HTTPAddr, "http-addr", "", "serve GET /v1/find, /metrics (Prometheus), /healthz and /readyz on this address (e.g. :8080); empty: off")
 	f.StringVar(&o.HTTPCert, "http-tls-cert", "", "TLS certificate for --http-addr (with --http-tls-key)")
 	f.StringVar(&o.HTTPKey, "http-tls-key", "", "TLS key for --http-addr")
 	o.Log.Register(cmd)
@@ -260,8 +260,9 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	loops := []func(context.Context) error{c.Run}
 	if o.HTTPAddr != "" {
 		mirror := &PlanMirror{NC: nc, Store: &httpfind.Store{}, Log: log}
+		c.ServePlanFrom(mirror)
 		srv := &httpfind.Server{
-			Handler:  &httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log},
+			Handler:  c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log}),
 			CertFile: o.HTTPCert, KeyFile: o.HTTPKey, Log: log,
 		}
 		ln := httpLn

@@ -60,8 +60,12 @@ type Controller struct {
 
 	statsRev map[string]uint64 // group → revision of our last stats write
 
-	lease  *kv.Lease
-	leader bool // last Campaign won (for logging changes only)
+	lease   *kv.Lease
+	leader  bool        // last Campaign won (for logging changes only)
+	leading atomic.Bool // the same, for the metrics
+
+	m      *metrics
+	mirror atomic.Pointer[PlanMirror] // the plan the group metrics read
 
 	// badValues maps bucket/key of each stored value the last rollout pass
 	// skipped to its revision, so that each is logged once, not every pass.
@@ -94,14 +98,16 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	return &Controller{
+	c := &Controller{
 		lease:    &kv.Lease{Bucket: fleet.Stats, JS: fleet.JS, Key: kv.KeyLeader, Holder: o.ID, TTL: o.LeaseTTL},
 		fleet:    fleet,
 		o:        o,
 		agg:      heartbeat.NewAggregator(o.HeartbeatInterval, o.AgentExpiry),
 		ready:    make(chan struct{}),
 		statsRev: make(map[string]uint64),
-	}, nil
+	}
+	c.m = newMetrics(c)
+	return c, nil
 }
 
 // Ready is closed once the inventory holds every agent that was in the
@@ -150,14 +156,20 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-stats.C():
 			pctx, cancel := c.passContext(ctx)
 			feed.rescan(pctx)
-			if err := c.WriteStats(pctx); err != nil && ctx.Err() == nil {
+			start := time.Now()
+			err := c.WriteStats(pctx)
+			c.m.statsWrite.Observe(time.Since(start).Seconds())
+			if err != nil && ctx.Err() == nil {
 				c.o.Log.Warn("writing stats failed; retrying next interval", slog.Any("err", err))
 			}
 			cancel()
 			stats.Reset(c.o.StatsInterval)
 		case <-reconcile.C():
 			pctx, cancel := c.passContext(ctx)
-			if err := c.Reconcile(pctx); err != nil && ctx.Err() == nil {
+			start := time.Now()
+			err := c.Reconcile(pctx)
+			c.m.rolloutPass.Observe(time.Since(start).Seconds())
+			if err != nil && ctx.Err() == nil {
 				c.o.Log.Warn("rollout pass failed; retrying next interval", slog.Any("err", err))
 			}
 			cancel()
@@ -193,7 +205,7 @@ func (c *Controller) observe(m kv.StoredMsg, recovered, fromScan bool) {
 	c.received.Add(1)
 	hb, err := kv.StoredHeartbeatOf(m).Decode()
 	if err != nil {
-		c.reject(m.Subject, err)
+		c.reject(m.Subject, rejectReason(m), err)
 		return
 	}
 	now := c.o.Clock.Now()
@@ -208,8 +220,9 @@ func (c *Controller) observe(m kv.StoredMsg, recovered, fromScan bool) {
 
 // reject counts a bad heartbeat and logs it, at most one line every 10s so
 // that a misbehaving agent cannot flood the log.
-func (c *Controller) reject(subject string, err error) {
+func (c *Controller) reject(subject, reason string, err error) {
 	n := c.rejected.Add(1)
+	c.m.rejected.WithLabelValues(reason).Inc()
 	now := c.o.Clock.Now().UnixNano()
 	last := c.lastWarn.Load()
 	if now-last < int64(10*time.Second) && last != 0 {

@@ -46,6 +46,7 @@ type PlanMirror struct {
 	Clock clock.Clock
 
 	loaded atomic.Bool
+	config atomic.Pointer[rollout.Config] // the last good config read (metrics)
 	mu     sync.Mutex
 	revs   map[string]uint64 // per key, the revision taken (or skipped)
 
@@ -178,6 +179,8 @@ func (m *PlanMirror) readConfig(ctx context.Context) error {
 	case err != nil:
 		return err
 	}
+	cfg := e.Value
+	m.config.Store(&cfg)
 	names := make([]string, len(e.Value.Groups))
 	for i, g := range e.Value.Groups {
 		names[i] = g.Name

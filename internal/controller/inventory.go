@@ -85,7 +85,7 @@ func (f *inventoryFeed) apply(msg *nats.Msg) {
 	m, err := kv.ParseStored(msg.Header, msg.Data)
 	if err != nil {
 		f.c.received.Add(1)
-		f.c.reject(msg.Subject, fmt.Errorf("not a heartbeat republished by %s: %w", kv.StreamHB, err))
+		f.c.reject(msg.Subject, rejectNotRepublished, fmt.Errorf("not a heartbeat republished by %s: %w", kv.StreamHB, err))
 		return
 	}
 	if m.Stream != kv.StreamHB || m.Sequence <= f.floor {

@@ -36,6 +36,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.leading.Store(held)
 	if held != c.leader {
 		c.leader = held
 		if held {

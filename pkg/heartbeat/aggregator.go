@@ -171,3 +171,18 @@ func (a *Aggregator) Len() int {
 	defer a.mu.Unlock()
 	return len(a.agents)
 }
+
+// EachCounted calls fn, under the inventory's lock, with the latest
+// heartbeat and last-seen time of every agent that counts at now
+// (established and not expired: the agents Counts tallies), in no order. fn
+// must not call the Aggregator. It copies nothing, for readers that only
+// tally (the controller's metrics at a scrape).
+func (a *Aggregator) EachCounted(now time.Time, fn func(hb *Heartbeat, lastSeen time.Time)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.agents {
+		if !a.expired(e, now) && a.established(e, now) {
+			fn(&e.hb, e.lastSeen)
+		}
+	}
+}

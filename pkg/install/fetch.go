@@ -91,7 +91,8 @@ type Fetcher struct {
 	Log *slog.Logger
 	// OnProgress, when set, gets the tarball transfer's figures when it
 	// starts, every ProgressEvery, and once it is complete (the Installer
-	// records them in the journal for 'agentd status'). It runs in the
+	// records them in the journal for 'agentd status', and passes them on
+	// to the OnProgress of its Fetcher, for agentd's metrics). It runs in the
 	// downloading goroutine: it must be quick, and cannot fail the download.
 	OnProgress func(DownloadProgress)
 	// ProgressEvery is how often Log and OnProgress hear of a moving

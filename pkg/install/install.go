@@ -345,7 +345,11 @@ func (in *Installer) ensureVersion(ctx context.Context, v string, j *Journal) er
 	ctx, stop := abandonable(ctx, in.Abandon)
 	defer stop()
 	f := *in.Fetcher // a copy, for this install's own progress record
+	caller := in.Fetcher.OnProgress
 	f.OnProgress = func(p DownloadProgress) {
+		if caller != nil {
+			caller(p) // the agent's metrics
+		}
 		j.Download = &p
 		// At most every ProgressEvery, and only for status: a record that
 		// cannot be written does not stop the download.

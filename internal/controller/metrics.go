@@ -1,0 +1,342 @@
+package controller
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/httpfind"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// PathMetrics is where the controller serves its Prometheus metrics on
+// --http-addr.
+const PathMetrics = "/metrics"
+
+// Agent states of fleetwave_agents (docs/metrics.md). Each counted agent is
+// in exactly one, the first that applies: unreachable (no heartbeat for two
+// intervals, not yet expired), rolled_back (its last update was rolled
+// back), failed (it reports an error), updating (installing a version right
+// now), ok.
+const (
+	AgentUnreachable = "unreachable"
+	AgentRolledBack  = "rolled_back"
+	AgentFailed      = "failed"
+	AgentUpdating    = "updating"
+	AgentOK          = "ok"
+)
+
+// Reasons of fleetwave_heartbeats_rejected_total: a fixed set, so the label
+// stays bounded whatever agents send.
+const (
+	rejectForeign        = "foreign"
+	rejectTooLarge       = "too_large"
+	rejectUnsupported    = "unsupported_version"
+	rejectSubject        = "subject_mismatch"
+	rejectMalformed      = "malformed"
+	rejectNotRepublished = "not_republished"
+)
+
+// Outcomes of fleetwave_find_requests_total.
+var findOutcomes = map[int]string{
+	http.StatusOK:                 "ok",
+	http.StatusBadRequest:         "bad_request",
+	http.StatusNotFound:           "unknown_group",
+	http.StatusRequestURITooLong:  "bad_request",
+	http.StatusMethodNotAllowed:   "bad_request",
+	http.StatusServiceUnavailable: "unavailable",
+}
+
+// metrics are the controller's Prometheus metrics, in a registry of its own
+// (several controllers can run in one process, as in tests). The counts of
+// agents and groups are not kept up to date on every heartbeat: a collector
+// reads the inventory and the plan when Prometheus scrapes.
+type metrics struct {
+	reg         *prometheus.Registry
+	rejected    *prometheus.CounterVec
+	statsWrite  prometheus.Histogram
+	rolloutPass prometheus.Histogram
+	findReqs    *prometheus.CounterVec
+	findLatency prometheus.Histogram
+}
+
+func newMetrics(c *Controller) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetwave_heartbeats_rejected_total",
+			Help: "Heartbeats rejected, by reason.",
+		}, []string{"reason"}),
+		statsWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fleetwave_stats_write_duration_seconds",
+			Help:    "Time to expire silent agents and write the counts to fleet_stats.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}),
+		rolloutPass: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fleetwave_rollout_pass_duration_seconds",
+			Help:    "Time of one rollout pass (campaign for the lease and, leading, decide and write every group).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}),
+		findReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetwave_find_requests_total",
+			Help: "GET /v1/find requests, by outcome (ok, bad_request, unknown_group, unavailable, other).",
+		}, []string{"outcome"}),
+		findLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fleetwave_find_request_duration_seconds",
+			Help:    "Time to answer GET /v1/find.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8),
+		}),
+	}
+	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished} {
+		m.rejected.WithLabelValues(r)
+	}
+	for _, o := range []string{"ok", "bad_request", "unknown_group", "unavailable", "other"} {
+		m.findReqs.WithLabelValues(o)
+	}
+	m.reg.MustRegister(
+		m.rejected, m.statsWrite, m.rolloutPass, m.findReqs, m.findLatency,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fleetwave_heartbeats_received_total",
+			Help: "Heartbeats received (read from the stream or its republish), valid or not.",
+		}, func() float64 { return float64(c.received.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fleetwave_inventory_agents",
+			Help: "Agents in the controller's inventory, established or not, expired ones not yet pruned included.",
+		}, func() float64 { return float64(c.agg.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fleetwave_controller_leader",
+			Help: "1 while this controller holds the leader lease and drives the rollout, else 0.",
+		}, func() float64 {
+			if c.leading.Load() {
+				return 1
+			}
+			return 0
+		}),
+		&fleetCollector{c: c},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// rejectReason classifies why a stored heartbeat was rejected.
+func rejectReason(m kv.StoredMsg) string {
+	if m.Foreign {
+		return rejectForeign
+	}
+	_, err := heartbeat.DecodeFrom(m.Subject, m.Data)
+	switch {
+	case errors.Is(err, heartbeat.ErrTooLarge):
+		return rejectTooLarge
+	case errors.Is(err, heartbeat.ErrUnsupportedVersion):
+		return rejectUnsupported
+	case errors.Is(err, heartbeat.ErrSubjectMismatch):
+		return rejectSubject
+	}
+	return rejectMalformed
+}
+
+// Registry is the controller's Prometheus registry: what GET /metrics
+// serves.
+func (c *Controller) Registry() *prometheus.Registry { return c.m.reg }
+
+// ServePlanFrom makes the group metrics (state, progress, in flight...) read
+// the plan and config mirror; without one only agent and process metrics are
+// served. Call it before Run.
+func (c *Controller) ServePlanFrom(m *PlanMirror) { c.mirror.Store(m) }
+
+// HTTPHandler serves GET /metrics from the controller's registry and every
+// other path with find, counting and timing the find requests.
+func (c *Controller) HTTPHandler(find http.Handler) http.Handler {
+	metrics := promhttp.HandlerFor(c.m.reg, promhttp.HandlerOpts{Registry: c.m.reg, ErrorHandling: promhttp.ContinueOnError})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case PathMetrics:
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				http.Error(w, "method not allowed; use GET", http.StatusMethodNotAllowed)
+				return
+			}
+			metrics.ServeHTTP(w, r)
+		case httpfind.PathFind:
+			start := time.Now()
+			rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+			find.ServeHTTP(rec, r)
+			c.m.findLatency.Observe(time.Since(start).Seconds())
+			outcome, ok := findOutcomes[rec.code]
+			if !ok {
+				outcome = "other"
+			}
+			c.m.findReqs.WithLabelValues(outcome).Inc()
+		default:
+			find.ServeHTTP(w, r)
+		}
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code    int
+	written bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.written {
+		s.code, s.written = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// fleetCollector reads the inventory and the plan mirror at scrape time.
+type fleetCollector struct{ c *Controller }
+
+var (
+	descAgents = prometheus.NewDesc("fleetwave_agents",
+		"Counted agents (established, not expired: the agents of fleetctl status) per group, active version and state (ok, updating, failed, rolled_back, unreachable).",
+		[]string{"group", "version", "state"}, nil)
+	descGroupState = prometheus.NewDesc("fleetwave_group_state",
+		"1 for the group's rollout state (unstarted, canary, active, done, rolledback), 0 for the others.",
+		[]string{"group", "state"}, nil)
+	descGroupInfo = prometheus.NewDesc("fleetwave_group_info",
+		"Always 1: the group's start and target versions as labels.",
+		[]string{"group", "start_version", "target_version"}, nil)
+	descProgress = prometheus.NewDesc("fleetwave_group_progress",
+		"Fraction of the group told to update to the target, 0 to 1.", []string{"group"}, nil)
+	descInFlight = prometheus.NewDesc("fleetwave_group_in_flight",
+		"Counted agents of the group installing a version right now.", []string{"group"}, nil)
+	descInFlightBound = prometheus.NewDesc("fleetwave_group_in_flight_bound",
+		"The most agents the group lets update at once: max_in_flight of the initial count, at least 1.", []string{"group"}, nil)
+	descInitial = prometheus.NewDesc("fleetwave_group_initial_count",
+		"Agents the group had when its rollout started.", []string{"group"}, nil)
+	descHalted = prometheus.NewDesc("fleetwave_group_halted",
+		"1 while the group is halted.", []string{"group"}, nil)
+	descAlerted = prometheus.NewDesc("fleetwave_group_alerted",
+		"1 once the group has been in progress longer than its alert_after.", []string{"group"}, nil)
+	descStateSeconds = prometheus.NewDesc("fleetwave_group_state_seconds",
+		"Seconds since the group entered its current state.", []string{"group"}, nil)
+	descCanaries = prometheus.NewDesc("fleetwave_group_canaries",
+		"Canaries the group picked.", []string{"group"}, nil)
+	descCanariesHealthy = prometheus.NewDesc("fleetwave_group_canaries_healthy",
+		"Canaries healthy on the target.", []string{"group"}, nil)
+	descFailed = prometheus.NewDesc("fleetwave_group_failed",
+		"The controller's count of agents failing the target, towards failure_threshold.", []string{"group"}, nil)
+	descOffTarget = prometheus.NewDesc("fleetwave_group_agents_off_target",
+		"Counted agents of the group not on its target version.", []string{"group"}, nil)
+)
+
+var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, rollout.StateActive, rollout.StateDone, rollout.StateRolledBack}
+
+func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAgents, descGroupState, descGroupInfo, descProgress, descInFlight, descInFlightBound,
+		descInitial, descHalted, descAlerted, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descOffTarget} {
+		ch <- d
+	}
+}
+
+type agentKey struct{ group, version, state string }
+
+func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	c := f.c
+	now := c.o.Clock.Now()
+	unreachable := 2 * c.o.HeartbeatInterval
+	var plan *httpfind.Plan
+	var cfg *rollout.Config
+	if m := c.mirror.Load(); m != nil {
+		plan, cfg = m.Store.Get(), m.config.Load()
+	}
+	targets := map[string]string{}
+	if plan != nil {
+		for name, st := range plan.Groups {
+			targets[name] = st.TargetVersion
+		}
+	}
+	agents := map[agentKey]int{}
+	updating := map[string]int{}
+	offTarget := map[string]int{}
+	c.agg.EachCounted(now, func(hb *heartbeat.Heartbeat, lastSeen time.Time) {
+		v := hb.ActiveVersion
+		if v == "" {
+			v = rollout.NoVersion
+		}
+		state := AgentOK
+		switch {
+		case now.Sub(lastSeen) > unreachable:
+			state = AgentUnreachable
+		case hb.Rollback:
+			state = AgentRolledBack
+		case hb.Error != "":
+			state = AgentFailed
+		case hb.UpdatingTo != "":
+			state = AgentUpdating
+		}
+		agents[agentKey{hb.Group, v, state}]++
+		if hb.UpdatingTo != "" {
+			updating[hb.Group]++
+		}
+		if t, ok := targets[hb.Group]; ok && hb.ActiveVersion != t {
+			offTarget[hb.Group]++
+		}
+	})
+	for k, n := range agents {
+		ch <- constMetric(descAgents, prometheus.GaugeValue, float64(n), k.group, k.version, k.state)
+	}
+	if plan == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, group string) {
+		ch <- constMetric(d, prometheus.GaugeValue, v, group)
+	}
+	b := func(x bool) float64 {
+		if x {
+			return 1
+		}
+		return 0
+	}
+	for name, st := range plan.Groups {
+		for _, s := range groupStates {
+			ch <- constMetric(descGroupState, prometheus.GaugeValue, b(st.State == s), name, string(s))
+		}
+		ch <- constMetric(descGroupInfo, prometheus.GaugeValue, 1, name, st.StartVersion, st.TargetVersion)
+		gauge(descProgress, st.Progress, name)
+		gauge(descInFlight, float64(updating[name]), name)
+		if cfg != nil {
+			if gc, ok := cfg.Group(name); ok {
+				gauge(descInFlightBound, float64(rollout.InFlightWindow(gc.MaxInFlight, st.InitialCount)), name)
+			}
+		}
+		gauge(descInitial, float64(st.InitialCount), name)
+		gauge(descHalted, b(st.Halted), name)
+		gauge(descAlerted, b(st.Alerted), name)
+		if !st.Since.IsZero() {
+			gauge(descStateSeconds, max(now.Sub(st.Since).Seconds(), 0), name)
+		}
+		healthy := 0
+		for _, cn := range st.Canaries {
+			if !cn.HealthySince.IsZero() {
+				healthy++
+			}
+		}
+		gauge(descCanaries, float64(len(st.Canaries)), name)
+		gauge(descCanariesHealthy, float64(healthy), name)
+		gauge(descFailed, float64(st.FailedCount), name)
+		gauge(descOffTarget, float64(offTarget[name]), name)
+	}
+}
+
+// constMetric is prometheus.MustNewConstMetric without the panic: a label
+// value the library refuses (none should reach here: versions and group
+// names are validated on the way in) is reported as that one metric's error,
+// and the rest of the scrape is served (promhttp.ContinueOnError).
+func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
+}

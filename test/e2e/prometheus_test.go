@@ -1,0 +1,258 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	fwctl "github.com/fleetwave/fleetwave/internal/fleetctl"
+	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// startPrometheus runs a real Prometheus server (Debian package
+// prometheus; .ci/run installs it) scraping target's /metrics every second
+// with deploy/prometheus's alerting rules, and returns its query API once
+// it is ready. It fails, not skips, without prometheus.
+func startPrometheus(t *testing.T, target string) promv1.API {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus not found (%v): install it (apt-get install prometheus; .ci/run does)", err)
+	}
+	rules, err := filepath.Abs("../../deploy/prometheus/fleetwave.rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %q
+scrape_configs:
+  - job_name: fleetwave-controller
+    static_configs:
+      - targets: [%q]
+`, rules, target)
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
+	logPath := filepath.Join(dir, "prometheus.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("--- prometheus:\n%s", tail(string(b), 3000))
+		}
+	})
+	natstest.Eventually(t, 30*time.Second, func() error {
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("prometheus exited:\n%s", tail(string(b), 3000))
+		default:
+		}
+		resp, err := http.Get("http://" + addr + "/-/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/-/ready: %s", resp.Status)
+		}
+		return nil
+	})
+	client, err := api.NewClient(api.Config{Address: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return promv1.NewAPI(client)
+}
+
+// promVector runs an instant query and returns its samples keyed by the
+// values of labels, joined by "/".
+func promVector(ctx context.Context, p promv1.API, query string, labels ...string) (map[string]float64, error) {
+	v, _, _, err := p.Query(ctx, query, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", query, err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("%s: a %s, want a vector", query, v.Type())
+	}
+	out := map[string]float64{}
+	for _, s := range vec {
+		var key []string
+		for _, l := range labels {
+			key = append(key, string(s.Metric[model.LabelName(l)]))
+		}
+		out[strings.Join(key, "/")] = float64(s.Value)
+	}
+	return out, nil
+}
+
+// promMatchesStatus compares what Prometheus scraped from the controller
+// with "fleetctl status -o json": per group and version the agent count,
+// and per group the progress.
+func promMatchesStatus(ctx context.Context, p promv1.API, rep fwctl.StatusReport) error {
+	versions, err := promVector(ctx, p, `max by (group, version) (sum without (state) (fleetwave_agents))`, "group", "version")
+	if err != nil {
+		return err
+	}
+	progress, err := promVector(ctx, p, `max by (group) (fleetwave_group_progress)`, "group")
+	if err != nil {
+		return err
+	}
+	want := map[string]float64{}
+	var diffs []string
+	for _, g := range rep.Groups {
+		for v, vr := range g.Versions {
+			want[g.Name+"/"+v] = float64(vr.Count)
+		}
+		if g.Rollout != nil && g.Rollout.State != "" {
+			if got, ok := progress[g.Name]; !ok || math.Abs(got-g.Rollout.Progress) > 1e-9 {
+				diffs = append(diffs, fmt.Sprintf("group %s: progress %v in Prometheus (present %v), %v in status", g.Name, got, ok, g.Rollout.Progress))
+			}
+		}
+	}
+	for k, n := range want {
+		if versions[k] != n {
+			diffs = append(diffs, fmt.Sprintf("%s: %v agents in Prometheus, %v in status", k, versions[k], n))
+		}
+	}
+	for k, n := range versions {
+		if _, ok := want[k]; !ok && n != 0 {
+			diffs = append(diffs, fmt.Sprintf("%s: %v agents in Prometheus, none in status", k, n))
+		}
+	}
+	if len(diffs) > 0 {
+		sort.Strings(diffs)
+		return fmt.Errorf("%s", strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// TestPrometheusScrapesRollout (issue 14 point 1): a real Prometheus server
+// scrapes the controller process's /metrics through a rollout of real
+// agentd processes. Its answers (agents per group and version, group
+// progress) match "fleetctl status -o json" (the binary) mid-rollout, with
+// prod holding in its canary phase, and once the rollout is done; it loaded
+// deploy/prometheus's alerting rules, and FleetwaveNoLeader is not firing
+// while a controller leads.
+func TestPrometheusScrapesRollout(t *testing.T) {
+	cfg := rollout.DefaultConfig()
+	prod := groupConfig("prod", 1, 25)
+	// Long enough that the canary phase is a steady state to compare.
+	prod.MinHealthyTime = rollout.Duration(20 * time.Second)
+	cfg.Groups = []rollout.GroupConfig{groupConfig("canary", 1, 50), prod}
+	f := startFleet(t, map[string]int{"canary": 2, "prod": 4}, 0, func(f *fleet) {
+		f.setConfig(cfg)
+		f.setSpec(func(s *rollout.Spec) { s.StartVersion, s.TargetVersion = "1.0.0", "1.0.0" })
+	})
+	f.waitDone("1.0.0", 2*time.Minute)
+	target := strings.TrimSuffix(strings.TrimPrefix(f.findURL, "http://"), "/v1/find")
+	prom := startPrometheus(t, target)
+	ctx := f.ctx
+
+	status := func() fwctl.StatusReport {
+		t.Helper()
+		out, _ := fleetctl(t, f, 0, "status", "-o", "json")
+		var rep fwctl.StatusReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("fleetctl status -o json: %v\n%s", err, out)
+		}
+		return rep
+	}
+	natstest.Eventually(t, time.Minute, func() error { return promMatchesStatus(ctx, prom, status()) })
+
+	f.setSpec(func(s *rollout.Spec) { s.StartVersion, s.TargetVersion = "1.0.0", "1.1.0" })
+	// Mid-rollout: canary done, prod in its canary phase with its canary on
+	// the target and the others on 1.0.0.
+	natstest.Eventually(t, 2*time.Minute, func() error {
+		rep := status()
+		for _, g := range rep.Groups {
+			if g.Name == "prod" && (g.Rollout == nil || g.Rollout.State != rollout.StateCanary || g.Versions["1.1.0"].Count != 1) {
+				return fmt.Errorf("prod not in its canary phase with the canary updated yet")
+			}
+		}
+		return promMatchesStatus(ctx, prom, rep)
+	})
+	t.Log("mid-rollout: Prometheus matches fleetctl status")
+	f.waitDone("1.1.0", 3*time.Minute)
+	natstest.Eventually(t, time.Minute, func() error {
+		rep := status()
+		for _, g := range rep.Groups {
+			if g.Name == "prod" && g.Versions["1.1.0"].Count != 4 {
+				return fmt.Errorf("status has not counted prod on 1.1.0 yet")
+			}
+		}
+		return promMatchesStatus(ctx, prom, rep)
+	})
+	done, err := promVector(ctx, prom, `max by (group) (fleetwave_group_state{state="done"})`, "group")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done["canary"] != 1 || done["prod"] != 1 {
+		t.Errorf("fleetwave_group_state{state=\"done\"}: %v, want 1 for canary and prod", done)
+	}
+
+	rules, err := prom.Rules(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := map[string]promv1.AlertingRule{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if a, ok := r.(promv1.AlertingRule); ok {
+				alerts[a.Name] = a
+			}
+		}
+	}
+	if len(alerts) < 6 {
+		t.Errorf("Prometheus loaded %d alerting rules, want the 6 of deploy/prometheus", len(alerts))
+	}
+	for name, a := range alerts {
+		if a.Health != promv1.RuleHealthGood && a.Health != promv1.RuleHealthUnknown {
+			t.Errorf("rule %s: health %s: %s", name, a.Health, a.LastError)
+		}
+	}
+	if a := alerts["FleetwaveNoLeader"]; a.State != "inactive" {
+		t.Errorf("FleetwaveNoLeader is %s while a controller leads", a.State)
+	}
+}
