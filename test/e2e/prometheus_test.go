@@ -224,13 +224,18 @@ func TestPrometheusScrapesRollout(t *testing.T) {
 		}
 		return promMatchesStatus(ctx, prom, rep)
 	})
-	done, err := promVector(ctx, prom, `max by (group) (fleetwave_group_state{state="done"})`, "group")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if done["canary"] != 1 || done["prod"] != 1 {
-		t.Errorf("fleetwave_group_state{state=\"done\"}: %v, want 1 for canary and prod", done)
-	}
+	// The group states as Prometheus last scraped them: prod may have
+	// turned done after the last scrape, so wait for the next ones.
+	natstest.Eventually(t, time.Minute, func() error {
+		done, err := promVector(ctx, prom, `max by (group) (fleetwave_group_state{state="done"})`, "group")
+		if err != nil {
+			return err
+		}
+		if done["canary"] != 1 || done["prod"] != 1 {
+			return fmt.Errorf("fleetwave_group_state{state=\"done\"}: %v, want 1 for canary and prod", done)
+		}
+		return nil
+	})
 
 	rules, err := prom.Rules(ctx, nil)
 	if err != nil {
