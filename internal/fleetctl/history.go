@@ -150,7 +150,7 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 			}
 		}
 		// 100 columns: -o json has every field in full.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("01-02 15:04:05"), shorten(actor, 12), shorten(what, 10),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("01-02 15:04:05"), shorten(actor, 10), shorten(what, 14),
 			shorten(group, 10), shorten(changed, 26), shorten(strings.ReplaceAll(reason, "\n", " "), 14))
 	}
 	return tw.Flush()
