@@ -122,30 +122,43 @@ func termSize(w io.Writer) (width, height int, ok bool) {
 	return int(ws.Col), int(ws.Row), true
 }
 
+// subscribeEvents connects and subscribes to every rollout event, both
+// forms of watch: the events arrive on msgs from its return on; closeFn
+// unsubscribes and disconnects.
+func (o *WatchOptions) subscribeEvents(ctx context.Context) (f *kv.Fleet, msgs chan *nats.Msg, closeFn func(), err error) {
+	f, done, err := o.open(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nc := f.JS.Conn()
+	msgs = make(chan *nats.Msg, 1024)
+	sub, err := nc.ChanSubscribe(kv.EventsPrefix+">", msgs)
+	if err != nil {
+		done()
+		return nil, nil, nil, fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
+	}
+	closeFn = func() { _ = sub.Unsubscribe(); done() }
+	fctx, cancel := o.withTimeout(ctx)
+	err = nc.FlushWithContext(fctx) // the subscription is in place from here on
+	cancel()
+	if err != nil {
+		closeFn()
+		return nil, nil, nil, fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
+	}
+	fmt.Fprintf(o.ErrOut, "Watching %s> (Ctrl-C to stop)\n", kv.EventsPrefix)
+	return f, msgs, closeFn, nil
+}
+
 // RunWatch is "fleetctl watch". It returns nil when ctx is cancelled.
 func RunWatch(ctx context.Context, o *WatchOptions) error {
 	if o.Output == "json" {
 		return runWatchJSON(ctx, o)
 	}
-	f, closeFn, err := o.open(ctx)
+	f, msgs, closeFn, err := o.subscribeEvents(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	nc := f.JS.Conn()
-	msgs := make(chan *nats.Msg, 1024)
-	sub, err := nc.ChanSubscribe(kv.EventsPrefix+">", msgs)
-	if err != nil {
-		return fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	fctx, cancel := o.withTimeout(ctx)
-	err = nc.FlushWithContext(fctx) // the subscription is in place from here on
-	cancel()
-	if err != nil {
-		return fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
-	}
-	fmt.Fprintf(o.ErrOut, "Watching %s> (Ctrl-C to stop)\n", kv.EventsPrefix)
 	if !o.Redraw {
 		for {
 			select {

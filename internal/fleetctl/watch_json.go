@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -35,25 +32,11 @@ type WatchLine struct {
 // status first, then every event and every change of the status (read
 // after each event and every RedrawInterval), until ctx is cancelled.
 func runWatchJSON(ctx context.Context, o *WatchOptions) error {
-	f, closeFn, err := o.open(ctx)
+	f, msgs, closeFn, err := o.subscribeEvents(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	nc := f.JS.Conn()
-	msgs := make(chan *nats.Msg, 1024)
-	sub, err := nc.ChanSubscribe(kv.EventsPrefix+">", msgs)
-	if err != nil {
-		return fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	fctx, cancel := o.withTimeout(ctx)
-	err = nc.FlushWithContext(fctx) // the subscription is in place from here on
-	cancel()
-	if err != nil {
-		return fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
-	}
-	fmt.Fprintf(o.ErrOut, "Watching %s> (Ctrl-C to stop)\n", kv.EventsPrefix)
 
 	enc := json.NewEncoder(o.Out) // one object a line: no indent
 	var last []byte
