@@ -18,7 +18,11 @@
 #   DEMO_KEEP=1 scripts/demo.sh  # leave everything running for the nats CLI
 #   DEMO_PORT=24222 scripts/demo.sh  # NATS on 24222 (default 14222), the
 #                              # release site on DEMO_PORT+1 (or
-#                              # DEMO_RELEASES_PORT)
+#                              # DEMO_RELEASES_PORT), the dashboard on
+#                              # DEMO_PORT+2 (or DEMO_HTTP_PORT)
+#
+# Open the dashboard the demo prints (http://127.0.0.1:14224/) to watch the
+# rollout in a browser while it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +32,7 @@ for arg in "$@"; do
 	case "$arg" in
 	--broken) broken=true ;;
 	--secure) secure=true ;;
-	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
 	*) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -38,6 +42,8 @@ port=${DEMO_PORT:-14222}
 is_port "$port" || { echo "DEMO_PORT=$port: want a TCP port (1-65535)" >&2; exit 2; }
 releases_port=${DEMO_RELEASES_PORT:-$((port + 1))}
 is_port "$releases_port" || { echo "DEMO_RELEASES_PORT=$releases_port: want a TCP port (1-65535)" >&2; exit 2; }
+http_port=${DEMO_HTTP_PORT:-$((port + 2))}
+is_port "$http_port" || { echo "DEMO_HTTP_PORT=$http_port: want a TCP port (1-65535)" >&2; exit 2; }
 url="nats://127.0.0.1:$port"
 work=$(mktemp -d "${TMPDIR:-/tmp}/fleetwave-demo.XXXXXX")
 pids=()
@@ -90,7 +96,7 @@ step "Controller with an embedded NATS server on $url"
 # heartbeats, 10s stats and reconcile, 30s lease.
 controller run --listen "127.0.0.1:$port" --store-dir "$work/nats" "${auth[@]}" \
 	--heartbeat-interval 1s --stats-interval 1s --reconcile-interval 1s --lease-ttl 5s \
-	--agent-expiry 1m >"$work/controller.log" 2>&1 &
+	--agent-expiry 1m --http-addr "127.0.0.1:$http_port" >"$work/controller.log" 2>&1 &
 pids+=($!)
 export NATS_URL="$url" # for agentd and fleetctl from here on
 for _ in $(seq 100); do
@@ -98,6 +104,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 fleetctl status --timeout 2s >/dev/null || { cat "$work/controller.log"; exit 1; }
+echo "dashboard: http://127.0.0.1:$http_port/ (live; /metrics for Prometheus)"
 
 step "Rollout config: canary (1 canary, 50% in flight), then prod (1 canary, 25% in flight)"
 cat >"$work/groups.yaml" <<YAML

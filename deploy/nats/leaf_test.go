@@ -112,6 +112,15 @@ func TestLeafAgentReachesHub(t *testing.T) {
 		_, err := lastBeat()
 		return err
 	})
+	// Its heartbeats name its site: the leaf node's JetStream domain
+	// (agentd's default without --site; issue 15 point 8).
+	natstest.Eventually(t, 10*time.Second, func() error {
+		hb, err := lastBeat()
+		if err == nil && hb.Site != edge.opts.JetStreamDomain {
+			err = fmt.Errorf("heartbeat names site %q, want the leaf node's domain %q", hb.Site, edge.opts.JetStreamDomain)
+		}
+		return err
+	})
 	// The hub's controller counts the site's agent: it becomes the canary.
 	var status kv.Entry[rollout.GroupStatus]
 	natstest.Eventually(t, 20*time.Second, func() (err error) {

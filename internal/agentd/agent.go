@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
@@ -36,6 +38,10 @@ type Options struct {
 	NATSURL  string // overrides update.yaml's spec.nats
 	Creds    string
 	Hostname string
+	// Site overrides (and is saved into) update.yaml's spec.site: where
+	// the host runs. Without one the heartbeat names the JetStream domain
+	// of the server the agent is connected to, if it has one (site.go).
+	Site string
 	// TLS are the client TLS files for the bus.
 	TLS natsutil.TLS
 	// Interval and Jitter of heartbeats.
@@ -45,10 +51,25 @@ type Options struct {
 	Log      *slog.Logger
 	// FindURLs override (and are saved into) update.yaml's find_urls.
 	FindURLs []string
-	// FallbackAfter is how long the bus must be unreachable before the
-	// agent asks the find endpoint; FindInterval how often it then asks.
+	// FallbackAfter is how long the bus must be lost before the agent
+	// asks the find endpoint; FindInterval how often it then asks.
 	FallbackAfter time.Duration
 	FindInterval  time.Duration
+	// RetryBase and RetryMax pace the retries of an install blocked by an
+	// infrastructure failure: RetryBase after the first, doubling up to
+	// RetryMax, ±20% (defaults DefaultRetryBase, DefaultRetryMax).
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// The bus is lost when the connection is down or MaxMissedAcks
+	// heartbeats in a row got no ack within AckTimeout each (defaults
+	// DefaultMaxMissedAcks, DefaultAckTimeout). PingInterval and
+	// MaxPingsOut are the NATS client's (defaults DefaultPingInterval,
+	// DefaultMaxPingsOut): a connection whose pongs stop is dropped and
+	// redialled after at most (MaxPingsOut+1) × PingInterval.
+	MaxMissedAcks int
+	AckTimeout    time.Duration
+	PingInterval  time.Duration
+	MaxPingsOut   int
 	// SelfUpdate lets the daemon re-exec into a newer agentd that the
 	// active version ships in its bin/.
 	SelfUpdate bool
@@ -107,7 +128,13 @@ type AppOptions struct {
 	// DownloadStallTimeout and DownloadDeadline are install.Fetcher's
 	// StallTimeout and Deadline (0: its defaults).
 	DownloadStallTimeout time.Duration
-	DownloadDeadline     time.Duration
+	// KeepFree is left free on the root's file system by every download
+	// and extraction, on top of what the release needs (install.Fetcher's
+	// SpaceMargin; 0: install.DefaultSpaceMargin). An install that would
+	// leave less is blocked: "disk full", an infrastructure failure the
+	// agent retries.
+	KeepFree         cliutil.Bytes
+	DownloadDeadline time.Duration
 	// ProgressInterval is install.Fetcher's ProgressEvery (0: its default).
 	ProgressInterval time.Duration
 }
@@ -133,9 +160,14 @@ type Agent struct {
 	runner    install.Runner
 	// fallback is set while the bus is down and the find endpoint rules.
 	fallback atomic.Bool
+	// bus says whether the bus is lost (set by Run).
+	bus *busWatch
 	// skipLogged is the last rolled-back version whose skip was logged
 	// (update loop only).
 	skipLogged string
+	// retry is what the last failed install of the target says about
+	// trying it again (update loop only; retry.go).
+	retry retryState
 
 	// newID: agent_id does not exist yet (save writes id); stored:
 	// update.yaml does, and loaded is its spec as read or last saved.
@@ -151,6 +183,13 @@ type Agent struct {
 	// updatingTo is the version an install in progress moves to ("" when
 	// none is): heartbeats carry it as updating_to.
 	updatingTo string
+	// busConn is the bus connection (set by Run), and domainSite the
+	// last JetStream domain of a server the agent was connected to, with
+	// domainBad the last one that is not a valid site (logged once); see
+	// site.go.
+	busConn    atomic.Pointer[nats.Conn]
+	domainSite string
+	domainBad  string
 }
 
 // New loads the agent's identity and update.yaml under o.Root, creating
@@ -190,6 +229,30 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	if o.Interval == 0 {
 		o.Interval = DefaultInterval
 	}
+	if o.FallbackAfter <= 0 {
+		o.FallbackAfter = DefaultFallbackAfter
+	}
+	if o.FindInterval <= 0 {
+		o.FindInterval = DefaultFindInterval
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = DefaultRetryBase
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = max(DefaultRetryMax, o.RetryBase)
+	}
+	if o.MaxMissedAcks <= 0 {
+		o.MaxMissedAcks = DefaultMaxMissedAcks
+	}
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = DefaultAckTimeout
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = DefaultPingInterval
+	}
+	if o.MaxPingsOut <= 0 {
+		o.MaxPingsOut = DefaultMaxPingsOut
+	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
@@ -207,6 +270,11 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	if o.Group != "" {
 		if err := rollout.ValidateGroupName(o.Group); err != nil {
 			return nil, cliutil.UsageError{Err: fmt.Errorf("--group: %w", err)}
+		}
+	}
+	if o.Site != "" {
+		if err := rollout.ValidateSite(o.Site); err != nil {
+			return nil, cliutil.UsageError{Err: fmt.Errorf("--site: %w", err)}
 		}
 	}
 	if len(o.FindURLs) > 0 && acc != accessRead {
@@ -262,6 +330,9 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	}
 	if uf.Spec.Group == "" && acc != accessRead {
 		return nil, cliutil.Usagef("no group: pass --group or set spec.group in update.yaml")
+	}
+	if o.Site != "" || o.given != nil && o.given("site") {
+		uf.Spec.Site = o.Site // --site= clears it
 	}
 	if o.NATSURL == "" {
 		o.NATSURL = uf.Spec.NATS
@@ -464,6 +535,7 @@ func (a *Agent) setupInstaller() error {
 			// The stall rule and the deadline bound every request, not a
 			// client timeout: a slow but moving download may finish.
 			StallTimeout: app.DownloadStallTimeout, Deadline: app.DownloadDeadline, Log: a.o.Log,
+			SpaceMargin:   int64(app.KeepFree),
 			ProgressEvery: app.ProgressInterval,
 			OnProgress:    a.metrics.progress,
 		},
@@ -496,7 +568,7 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.update.Status
-	return heartbeat.Heartbeat{
+	hb := heartbeat.Heartbeat{
 		AgentID:        a.id,
 		Hostname:       a.o.Hostname,
 		Group:          a.update.Spec.Group,
@@ -509,6 +581,13 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 		UpdatingTo:     a.updatingTo,
 		UpdaterVersion: version.Version,
 	}
+	hb.Site, _ = a.siteLocked()
+	if st.Error != "" && st.ErrorClass.Valid() {
+		// A class this build does not know (update.yaml of a newer
+		// agentd) is left out: the controller would refuse the heartbeat.
+		hb.ErrorClass, hb.ErrorCause = string(st.ErrorClass), heartbeat.CleanText(st.ErrorCause, heartbeat.MaxCauseLen)
+	}
+	return hb
 }
 
 // SetStatus records a new status in update.yaml and heartbeats it at once.
@@ -568,7 +647,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		Clock:    a.o.Clock,
 		Log:      a.o.Log,
 		Status:   a.Heartbeat,
+		Timeout:  a.o.AckTimeout,
 	}
+	// The bus is lost when the connection is down or heartbeats go
+	// unacked: a silent cut stops the acks long before the client's pings
+	// notice (docs/agent.md).
+	var conn atomic.Pointer[nats.Conn]
+	a.bus = newBusWatch(a.o.Clock, a.o.Log, a.o.MaxMissedAcks, func() (bool, string) {
+		nc := conn.Load()
+		if nc == nil {
+			return false, "CONNECTING"
+		}
+		return nc.IsConnected(), nc.Status().String()
+	})
+	a.pub.OnAck = a.bus.acked
 	follower := &PlanFollower{Group: a.Group(), Clock: a.o.Clock, Log: a.o.Log}
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
 		URL:        a.o.NATSURL,
@@ -580,27 +672,42 @@ func (a *Agent) Run(ctx context.Context) error {
 		// The agent's credentials allow replies on this prefix only.
 		TLS: a.o.TLS, InboxPrefix: kv.AgentInboxPrefix(string(a.id)),
 		OnReconnect: func() {
+			a.bus.check()
 			a.pub.Kick()
 			follower.Refresh()
 		},
+		Extra: []nats.Option{nats.PingInterval(a.o.PingInterval), nats.MaxPingsOutstanding(a.o.MaxPingsOut)},
 	})
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	conn.Store(nc)
+	a.busConn.Store(nc)
 	a.pub.JS = js
 	follower.NC = nc
-	a.metrics.setConn(nc)
+	a.metrics.setBus(a.bus)
+	a.mu.Lock()
+	enabled := a.update.Spec.Enabled
+	a.mu.Unlock()
 	a.o.Log.Info("agent started", slog.String("agent_id", string(a.id)), slog.String("group", a.Group()),
-		slog.String("active_version", a.Status().ActiveVersion), slog.Bool("installs", a.installer != nil))
+		slog.String("active_version", a.Status().ActiveVersion), slog.Bool("installs", a.installer != nil), slog.Bool("updates_enabled", enabled))
+	if !enabled {
+		a.o.Log.Warn("updates are disabled on this host: it heartbeats but installs nothing; 'agentd enable' turns them on")
+	}
+	a.bus.check() // a bus down at start is lost from now
 
 	// The loops; the first to end stops the others.
-	loops := append([]func(context.Context) error{a.pub.Run, follower.Run}, a.metricsLoops()...)
+	busPoll := max(min(time.Second, a.o.FallbackAfter/4), 10*time.Millisecond)
+	loops := append([]func(context.Context) error{
+		a.pub.Run, follower.Run,
+		func(ctx context.Context) error { return a.bus.run(ctx, busPoll) },
+	}, a.metricsLoops()...)
 	if a.installer != nil {
 		answers := make(chan decision, 1)
 		loops = append(loops,
 			func(ctx context.Context) error { return a.updateLoop(ctx, follower, answers) },
-			func(ctx context.Context) error { return a.fallbackLoop(ctx, nc, answers) })
+			func(ctx context.Context) error { return a.fallbackLoop(ctx, answers) })
 	}
 	return run.All(ctx, loops...)
 }

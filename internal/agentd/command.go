@@ -69,6 +69,7 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.StringVar(&f.o.Creds, "creds", cliutil.Env("", "NATS_CREDS"), "NATS user credentials file (env NATS_CREDS)")
 	f.o.TLS.Register(fl)
 	fl.StringVar(&f.o.Group, "group", "", "rollout group of this host (saved in update.yaml)")
+	fl.StringVar(&f.o.Site, "site", "", "site this host runs at, for counts and halt reasons by site (saved in update.yaml; --site= clears); default: the JetStream domain of the NATS server it connects to")
 	fl.StringVar(&f.o.Hostname, "hostname", "", "host name to report (default: the system's)")
 	fl.StringVar(&f.o.App.URLTemplate, "url-template", "", "release URL, e.g. https://dl.example/app/{{.Version}}/app-{{.OS}}-{{.Arch}}.tar.gz (saved in update.yaml)")
 	fl.StringArrayVar(&f.o.FindURLs, "find-url", nil, "controller find endpoint, e.g. https://ctl-1:8080/v1/find, for when the bus is unreachable (repeat; saved in update.yaml)")
@@ -86,11 +87,13 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 		fmt.Sprintf("give up a release download that gets no response, or under %d KiB, in this long; a later attempt resumes it (negative: never)", install.DefaultMinProgress>>10))
 	fl.DurationVar(&f.o.App.DownloadDeadline, "download-deadline", install.DefaultDeadline,
 		"give up a release download not finished in this long; a later attempt resumes it (negative: never)")
+	f.o.App.KeepFree = install.DefaultSpaceMargin
+	fl.Var(&f.o.App.KeepFree, "keep-free", "leave at least this much free on the root's file system (e.g. 512MiB, 2GiB) on top of what a release needs; an install that would leave less waits, blocked on \"disk full\", and is retried")
 	fl.DurationVar(&f.o.App.ProgressInterval, "progress-interval", install.DefaultProgressEvery,
 		"how often a release download's progress is logged (when stderr is not a terminal) and recorded for 'agentd status'")
 	if withHeartbeat {
 		fl.DurationVar(&f.o.Interval, "heartbeat-interval", DefaultInterval, "time between heartbeats; must match the controller's --heartbeat-interval")
-		fl.DurationVar(&f.o.Jitter, "heartbeat-jitter", DefaultJitter, "random spread (±) around the heartbeat interval")
+		fl.DurationVar(&f.o.Jitter, "heartbeat-jitter", DefaultJitter, "random spread (±) around the heartbeat interval (default: a tenth of it, at most 3s)")
 	}
 	f.logFlags.Register(cmd)
 }
@@ -209,24 +212,44 @@ func newRunCmd() *cobra.Command {
 		Long: `Run the agent until SIGINT or SIGTERM.
 
 On first start it draws the host's agent id (kept in <root>/agent_id) and
-writes <root>/update.yaml; --group, --url-template, --find-url and the app
-settings (--app, --systemd-unit, --bin-dir, health, --db, --public-key) are
-saved there, and used when not given. --nats is not (pass it or NATS_URL
-each time, or save it as spec.nats with 'agentd enable'). It heartbeats
-every --heartbeat-interval (± jitter) and at once after any change,
-reconnects forever when the bus goes away, follows its group's plan, and
-installs what the plan tells it to when update.yaml says enabled (see
+writes <root>/update.yaml; --group, --site, --url-template, --find-url and
+the app settings (--app, --systemd-unit, --bin-dir, health, --db,
+--public-key) are saved there, and used when not given. --nats is not (pass
+it or NATS_URL each time, or save it as spec.nats with 'agentd enable'). It
+heartbeats every --heartbeat-interval (± jitter) and at once after any
+change, reconnects forever when the bus goes away, follows its group's plan,
+and installs what the plan tells it to when update.yaml says enabled (see
 'agentd enable').
+
+Heartbeats name the host's site: --site, or else the JetStream domain of the
+NATS server agentd is connected to (an edge site's leaf node has its own,
+deploy/nats/leaf-edge.conf), or none. fleetctl status counts agents by site,
+and a halt names the sites its failures came from.
 
 It holds <root>/lock for its whole life: another agentd run, enable,
 disable, update, link or unlink on the same --root exits 1 naming its pid
 ('agentd status' works beside it).`,
 		Example: `  agentd run --nats nats://controller.example:4222 --group staging
+  agentd run --nats nats://edge-berlin.example:4222 --group prod --site edge-berlin
   agentd run --root /tmp/agent1 --app app --bin-dir /tmp/agent1/bin --health-url http://127.0.0.1:8080/healthz`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("heartbeat-jitter") && f.o.Interval > 0 {
+				// The default spread is a tenth of the default interval:
+				// keep it so for a shorter interval.
+				f.o.Jitter = min(DefaultJitter, f.o.Interval/10)
+			}
 			if f.o.Interval <= 0 || f.o.Jitter < 0 || f.o.Jitter >= f.o.Interval {
-				return cliutil.Usagef("--heartbeat-interval must be positive and --heartbeat-jitter in [0, interval)")
+				return cliutil.Usagef("--heartbeat-interval %v must be positive and --heartbeat-jitter %v at least 0 and less than it", f.o.Interval, f.o.Jitter)
+			}
+			if f.o.FallbackAfter <= 0 {
+				return cliutil.Usagef("--fallback-after %v: must be positive (how long the bus must be lost before the find endpoint is asked)", f.o.FallbackAfter)
+			}
+			if f.o.FindInterval <= 0 {
+				return cliutil.Usagef("--find-interval %v: must be positive", f.o.FindInterval)
+			}
+			if f.o.RetryBase <= 0 || f.o.RetryMax < f.o.RetryBase {
+				return cliutil.Usagef("--retry-base %v, --retry-max %v: the base must be positive and the max at least the base", f.o.RetryBase, f.o.RetryMax)
 			}
 			if f.o.MetricsTextfile != "" {
 				if err := checkTextfile(f.o.MetricsTextfile); err != nil {
@@ -268,8 +291,10 @@ disable, update, link or unlink on the same --root exits 1 naming its pid
 		},
 	}
 	cmd.Flags().BoolVar(&f.o.SelfUpdate, "self-update", true, "re-exec into a newer agentd shipped in the active version's bin/")
-	cmd.Flags().DurationVar(&f.o.FallbackAfter, "fallback-after", DefaultFallbackAfter, "ask the find endpoint once the bus has been unreachable this long")
+	cmd.Flags().DurationVar(&f.o.FallbackAfter, "fallback-after", DefaultFallbackAfter, "ask the find endpoint once the bus has been lost this long (lost: the connection is down, or 2 heartbeats in a row got no ack)")
 	cmd.Flags().DurationVar(&f.o.FindInterval, "find-interval", DefaultFindInterval, "how often (± 20%) to ask the find endpoint during an outage")
+	cmd.Flags().DurationVar(&f.o.RetryBase, "retry-base", DefaultRetryBase, "after an install blocked by an infrastructure failure (release site down, disk full), retry this long later, doubling each time (± 20%)")
+	cmd.Flags().DurationVar(&f.o.RetryMax, "retry-max", DefaultRetryMax, "the longest wait between retries of a blocked install")
 	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at GET /metrics on this host:port (e.g. 127.0.0.1:9469); empty: off")
 	cmd.Flags().StringVar(&f.o.MetricsTextfile, "metrics-textfile", "", "write Prometheus metrics to this file (a *.prom file in node_exporter's --collector.textfile.directory) every 15s and after each install; empty: off")
 	f.register(cmd, true)
@@ -430,6 +455,16 @@ type StatusReport struct {
 	Rollback     bool      `json:"rollback"`
 	RollbackFrom string    `json:"rollback_from,omitempty"`
 	Error        string    `json:"error,omitempty"`
+	// ErrorClass is Error's failure class (release, artifact,
+	// infrastructure) and ErrorCause a short reason ("disk full"): what
+	// agentd does about it is in docs/agent.md "Failure classes".
+	ErrorClass string `json:"error_class,omitempty"`
+	ErrorCause string `json:"error_cause,omitempty"`
+	// Site is the site heartbeats name, and SiteFrom where it comes from:
+	// "update.yaml" (agentd --site) or "jetstream domain" (of the NATS
+	// server the plan was read from); both absent when there is none.
+	Site     string `json:"site,omitempty"`
+	SiteFrom string `json:"site_from,omitempty"`
 	// InstallStep and InstallTarget come from the install journal: an
 	// install under way, or one a crash interrupted that the next run,
 	// update, enable or link finishes.
@@ -447,7 +482,9 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show this host's installed and desired version as JSON",
 		Long: `Print what update.yaml, agent_id and the install journal under --root say, and
-what the plan on the bus gives this host, as JSON. It creates and changes
+what the plan on the bus gives this host, as JSON, with the site its
+heartbeats name (site_from: "update.yaml" for --site, "jetstream domain"
+for the domain of the NATS server it reached). It creates and changes
 nothing: on a root where agentd has not run yet the id is empty and updates
 are disabled; a --root that does not exist is an error.`,
 		Example: `  agentd status | jq .installed
@@ -460,7 +497,8 @@ are disabled; a --root that does not exist is an error.`,
 			}
 			st := a.Status()
 			rep := StatusReport{AgentID: string(a.id), Group: a.Group(), Enabled: a.enabled(), Installed: st.ActiveVersion,
-				LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error}
+				LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error,
+				ErrorClass: string(st.ErrorClass), ErrorCause: st.ErrorCause}
 			if len(st.VersionHistory) > 0 {
 				rep.Previous = st.VersionHistory[0]
 			}
@@ -482,6 +520,7 @@ are disabled; a --root that does not exist is an error.`,
 				rep.Desired, rep.ShouldUpdate = p.Decide(a.id)
 				rep.Jitter = p.Status.JitterSeconds
 			}
+			rep.Site, rep.SiteFrom = a.site()
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(rep)
@@ -515,6 +554,9 @@ func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
 		return Plan{}, err
 	}
 	defer nc.Close()
+	a.mu.Lock()
+	a.noteDomain(nc.ConnectedDomain())
+	a.mu.Unlock()
 	f := &PlanFollower{NC: nc, Group: a.Group(), Log: a.o.Log}
 	if err := f.read(ctx); err != nil {
 		return Plan{}, fmt.Errorf("read the plan: %w", err)
@@ -566,6 +608,19 @@ func (a *Agent) act(ctx context.Context, out io.Writer, p Plan, force bool) erro
 	}
 	if force && st.Rollback && st.RollbackFrom == v {
 		st.Rollback, st.RollbackFrom = false, ""
+	} else if st.Rollback && st.RollbackFrom == v {
+		// An operator's retry request (opretry.go) is honoured here too,
+		// once; without one the version is not retried.
+		d := a.planDecision(p)
+		if retryVerdictOf(st, a.id, d, true) != retryHonour {
+			fmt.Fprintf(out, "not retrying %s: this host rolled back from it (fleetctl retry --group %s --agent %s, or --force)\n", v, a.Group(), a.id)
+			return nil
+		}
+		if !a.beginRetry(d, v) {
+			return fmt.Errorf("could not record the operator's retry request (token %s) in %s", d.retry.Token, install.UpdateFileName)
+		}
+		fmt.Fprintf(out, "retrying %s once, as an operator asked (fleetctl retry, token %s)\n", v, d.retry.Token)
+		st = a.Status()
 	}
 	fmt.Fprintf(out, "installing %s (from %s)\n", v, orNone(st.ActiveVersion))
 	timeout, minHealthy := p.HealthTimes()

@@ -344,3 +344,24 @@ func slowRelease(t *testing.T) (string, []byte) {
 	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return rel.URL, tarball
 }
+
+// TestAgentdRunShortInterval: a heartbeat interval shorter than the
+// default jitter (3s) is taken, with the jitter scaled to a tenth of it,
+// not refused; an agent whose updates are disabled says so at start.
+func TestAgentdRunShortInterval(t *testing.T) {
+	bin := buildAgentd(t)
+	srv := natstest.Start(t)
+	d := startAgentd(t, bin, "run", "--root", t.TempDir(), "--group", "blue", "--nats", srv.URL(), "--heartbeat-interval", "2s")
+	natstest.Eventually(t, 30*time.Second, func() error {
+		out := d.output()
+		if !strings.Contains(out, "agent started") || !strings.Contains(out, "updates are disabled on this host") {
+			return fmt.Errorf("no start and no word on disabled updates yet:\n%s", out)
+		}
+		return nil
+	})
+	// A jitter given explicitly is still checked against the interval.
+	bad := startAgentd(t, bin, "run", "--root", t.TempDir(), "--group", "blue", "--nats", srv.URL(), "--heartbeat-interval", "2s", "--heartbeat-jitter", "3s")
+	if code := bad.wait(t, 20*time.Second); code != 2 || !strings.Contains(bad.output(), "--heartbeat-jitter 3s") {
+		t.Errorf("jitter 3s over interval 2s: exit %d, want 2 naming the jitter:\n%s", code, bad.output())
+	}
+}

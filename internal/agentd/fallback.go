@@ -8,22 +8,22 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/fleetwave/fleetwave/pkg/httpfind"
 )
 
-// Fallback defaults.
+// Fallback defaults. DefaultFallbackAfter counts from when the bus is
+// found lost (within a minute of a cut, docs/agent.md), so it only has to
+// ride out a bus restart, not make up for slow detection.
 const (
-	DefaultFallbackAfter = 5 * time.Minute
+	DefaultFallbackAfter = 2 * time.Minute
 	DefaultFindInterval  = time.Minute
 )
 
-// fallbackLoop watches the bus connection. Once it has been down for
+// fallbackLoop watches the bus (a.bus). Once it has been lost for
 // FallbackAfter, the agent asks the controllers' find endpoints (update.yaml
 // find_urls) every FindInterval (± 20%) and hands the answers to the update
 // loop; when the bus is back, it stops asking and the plan rules again.
-func (a *Agent) fallbackLoop(ctx context.Context, nc *nats.Conn, answers chan<- decision) error {
+func (a *Agent) fallbackLoop(ctx context.Context, answers chan<- decision) error {
 	a.mu.Lock()
 	urls := append([]string(nil), a.update.Spec.FindURLs...)
 	a.mu.Unlock()
@@ -32,17 +32,11 @@ func (a *Agent) fallbackLoop(ctx context.Context, nc *nats.Conn, answers chan<- 
 		return ctx.Err()
 	}
 	after, every := a.o.FallbackAfter, a.o.FindInterval
-	if after <= 0 {
-		after = DefaultFallbackAfter
-	}
-	if every <= 0 {
-		every = DefaultFindInterval
-	}
 	client := &httpfind.Client{URLs: urls, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	check := max(min(time.Second, after/4), 10*time.Millisecond)
 	timer := a.o.Clock.NewTimer(check)
 	defer timer.Stop()
-	var downSince, nextFind time.Time
+	var nextFind time.Time
 	failing := "" // what the last failed ask logged; "" after an answer
 	for {
 		select {
@@ -52,22 +46,25 @@ func (a *Agent) fallbackLoop(ctx context.Context, nc *nats.Conn, answers chan<- 
 		}
 		timer.Reset(check)
 		now := a.o.Clock.Now()
-		if nc.IsConnected() {
+		lost, since := a.bus.state()
+		if !lost {
 			if a.fallback.Swap(false) {
 				a.o.Log.Info("the bus is back; following the plan on it again")
 			}
-			downSince = time.Time{}
+			// The next outage asks FallbackAfter after it starts, not
+			// FindInterval after this one's last ask.
+			nextFind = time.Time{}
 			continue
 		}
-		if downSince.IsZero() {
-			downSince = now
-		}
-		if now.Sub(downSince) < after || now.Before(nextFind) {
+		if due := later(since.Add(after), nextFind); now.Before(due) {
+			// Wake when due, not at the next check: the first ask comes
+			// FallbackAfter after the bus was found lost.
+			timer.Reset(min(check, due.Sub(now)))
 			continue
 		}
 		if !a.fallback.Swap(true) {
-			a.o.Log.Warn("the bus has been unreachable too long; asking the find endpoint instead",
-				slog.Duration("down_for", now.Sub(downSince).Round(time.Second)), slog.Any("urls", urls))
+			a.o.Log.Warn("the bus has been lost too long; asking the find endpoint instead",
+				slog.Duration("lost_for", now.Sub(since).Round(time.Second)), slog.Any("urls", urls))
 		}
 		nextFind = now.Add(every + time.Duration((rand.Float64()*0.4-0.2)*float64(every)))
 		ans, err := client.Find(ctx, a.id, a.Group())
@@ -96,4 +93,11 @@ func (a *Agent) fallbackLoop(ctx context.Context, nc *nats.Conn, answers chan<- 
 		default: // the update loop is busy installing; the next answer will do
 		}
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/renameio/v2"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/expfmt"
@@ -46,7 +45,7 @@ type agentMetrics struct {
 	regOnce sync.Once
 
 	mu       sync.Mutex
-	nc       *nats.Conn
+	bus      *busWatch
 	received int64 // of the current download; -1 before its first figures
 }
 
@@ -103,19 +102,22 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 	m.reg.MustRegister(m.installs, m.rollbacks, m.download, infoCollector{a},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fleetwave_agent_bus_connected",
-			Help: "1 while connected to the NATS bus.",
+			Help: "1 while the NATS bus is reachable: connected, and heartbeats acked.",
 		}, func() float64 {
 			m.mu.Lock()
-			nc := m.nc
+			bus := m.bus
 			m.mu.Unlock()
-			if nc != nil && nc.IsConnected() {
-				return 1
+			if bus == nil {
+				return 0
 			}
-			return 0
+			if lost, _ := bus.state(); lost {
+				return 0
+			}
+			return 1
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fleetwave_agent_fallback",
-			Help: "1 while the bus is unreachable and the agent follows the find endpoint instead.",
+			Help: "1 while the bus has been lost for --fallback-after and the agent follows the find endpoint instead.",
 		}, func() float64 {
 			if a.fallback.Load() {
 				return 1
@@ -126,9 +128,10 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 	return m
 }
 
-func (m *agentMetrics) setConn(nc *nats.Conn) {
+// setBus makes bus_connected follow bus (nil: off the bus).
+func (m *agentMetrics) setBus(bus *busWatch) {
 	m.mu.Lock()
-	m.nc = nc
+	m.bus = bus
 	m.mu.Unlock()
 }
 
@@ -233,7 +236,7 @@ func (a *Agent) metricsLoops() []func(context.Context) error {
 					t.Stop()
 					// A last write, off the bus: a stopped agentd's file
 					// must not say it is connected.
-					a.metrics.setConn(nil)
+					a.metrics.setBus(nil)
 					a.flushTextfile(&lastErr)
 					return ctx.Err()
 				case <-t.C():

@@ -23,10 +23,18 @@ type decision struct {
 	update  bool
 	jitter  int
 	source  string
+	// retry is the group status's operator retry request (bus decisions
+	// only), and retryOf the target it is about.
+	retry   rollout.RetryRequest
+	retryOf string
 }
 
 func (a *Agent) busDecision(f *PlanFollower) decision {
-	p := f.Plan()
+	return a.planDecision(f.Plan())
+}
+
+// planDecision is the decision p gives this agent.
+func (a *Agent) planDecision(p Plan) decision {
 	if p.StatusRev == 0 {
 		// No status for the group yet (the controller writes one within a
 		// pass once the plan exists): without it the agent would not know
@@ -34,7 +42,11 @@ func (a *Agent) busDecision(f *PlanFollower) decision {
 		return decision{source: "bus"}
 	}
 	v, update := p.Decide(a.id)
-	return decision{version: v, update: update, jitter: p.Status.JitterSeconds, source: "bus"}
+	d := decision{version: v, update: update, jitter: p.Status.JitterSeconds, source: "bus"}
+	if p.SpecRev != 0 && p.Status.TargetVersion == p.Spec.TargetVersion {
+		d.retry, d.retryOf = p.Status.Retry, p.Spec.TargetVersion
+	}
+	return d
 }
 
 // updateLoop acts on the plan: whenever it changes (or every
@@ -45,6 +57,11 @@ func (a *Agent) busDecision(f *PlanFollower) decision {
 func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan decision) error {
 	recheck := a.o.Clock.NewTimer(recheckInterval)
 	defer recheck.Stop()
+	// retry fires when an infrastructure failure's backoff is over
+	// (retry.go); stopped while none is due.
+	retry := a.o.Clock.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	// later holds the last decision that arrived during an install (the
 	// install watched the plan meanwhile), to be acted on next.
 	later := make(chan decision, 1)
@@ -62,8 +79,14 @@ func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan 
 				continue // the stale bus plan does not overrule the find endpoint
 			}
 			d = a.busDecision(f)
+		case <-retry.C():
+			if a.fallback.Load() {
+				continue // the find endpoint's next answer decides
+			}
+			d = a.busDecision(f)
 		case d = <-answers:
 		}
+		a.passRetry(d)
 		target, ok := a.wants(d)
 		if !ok {
 			continue
@@ -81,13 +104,21 @@ func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan 
 			}
 			// The plan may have moved on (paused, halted) while waiting.
 			if d.source == "bus" {
-				if target, ok = a.wants(a.busDecision(f)); !ok {
+				d = a.busDecision(f)
+				if target, ok = a.wants(d); !ok {
 					continue
 				}
 			}
 		}
-		if next := a.install(ctx, f, answers, target); next != nil {
+		if !a.beginRetry(d, target) {
+			continue
+		}
+		next, due := a.install(ctx, f, answers, target)
+		if next != nil {
 			later <- *next
+		}
+		if !due.IsZero() {
+			retry.Reset(due.Sub(a.o.Clock.Now()))
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -107,11 +138,15 @@ func (a *Agent) wants(d decision) (string, bool) {
 		return "", false
 	case !enabled:
 		return "", false
+	case a.retryBlocks(v):
+		return "", false // an artifact failure, or an infrastructure one not yet due (retry.go)
+	case st.Rollback && st.RollbackFrom == v && retryVerdictOf(st, a.id, d, enabled) == retryHonour:
+		return v, true // an operator's retry request (opretry.go): beginRetry records it
 	case st.Rollback && st.RollbackFrom == v:
 		if a.skipLogged != v {
 			a.skipLogged = v
-			a.o.Log.Info("not retrying a version this host rolled back from; an operator can run 'agentd update --force'",
-				slog.String("version", v))
+			a.o.Log.Info("not retrying a version this host rolled back from; an operator can ask for one more try with fleetctl retry, or run 'agentd update --force' on the host",
+				slog.String("version", v), slog.String("retry", "fleetctl retry --group "+a.Group()+" --agent "+string(a.id)))
 		}
 		return "", false // never retried automatically
 	}
@@ -122,8 +157,9 @@ func (a *Agent) wants(d decision) (string, bool) {
 // find answers: the first that no longer moves this host to target abandons
 // the download (install.Installer.Abandon; once the release is downloaded,
 // the install runs to its end). It returns the last decision that arrived
-// during the install, for the update loop to act on, or nil.
-func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan decision, target string) *decision {
+// during the install, for the update loop to act on, or nil, and when an
+// infrastructure failure's retry is due (zero: none is).
+func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan decision, target string) (*decision, time.Time) {
 	a.mu.Lock()
 	cur := a.update.Status
 	a.mu.Unlock()
@@ -166,11 +202,15 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 	case errors.Is(err, install.ErrAbandoned):
 		a.o.Log.Info("the plan moved on; cancelled the download of an outdated target", slog.String("version", target),
 			slog.String("plan_version", w.moved.version), slog.Bool("update", w.moved.update), slog.String("source", w.moved.source))
+		a.retry = retryState{} // not a failure: the target changed
+		return w.last, time.Time{}
 	case errors.Is(err, install.ErrSkipped), errors.Is(err, context.Canceled):
+		return w.last, time.Time{}
 	default:
-		a.o.Log.Warn("install failed", slog.String("version", target), slog.Any("err", err))
+		a.o.Log.Warn("install failed", slog.String("version", target), slog.Any("err", err),
+			slog.String("class", string(install.ClassOf(err))))
 	}
-	return w.last
+	return w.last, a.failed(target, err)
 }
 
 // setUpdatingTo records the version being installed, or "" when the

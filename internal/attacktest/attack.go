@@ -156,8 +156,10 @@ func Run(t *testing.T, f Fleet) Report {
 	}
 	go func() { _ = follower.Run(ctx) }()
 	natstest.Eventually(t, 10*time.Second, func() error {
-		if p := follower.Plan(); p.SpecRev != before.spec || p.StatusRev == 0 {
-			return fmt.Errorf("prod agent's plan not read yet: %+v", p)
+		// Settled: the controller has seen canary done and made prod
+		// wait its day (before that, prod's status still moves).
+		if p := follower.Plan(); p.SpecRev != before.spec || p.StatusRev == 0 || p.Status.WaitingUntil.IsZero() {
+			return fmt.Errorf("prod agent's plan not read yet, or prod not yet waiting its day: %+v", p)
 		}
 		return nil
 	})
@@ -209,8 +211,10 @@ func Run(t *testing.T, f Fleet) Report {
 		}
 	}
 	// What the old layout allowed and the agent's grants no longer do: the
-	// plan stream's info answered into the lease (stored: no controller led).
-	for _, subj := range []string{"$JS.API.STREAM.INFO." + kv.PlanStream, "$JS.API.STREAM.INFO." + kv.StreamHB} {
+	// plan stream's info answered into the lease (stored: no controller led);
+	// and what only a controller may: a batched read of the audit trail.
+	for _, subj := range []string{"$JS.API.STREAM.INFO." + kv.PlanStream, "$JS.API.STREAM.INFO." + kv.StreamHB,
+		"$JS.API.DIRECT.GET." + kv.StreamAudit} {
 		if err := c.PublishRequest(subj, kv.KeySubject(kv.BucketStats, kv.KeyLeader), nil); err != nil {
 			t.Fatal(err)
 		}

@@ -418,6 +418,18 @@ func (d Dir) loadRecord(name string) (Record, error) {
 // Agent returns an agent's record.
 func (d Dir) Agent(id rollout.AgentID) (Record, error) { return d.loadRecord(agentRecordFile(id)) }
 
+// User returns a named user's record.
+func (d Dir) User(name string) (Record, error) { return d.loadRecord(userRecordFile(name)) }
+
+// RecordFile is where the directory keeps rec (agents/<id>.json,
+// users/<name>.json), relative to it.
+func RecordFile(rec Record) string {
+	if rec.AgentID != "" {
+		return agentRecordFile(rollout.AgentID(rec.AgentID))
+	}
+	return userRecordFile(rec.Name)
+}
+
 // Records lists every agent and user record, users first.
 func (d Dir) Records() ([]Record, error) {
 	var out []Record

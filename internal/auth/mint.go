@@ -112,13 +112,20 @@ func ImportingAccount(name, account, signer, fleet string) *jwt.AccountClaims {
 	ac := jwt.NewAccountClaims(account)
 	ac.Name = name
 	ac.SigningKeys.Add(signer)
+	ac.Imports = importsOf(name, fleet)
+	return ac
+}
+
+// importsOf are the imports of the importing account name (AGENTS or
+// CONTROL) from the FLEET account fleet.
+func importsOf(name, fleet string) jwt.Imports {
 	switch name {
 	case AccountAgents:
-		ac.Imports = AgentsImports(fleet)
+		return AgentsImports(fleet)
 	case AccountControl:
-		ac.Imports = ControlImports(fleet)
+		return ControlImports(fleet)
 	}
-	return ac
+	return nil
 }
 
 // encodeAccount validates and signs an account JWT.

@@ -18,7 +18,7 @@ const (
 	// RoleAgent is one host's agentd: DESIGN §6, nothing more.
 	RoleAgent Role = "agent"
 	// RoleController runs the controller, in the CONTROL account: reads
-	// the plan, the config and the inventory, writes group statuses,
+	// the plan, the config, the inventory and the audit trail, writes group statuses,
 	// stats, the lease and events; never the plan spec or the config.
 	RoleController Role = "controller"
 	// RoleAdmin is fleetctl and the nats CLI: everything in the account.
@@ -78,7 +78,8 @@ func fleetExports() []export {
 		svc("group status", planDirectGet(kv.GroupKey("*")), true, true),
 		{jwt.Export{Name: "plan changes", Subject: jwt.Subject(kv.PlanRepublish + ">"), Type: jwt.Stream}, true, true},
 		// The controller's: read the config, the inventory and the stats;
-		// write group statuses, stats and the lease, and events; create
+		// write group statuses, the quarantine list, stats and the lease,
+		// and events; create
 		// the stream and buckets when they do not exist. Never the spec or
 		// the config, never a consumer (a consumer's deliver subject is
 		// written in the request's body, out of reach of any permission,
@@ -87,13 +88,17 @@ func fleetExports() []export {
 		svc("config", "$JS.API.DIRECT.GET."+kv.StreamOf(kv.BucketConfig)+"."+kv.KeySubject(kv.BucketConfig, kv.KeyConfig), false, true),
 		svc("stats", "$JS.API.DIRECT.GET."+kv.StreamOf(kv.BucketStats)+".>", false, true),
 		svc("group status writes", kv.KeySubject(kv.BucketPlan, kv.GroupKey("*")), false, true),
+		svc("quarantine writes", kv.KeySubject(kv.BucketPlan, kv.KeyQuarantine), false, true),
 		svc("stats writes", kv.KeySubject(kv.BucketStats, ">"), false, true),
 		svc("events", kv.EventsPrefix+"*", false, true),
 		{jwt.Export{Name: "inventory", Subject: jwt.Subject(kv.InventoryRepublish + ">"), Type: jwt.Stream}, false, true},
 	}
 	// Batched direct gets answer with many messages: the scan of the
-	// inventory, the last value of every key of the plan.
-	for _, st := range []string{kv.StreamHB, kv.PlanStream} {
+	// inventory, the last value of every key of the plan, and the audit
+	// trail's timeline (kv.ReadTimeline: batches only, no single gets).
+	// The timeline is the controller's to read (its dashboard), never an
+	// agent's: it names every operator and every group.
+	for _, st := range []string{kv.StreamHB, kv.PlanStream, kv.StreamAudit} {
 		batch := svc("batch read "+st, "$JS.API.DIRECT.GET."+st, false, true)
 		batch.ResponseType = jwt.ResponseTypeStream
 		out = append(out, batch)
@@ -183,6 +188,7 @@ func RolePermissions(r Role) jwt.Permissions {
 		p.Pub.Allow.Add(
 			"$JS.API.>",
 			kv.KeySubject(kv.BucketPlan, kv.GroupKey("*")),
+			kv.KeySubject(kv.BucketPlan, kv.KeyQuarantine),
 			kv.KeySubject(kv.BucketStats, ">"),
 			kv.EventsPrefix+"*",
 		)

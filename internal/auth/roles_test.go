@@ -101,6 +101,11 @@ func TestControllerCannotChangeTheTarget(t *testing.T) {
 	spec := rollout.DefaultSpec("1.0.0", "1.1.0")
 	specRev := e.put(e.fleet.Plan, kv.KeySpec, spec)
 	cfgRev := e.put(e.fleet.Config, kv.KeyConfig, rollout.DefaultConfig())
+	// One record in the audit trail, which the controller may read.
+	if err := e.fleet.PublishAudit(e.ctx, kv.AuditRecord{V: 1, At: time.Now().UTC(), Actor: "alice", Command: "pause",
+		Bucket: kv.BucketPlan, Key: kv.KeySpec}); err != nil {
+		t.Fatal(err)
+	}
 	ctl := e.watched(auth.CredsFile(auth.UserController))
 	evil := rollout.DefaultSpec("1.0.0", "6.6.6")
 	evil.Schedule, evil.Strategy = rollout.ScheduleImmediate, rollout.StrategyGrouped
@@ -168,6 +173,7 @@ func TestControllerCannotChangeTheTarget(t *testing.T) {
 		{"a stream info answered onto the config", reflect("$JS.API.STREAM.INFO."+kv.PlanStream, cfgSubj, nil), false},
 		{"a write's ack answered onto the spec", reflect(kv.KeySubject(kv.BucketPlan, kv.GroupKey("evil")), specSubj, evilJSON), false},
 		{"a batched read answered onto the spec", reflect("$JS.API.DIRECT.GET."+kv.PlanStream, specSubj, []byte(`{"multi_last":["$KV.fleet_plan.>"]}`)), false},
+		{"a batched audit trail read answered onto the spec", reflect("$JS.API.DIRECT.GET."+kv.StreamAudit, specSubj, []byte(`{"seq":1,"batch":10}`)), false},
 		{"a consumer delivering group.evil onto the spec", request("$JS.API.CONSUMER.CREATE."+kv.PlanStream,
 			`{"stream_name":"KV_fleet_plan","config":{"deliver_subject":"$KV.fleet_plan.spec","filter_subject":"$KV.fleet_plan.group.evil","deliver_policy":"last"}}`), true},
 		{"a new stream republishing onto the spec", request("$JS.API.STREAM.CREATE.EVIL", streamJSON(jetstream.StreamConfig{
@@ -193,9 +199,10 @@ func TestControllerCannotChangeTheTarget(t *testing.T) {
 		})
 	}
 	natstest.Eventually(t, 10*time.Second, func() error {
-		// direct get, ack and a batch (spec, group.evil, end) onto the
-		// spec; direct get and stream info onto the config
-		if s, c := observer.Count(specSubj), observer.Count(cfgSubj); s < 5 || c < 2 {
+		// direct get, ack, a batch (spec, group.evil, end) and an audit
+		// batch (the record, end) onto the spec; direct get and stream
+		// info onto the config
+		if s, c := observer.Count(specSubj), observer.Count(cfgSubj); s < 7 || c < 2 {
 			return fmt.Errorf("answers seen in CONTROL: %d on the spec's subject, %d on the config's", s, c)
 		}
 		return nil
@@ -226,4 +233,63 @@ func TestControllerCannotChangeTheTarget(t *testing.T) {
 		t.Errorf("admin changes the config: %v", err)
 	}
 	t.Logf("controller credentials: %d ways to change the target or the config tried, none did", len(cases))
+}
+
+// TestControllerReadsTheTimeline: the controller's minted credentials (a
+// user of CONTROL) read FLEET_AUDIT with kv.ReadTimeline (an operator's
+// record and the controller's own event, in order, with --since's
+// start_time batch too) and as the controller's dashboard does
+// (LastTimelineSeq, ReadTimelineFrom); no violation.
+func TestControllerReadsTheTimeline(t *testing.T) {
+	e := newFleetEnv(t)
+	rec := kv.AuditRecord{V: 1, At: time.Now().UTC(), Actor: "alice", Command: "pause", Bucket: kv.BucketPlan, Key: kv.KeySpec}
+	if err := e.fleet.PublishAudit(e.ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	ctl := e.watched(auth.CredsFile(auth.UserController))
+	ev, err := json.Marshal(rollout.Event{V: 1, Group: "prod", Kind: rollout.EventHalt, Reason: "3 of 20 failed", At: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl.js.Publish(e.ctx, kv.EventSubject("prod"), ev); err != nil {
+		t.Fatalf("the controller publishes an event: %v", err)
+	}
+	// The controller's fleet, as controller.Run builds it.
+	f, err := kv.Ensure(e.ctx, ctl.js, kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	for _, since := range []time.Time{{}, time.Now().Add(-time.Hour)} {
+		entries, problems, err := f.ReadTimeline(ctx, since)
+		if err != nil {
+			t.Fatalf("ReadTimeline since %v with the controller's creds: %v (server said %q)", since, err, ctl.violations())
+		}
+		var got []string
+		for _, en := range entries {
+			switch {
+			case en.Audit != nil:
+				got = append(got, en.Audit.Actor+" "+en.Audit.Command)
+			case en.Event != nil:
+				got = append(got, "event "+string(en.Event.Kind)+" "+en.Event.Group)
+			}
+		}
+		if want := "alice pause|event halt prod"; strings.Join(got, "|") != want || len(problems) != 0 {
+			t.Errorf("timeline since %v: %q (problems %+v), want %q", since, got, problems, want)
+		}
+	}
+	// What the controller's dashboard calls: the newest sequence, then the
+	// entries from one on.
+	last, err := f.LastTimelineSeq(ctx)
+	if err != nil || last != 2 {
+		t.Errorf("LastTimelineSeq with the controller's creds: %d, %v, want 2", last, err)
+	}
+	entries, _, _, err := f.ReadTimelineFrom(ctx, 2)
+	if err != nil || len(entries) != 1 || entries[0].Event == nil {
+		t.Errorf("ReadTimelineFrom(2) with the controller's creds: %+v, %v, want the event", entries, err)
+	}
+	if v := ctl.violations(); len(v) > 0 {
+		t.Errorf("reading the timeline caused errors: %q", v)
+	}
 }

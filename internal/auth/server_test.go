@@ -358,12 +358,24 @@ func TestAgentGrantsAndDenials(t *testing.T) {
 			// Writes to the plan: no agent may change what any agent does.
 			{"KV put fleet_plan spec", jsPublish("$KV.fleet_plan.spec", []byte(`{"v":1}`)), "$KV.fleet_plan.spec", false},
 			{"KV put own group status", jsPublish("$KV.fleet_plan.group.blue", []byte(`{"v":1}`)), "$KV.fleet_plan.group.blue", false},
+			// fleetctl retry's request lives in the group status: no agent
+			// may ask itself (or others) to retry.
+			{"KV put a retry request into own group status", jsPublish("$KV.fleet_plan.group.blue",
+				[]byte(`{"v":1,"group":"blue","state":"active","target_version":"2.0.0","retry":{"token":"20260101T000000.000000000Z","at":"2026-01-01T00:00:00Z"}}`)),
+				"$KV.fleet_plan.group.blue", false},
 			{"KV delete spec", func(ctx context.Context, a *agentConn) error {
 				m := nats.NewMsg("$KV.fleet_plan.spec")
 				m.Header.Set("KV-Operation", "DEL")
 				_, err := a.js.PublishMsg(ctx, m)
 				return err
 			}, "$KV.fleet_plan.spec", false},
+			// The fleet-wide quarantine: no agent may lift one, or
+			// quarantine a good version to stall the fleet.
+			{"KV put the quarantine list", jsPublish(kv.KeySubject(kv.BucketPlan, kv.KeyQuarantine), []byte(`{"v":1,"versions":[]}`)),
+				kv.KeySubject(kv.BucketPlan, kv.KeyQuarantine), false},
+			{"read the quarantine list", directGet(kv.PlanStream, kv.KeySubject(kv.BucketPlan, kv.KeyQuarantine)),
+				"$JS.API.DIRECT.GET.KV_fleet_plan." + kv.KeySubject(kv.BucketPlan, kv.KeyQuarantine), false},
+			{"publish a fleet-wide event", publish(kv.EventSubject("")), kv.EventSubject(""), true},
 			{"fake a republished plan to other agents", publish("fleet.plan.spec"), "fleet.plan.spec", true},
 			{"fake another group's republished status", publish("fleet.plan.group.red"), "fleet.plan.group.red", true},
 			{"write fleet_config", publish("$KV.fleet_config.config"), "$KV.fleet_config.config", true},
@@ -375,6 +387,10 @@ func TestAgentGrantsAndDenials(t *testing.T) {
 			{"audit record for its own group", publish(kv.AuditSubject("blue")), kv.AuditSubject("blue"), true},
 			{"read the audit trail", directGet(kv.StreamAudit, kv.AuditSubject("")),
 				"$JS.API.DIRECT.GET." + kv.StreamAudit + "." + kv.AuditSubject(""), false},
+			{"read the audit trail's timeline (batched, as the controller may)", func(ctx context.Context, a *agentConn) error {
+				_, _, err := (&kv.Fleet{JS: a.js}).ReadTimeline(ctx, time.Time{})
+				return err
+			}, "$JS.API.DIRECT.GET." + kv.StreamAudit, false},
 			{"purge the audit trail", request("$JS.API.STREAM.PURGE." + kv.StreamAudit), "$JS.API.STREAM.PURGE." + kv.StreamAudit, false},
 			// Heartbeats: only its own subject.
 			{"heartbeat as another agent", jsPublish(heartbeat.SubjectFor("blue", agentB), hbData(t, agentB, "blue")),

@@ -3,8 +3,10 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -21,18 +23,38 @@ type UpgradeResult struct {
 	// Skipped are those whose every key is revoked: decommissioned hosts and
 	// retired controllers get no new credentials.
 	Skipped []Record
+	// Regranted are the accounts whose exports (FLEET) or imports (AGENTS,
+	// CONTROL) this run re-signed to this version's set: a directory minted
+	// before a grant existed (FLEET_AUDIT's create, the timeline read).
+	Regranted []GrantChange
 }
 
-// Upgrade brings a directory minted before the AGENTS and CONTROL accounts
-// existed (agents and controllers users of FLEET) to the current layout: it
-// mints the missing accounts with their imports, gives the FLEET account JWT
-// the exports (re-signed with the operator's signing key; its users, limits
-// and revocations are kept), rewrites resolver.conf, and mints new
-// credentials in AGENTS for every agent (same id and group,
-// agents/<id>.creds) and in CONTROL for every controller user
-// (creds/<name>.creds) that still has a valid key. The old FLEET keys stay
-// valid, so hosts and controllers keep working until they get their new
-// creds; RevokeLegacy ends that.
+// GrantChange is one account's grants brought up to date: the subjects of
+// the exports or imports added and removed.
+type GrantChange struct {
+	Account string   `json:"account"`
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+}
+
+// Upgrade brings a directory minted by an older fleetctl to the current
+// layout and grants.
+//
+// Minted before the AGENTS and CONTROL accounts existed (agents and
+// controllers users of FLEET), it mints the missing accounts with their
+// imports, gives the FLEET account JWT the exports (re-signed with the
+// operator's signing key; its users, limits and revocations are kept),
+// rewrites resolver.conf, and mints new credentials in AGENTS for every
+// agent (same id and group, agents/<id>.creds) and in CONTROL for every
+// controller user (creds/<name>.creds) that still has a valid key. The old
+// FLEET keys stay valid, so hosts and controllers keep working until they
+// get their new creds; RevokeLegacy ends that.
+//
+// Minted before a grant existed (the controller's create and read of
+// FLEET_AUDIT), it re-signs the FLEET exports and the AGENTS and CONTROL
+// imports to this version's (Regranted), keeping the rest of each account
+// JWT; the creds already issued keep working and gain the grant once the
+// account JWTs reach the servers.
 //
 // It can be run again: an interrupted run resumes, and a finished one finds
 // nothing left to do.
@@ -54,6 +76,11 @@ func (d Dir) Upgrade() (UpgradeResult, error) {
 		}
 		res.Created = missing
 	}
+	regranted, err := d.regrant()
+	if err != nil {
+		return res, err
+	}
+	res.Regranted = regranted
 	recs, err := d.Records()
 	if err != nil {
 		return res, err
@@ -90,6 +117,103 @@ func (rec Record) hasValidKey() bool {
 		}
 	}
 	return false
+}
+
+// regrant re-signs, with the operator's signing key, the FLEET account's
+// exports and the AGENTS and CONTROL accounts' imports that differ from
+// this version's (FleetExports, AgentsImports, ControlImports), keeping
+// everything else of each account JWT: users' signing keys, limits,
+// revocations. FLEET goes first in the files as on the bus: an import of a
+// subject not yet exported is refused. Nothing differs: nothing is written.
+func (d Dir) regrant() ([]GrantChange, error) {
+	fleet, err := d.account(AccountFleet)
+	if err != nil {
+		return nil, err
+	}
+	updated := map[string]string{}
+	var changes []GrantChange
+	var signer nkeys.KeyPair
+	sign := func(ac *jwt.AccountClaims, ch GrantChange) error {
+		// The operator's signing key re-signs; fetched only when needed, so
+		// an up-to-date directory upgrades without it.
+		if signer == nil {
+			if signer, err = d.seed(FileOperatorSigningSeed); err != nil {
+				return err
+			}
+		}
+		token, err := encodeAccount(ac, signer)
+		if err != nil {
+			return err
+		}
+		updated[ch.Account] = token
+		changes = append(changes, ch)
+		return nil
+	}
+	if added, removed := diffGrants(exportKeys(fleet.Exports), exportKeys(FleetExports())); len(added)+len(removed) > 0 {
+		fleet.Exports = FleetExports()
+		if err := sign(fleet, GrantChange{Account: AccountFleet, Added: added, Removed: removed}); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range importing {
+		ac, err := d.account(name)
+		if err != nil {
+			return nil, err
+		}
+		want := importsOf(name, fleet.Subject)
+		if added, removed := diffGrants(importKeys(ac.Imports), importKeys(want)); len(added)+len(removed) > 0 {
+			ac.Imports = want
+			if err := sign(ac, GrantChange{Account: name, Added: added, Removed: removed}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(updated) == 0 {
+		return nil, nil
+	}
+	return changes, d.writeAccounts(updated)
+}
+
+// exportKeys names each export by what the server acts on: subject, type,
+// and a service's response type (none is a singleton).
+func exportKeys(exports jwt.Exports) map[string]string {
+	out := map[string]string{}
+	for _, e := range exports {
+		rt := e.ResponseType
+		if e.Type == jwt.Service && rt == "" {
+			rt = jwt.ResponseTypeSingleton
+		}
+		out[fmt.Sprintf("%s %s %s %s", e.Subject, e.Type, rt, e.Name)] = string(e.Subject)
+	}
+	return out
+}
+
+// importKeys names each import like exportKeys, with the exporting account
+// and the local subject.
+func importKeys(imports jwt.Imports) map[string]string {
+	out := map[string]string{}
+	for _, i := range imports {
+		out[fmt.Sprintf("%s %s %s %s %s", i.Subject, i.Type, i.Account, i.LocalSubject, i.Name)] = string(i.Subject)
+	}
+	return out
+}
+
+// diffGrants lists the subjects of the grants in want and not in have
+// (added) and in have and not in want (removed), sorted.
+func diffGrants(have, want map[string]string) (added, removed []string) {
+	for k, subj := range want {
+		if _, ok := have[k]; !ok {
+			added = append(added, subj)
+		}
+	}
+	for k, subj := range have {
+		if _, ok := want[k]; !ok {
+			removed = append(removed, subj)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	return added, removed
 }
 
 // mintImporting creates the named importing accounts and the FLEET exports

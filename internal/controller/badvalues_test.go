@@ -56,7 +56,7 @@ func (f *fixture) pass() {
 // clock reading: each re-arms its timer only when done.
 func (f *fixture) settle() {
 	f.t.Helper()
-	if want := 2*len(f.live) + 2*len(f.ctrls); !f.clk.WaitPending(want, timeout(waitLong)) {
+	if want := f.loopTimers(); !f.clk.WaitPending(want, timeout(waitLong)) {
 		f.t.Fatalf("loops did not finish: %d timers pending, want %d", f.clk.Pending(), want)
 	}
 }

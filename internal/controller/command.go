@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -48,7 +49,11 @@ type RunOptions struct {
 	HTTPAddr          string
 	HTTPCert          string
 	HTTPKey           string
-	Log               cliutil.LogFlags
+	// UI serves the dashboard on HTTPAddr; UIInsecure serves it on a
+	// non-loopback address without TLS on a secured bus.
+	UI         bool
+	UIInsecure bool
+	Log        cliutil.LogFlags
 }
 
 // exitCodesHelp lists the codes the controller returns: it waits on no
@@ -111,7 +116,15 @@ Several controllers may run against one bus: all of them count, one of them
 writing each group's status to fleet_plan/group.<name> every
 --reconcile-interval with compare-and-swap, and publishing events on
 fleet.events.<group>. When the leader stops, another takes over within
---lease-ttl (at once on a clean shutdown).`,
+--lease-ttl (at once on a clean shutdown).
+
+With --http-addr it serves the agents' HTTP find fallback (/v1/find),
+Prometheus metrics (/metrics, docs/metrics.md) and a live, read-only
+dashboard at / (docs/dashboard.md): the rollout as fleetctl status shows it,
+the audit trail's timeline, and the agents, searchable. On a secured bus
+(--auth-dir or --creds) the dashboard is refused on a non-loopback address
+without TLS: bind 127.0.0.1 behind your SSO proxy, give --http-tls-cert and
+--http-tls-key, or say --ui-insecure.`,
 		Example: `  # one-command system on this host
   controller run --store-dir /var/lib/fleetwave/nats
 
@@ -150,9 +163,11 @@ fleet.events.<group>. When the leader stops, another takes over within
 	f.DurationVar(&o.AuditMaxAge, "audit-max-age", kv.DefaultAuditMaxAge, "the audit trail (FLEET_AUDIT) keeps records this long")
 	f.Int64Var(&o.AuditMaxBytes, "audit-max-bytes", kv.DefaultAuditMaxBytes, "the audit trail keeps at most this many bytes, the oldest records going first (-1: unlimited)")
 	f.IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and buckets (3 on a 3-node cluster)")
-	f.StringVar(&o.HTTPAddr, "http-addr", "", "serve GET /v1/find, /metrics (Prometheus), /healthz and /readyz on this address (e.g. :8080); empty: off")
+	f.StringVar(&o.HTTPAddr, "http-addr", "", "serve GET /v1/find, /metrics (Prometheus), /healthz, /readyz and the dashboard (/) on this address (e.g. 127.0.0.1:8080); empty: off")
 	f.StringVar(&o.HTTPCert, "http-tls-cert", "", "TLS certificate for --http-addr (with --http-tls-key)")
 	f.StringVar(&o.HTTPKey, "http-tls-key", "", "TLS key for --http-addr")
+	f.BoolVar(&o.UI, "ui", true, "serve the read-only dashboard at / on --http-addr (see docs/dashboard.md)")
+	f.BoolVar(&o.UIInsecure, "ui-insecure", false, "serve the dashboard on a non-loopback --http-addr without TLS although the bus is secured (behind a TLS-terminating SSO proxy)")
 	o.Log.Register(cmd)
 	return cmd
 }
@@ -261,8 +276,22 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	if o.HTTPAddr != "" {
 		mirror := &PlanMirror{NC: nc, Store: &httpfind.Store{}, Log: log}
 		c.ServePlanFrom(mirror)
+		var dash *Dashboard
+		if o.UI {
+			dash = &Dashboard{C: c, Mirror: mirror, Log: log, Disabled: o.uiRefusal()}
+			if dash.Disabled != "" {
+				log.Warn("dashboard not served: "+dash.Disabled, slog.String("http_addr", o.HTTPAddr))
+			} else {
+				scheme := "http"
+				if o.HTTPCert != "" {
+					scheme = "https"
+				}
+				log.Info("dashboard on "+scheme+"://"+browseAddr(httpLn.Addr().String())+"/", slog.String("http_addr", o.HTTPAddr))
+				loops = append(loops, dash.Run)
+			}
+		}
 		srv := &httpfind.Server{
-			Handler:  c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log}),
+			Handler:  c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log}, dashHandler(dash)),
 			CertFile: o.HTTPCert, KeyFile: o.HTTPKey, Log: log,
 		}
 		ln := httpLn
@@ -371,6 +400,52 @@ func (o *RunOptions) validate() error {
 		}
 	}
 	return nil
+}
+
+// uiRefusal is why the dashboard must not be served as configured, or "":
+// on a secured bus (--auth-dir, --creds, or a --tls-cert the server
+// verifies), the page shows the whole fleet, so it is served in the clear
+// only on a loopback address (where an SSO proxy on the same host fronts
+// it) unless --ui-insecure says otherwise.
+func (o *RunOptions) uiRefusal() string {
+	secured := o.AuthDir != "" || o.Creds != "" || o.TLS.Cert != ""
+	if !secured || o.HTTPCert != "" || o.UIInsecure {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(o.HTTPAddr)
+	if err == nil && isLoopback(host) {
+		return ""
+	}
+	return fmt.Sprintf("the bus is secured (--auth-dir, --creds or --tls-cert) and --http-addr %s is not a loopback address and has no TLS: "+
+		"give --http-tls-cert and --http-tls-key, bind --http-addr to 127.0.0.1 behind your SSO proxy, "+
+		"or pass --ui-insecure if a TLS-terminating proxy is in front (--ui=false turns the page off and this warning with it)", o.HTTPAddr)
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// browseAddr is a listener address as a browser on this host reaches it.
+func browseAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func dashHandler(d *Dashboard) http.Handler {
+	if d == nil {
+		return nil
+	}
+	return d
 }
 
 func defaultStoreDir() string {

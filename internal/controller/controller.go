@@ -70,6 +70,9 @@ type Controller struct {
 	// badValues maps bucket/key of each stored value the last rollout pass
 	// skipped to its revision, so that each is logged once, not every pass.
 	badValues map[string]uint64
+	// quarantineErr is the last failure to write the quarantine list,
+	// logged once, not every pass.
+	quarantineErr string
 }
 
 // New returns a controller over fleet. Zero options take their defaults.
@@ -240,10 +243,10 @@ func (c *Controller) WriteStats(ctx context.Context) error {
 	if n := c.agg.Expire(now); n > 0 {
 		c.o.Log.Info("agents expired", slog.Int("count", n))
 	}
-	counts := c.agg.Counts(now)
+	counts, sites := c.agg.CountsWithSites(now)
 	var errs []error
 	for group, vc := range counts {
-		s := kv.Stats{V: 1, ControllerID: c.o.ID, Group: group, At: now.UTC(), Agents: vc.Total(), Versions: vc}
+		s := kv.Stats{V: 1, ControllerID: c.o.ID, Group: group, At: now.UTC(), Agents: vc.Total(), Versions: vc, Sites: sites[group]}
 		if err := c.saveStats(ctx, group, s); err != nil {
 			errs = append(errs, err)
 		}

@@ -114,6 +114,12 @@ func (rc *runningController) halt(t *testing.T) {
 
 func (f *fixture) startAgent(group, version string, failed bool) *runningAgent {
 	f.t.Helper()
+	return f.startAgentOn(group, version, failed, "host-"+group)
+}
+
+// startAgentOn is startAgent with the agent reporting hostname.
+func (f *fixture) startAgentOn(group, version string, failed bool, hostname string) *runningAgent {
+	f.t.Helper()
 	root := f.t.TempDir()
 	uf := install.NewUpdateFile(group)
 	uf.Status.ActiveVersion = version
@@ -124,7 +130,7 @@ func (f *fixture) startAgent(group, version string, failed bool) *runningAgent {
 		f.t.Fatal(err)
 	}
 	a, err := agentd.New(agentd.Options{
-		Root: root, NATSURL: f.srv.URL(), Hostname: "host-" + group,
+		Root: root, NATSURL: f.srv.URL(), Hostname: hostname,
 		Interval: interval, Clock: f.clk, Log: natstest.Logger(f.t),
 	})
 	if err != nil {
@@ -171,14 +177,26 @@ func (f *fixture) waitHeard(c *controller.Controller, at time.Time) {
 	})
 }
 
+// Timers each loop owner keeps armed on the fixture's clock: an agent its
+// heartbeat, its plan refresh and its bus watch; a controller its stats
+// and its rollout.
+const (
+	timersPerAgent      = 3
+	timersPerController = 2
+)
+
+// loopTimers is how many timers are armed once every loop is idle.
+func (f *fixture) loopTimers() int {
+	return timersPerAgent*len(f.live) + timersPerController*len(f.ctrls)
+}
+
 // advance moves the clock by d once every agent and controller loop has
 // re-armed its timer.
 func (f *fixture) advance(d time.Duration) {
 	f.t.Helper()
-	// Two timers per agent (heartbeat, plan refresh), two per controller
-	// (stats, rollout). Counting fewer would let the clock move while a
-	// loop has not re-armed yet, and that loop would miss the step.
-	want := 2*len(f.live) + 2*len(f.ctrls)
+	// Counting fewer would let the clock move while a loop has not
+	// re-armed yet, and that loop would miss the step.
+	want := f.loopTimers()
 	if !f.clk.WaitPending(want, timeout(waitLong)) {
 		f.t.Fatalf("loops did not re-arm: %d timers pending, want %d", f.clk.Pending(), want)
 	}

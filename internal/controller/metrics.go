@@ -3,12 +3,14 @@ package controller
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -20,16 +22,20 @@ import (
 const PathMetrics = "/metrics"
 
 // Agent states of fleetwave_agents (docs/metrics.md). Each counted agent is
-// in exactly one, the first that applies: unreachable (no heartbeat for two
-// intervals, not yet expired), rolled_back (its last update was rolled
-// back), failed (it reports an error), updating (installing a version right
-// now), ok.
+// in exactly one, the first that applies: unreachable (no heartbeat for
+// three intervals, not yet expired: rollout.Unreachable, the rule the
+// rollout engine counts by), rolled_back (its last update was rolled
+// back), blocked (it reports an infrastructure failure it retries by
+// itself), failed (it reports another error), updating (installing a
+// version right now), ok: view.AgentClass, which the dashboard's agents
+// table filters by.
 const (
-	AgentUnreachable = "unreachable"
-	AgentRolledBack  = "rolled_back"
-	AgentFailed      = "failed"
-	AgentUpdating    = "updating"
-	AgentOK          = "ok"
+	AgentUnreachable = view.AgentUnreachable
+	AgentRolledBack  = view.AgentRolledBack
+	AgentFailed      = view.AgentFailed
+	AgentBlocked     = view.AgentBlocked
+	AgentUpdating    = view.AgentUpdating
+	AgentOK          = view.AgentOK
 )
 
 // Reasons of fleetwave_heartbeats_rejected_total: a fixed set, so the label
@@ -151,9 +157,10 @@ func (c *Controller) Registry() *prometheus.Registry { return c.m.reg }
 // served. Call it before Run.
 func (c *Controller) ServePlanFrom(m *PlanMirror) { c.mirror.Store(m) }
 
-// HTTPHandler serves GET /metrics from the controller's registry and every
-// other path with find, counting and timing the find requests.
-func (c *Controller) HTTPHandler(find http.Handler) http.Handler {
+// HTTPHandler serves GET /metrics from the controller's registry, the
+// dashboard (when not nil) at /, /ui/ and /api/, and every other path with
+// find, counting and timing the find requests.
+func (c *Controller) HTTPHandler(find http.Handler, dash ...http.Handler) http.Handler {
 	metrics := promhttp.HandlerFor(c.m.reg, promhttp.HandlerOpts{Registry: c.m.reg, ErrorHandling: promhttp.ContinueOnError})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -175,6 +182,10 @@ func (c *Controller) HTTPHandler(find http.Handler) http.Handler {
 			}
 			c.m.findReqs.WithLabelValues(outcome).Inc()
 		default:
+			if len(dash) > 0 && dash[0] != nil && isDashboardPath(r.URL.Path) {
+				dash[0].ServeHTTP(w, r)
+				return
+			}
 			find.ServeHTTP(w, r)
 		}
 	})
@@ -198,7 +209,7 @@ type fleetCollector struct{ c *Controller }
 
 var (
 	descAgents = prometheus.NewDesc("fleetwave_agents",
-		"Counted agents (established, not expired: the agents of fleetctl status) per group, active version and state (ok, updating, failed, rolled_back, unreachable).",
+		"Counted agents (established, not expired: the agents of fleetctl status) per group, active version and state (ok, updating, blocked, failed, rolled_back, unreachable).",
 		[]string{"group", "version", "state"}, nil)
 	descGroupState = prometheus.NewDesc("fleetwave_group_state",
 		"1 for the group's rollout state (unstarted, canary, active, done, rolledback), 0 for the others.",
@@ -226,6 +237,10 @@ var (
 		"Canaries healthy on the target.", []string{"group"}, nil)
 	descFailed = prometheus.NewDesc("fleetwave_group_failed",
 		"The controller's count of agents failing the target, towards failure_threshold.", []string{"group"}, nil)
+	descHeld = prometheus.NewDesc("fleetwave_group_held",
+		"1 while the group's progress is held because more than infrastructure_hold of its agents in flight are blocked on infrastructure.", []string{"group"}, nil)
+	descBlocked = prometheus.NewDesc("fleetwave_group_blocked",
+		"The controller's count of the group's agents blocked on infrastructure (retrying by themselves; not failed).", []string{"group"}, nil)
 	descOffTarget = prometheus.NewDesc("fleetwave_group_agents_off_target",
 		"Counted agents of the group not on its target version.", []string{"group"}, nil)
 )
@@ -234,7 +249,7 @@ var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, r
 
 func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAgents, descGroupState, descGroupInfo, descProgress, descInFlight, descInFlightBound,
-		descInitial, descHalted, descAlerted, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descOffTarget} {
+		descInitial, descHalted, descAlerted, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descHeld, descBlocked, descOffTarget} {
 		ch <- d
 	}
 }
@@ -244,7 +259,6 @@ type agentKey struct{ group, version, state string }
 func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	c := f.c
 	now := c.o.Clock.Now()
-	unreachable := 2 * c.o.HeartbeatInterval
 	var plan *httpfind.Plan
 	var cfg *rollout.Config
 	if m := c.mirror.Load(); m != nil {
@@ -264,19 +278,11 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		if v == "" {
 			v = rollout.NoVersion
 		}
-		state := AgentOK
-		switch {
-		case now.Sub(lastSeen) > unreachable:
-			state = AgentUnreachable
-		case hb.Rollback:
-			state = AgentRolledBack
-		case hb.Error != "":
-			state = AgentFailed
-		case hb.UpdatingTo != "":
-			state = AgentUpdating
-		}
+		state := view.AgentClass(hb, lastSeen, now, c.o.HeartbeatInterval)
 		agents[agentKey{hb.Group, v, state}]++
-		if hb.UpdatingTo != "" {
+		// An unreachable agent's updating_to is out of date: the engine
+		// does not count it in flight, nor does this.
+		if hb.UpdatingTo != "" && state != AgentUnreachable {
 			updating[hb.Group]++
 		}
 		if t, ok := targets[hb.Group]; ok && hb.ActiveVersion != t {
@@ -325,6 +331,8 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descCanaries, float64(len(st.Canaries)), name)
 		gauge(descCanariesHealthy, float64(healthy), name)
 		gauge(descFailed, float64(st.FailedCount), name)
+		gauge(descHeld, b(st.Held != ""), name)
+		gauge(descBlocked, float64(st.Blocked), name)
 		gauge(descOffTarget, float64(offTarget[name]), name)
 	}
 }
@@ -339,4 +347,10 @@ func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels .
 		return prometheus.NewInvalidMetric(d, err)
 	}
 	return m
+}
+
+// isDashboardPath: the path is the dashboard's (the page, its assets, its
+// API).
+func isDashboardPath(p string) bool {
+	return p == PathUI || strings.HasPrefix(p, PathUIAssets) || strings.HasPrefix(p, "/api/")
 }

@@ -47,7 +47,7 @@ func benchController(b *testing.B, n int) (*Controller, time.Time) {
 	versions := []string{"1.0.0", "2.0.0", "1.5.0"}
 	for i := range n {
 		hb := &heartbeat.Heartbeat{V: 1, AgentID: rollout.AgentID(fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)),
-			Group: fmt.Sprintf("group-%d", i%10), ActiveVersion: versions[i%3], At: now}
+			Hostname: fmt.Sprintf("Node-%06d.Example.com", i), Group: fmt.Sprintf("group-%d", i%10), ActiveVersion: versions[i%3], At: now}
 		seen := now
 		switch i % 20 {
 		case 0:
@@ -57,7 +57,7 @@ func benchController(b *testing.B, n int) (*Controller, time.Time) {
 		case 2:
 			hb.Rollback, hb.RollbackFrom = true, "2.0.0"
 		case 3:
-			seen = now.Add(-3 * DefaultHeartbeatInterval) // unreachable
+			seen = now.Add(-rollout.UnreachableAfter(DefaultHeartbeatInterval) - time.Second) // unreachable
 		}
 		c.agg.Observe(hb, seen, true)
 	}

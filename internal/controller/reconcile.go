@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -59,12 +60,19 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if _, bad := st.Problem(kv.BucketPlan, kv.KeySpec); bad {
 		return nil
 	}
+	if _, bad := st.Problem(kv.BucketPlan, kv.KeyQuarantine); bad {
+		return nil // which versions are quarantined is not known: nothing moves
+	}
+	byGroup := c.agg.ViewsByGroup(now)
+	quarantine, err := c.quarantine(ctx, st.Quarantine, st.Config.Value.QuarantineAfter, byGroup, now)
+	if err != nil {
+		return err
+	}
 	if !st.HasSpec {
 		return nil // no plan: nothing to roll out
 	}
 	cfg, spec := st.Config.Value, st.Spec.Value
 	plan := st.Plan()
-	byGroup := c.agg.ViewsByGroup(now)
 	for _, group := range cfg.EvalOrder() {
 		if _, bad := st.Problem(kv.BucketPlan, kv.GroupKey(group)); bad {
 			continue
@@ -80,6 +88,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			Counts:       rollout.CountAgents(views),
 			Agents:       views,
 			Now:          now,
+			Quarantine:   quarantine,
 		})
 		plan.Groups[group] = next
 		if had && sameJSON(prev.Value, next) {
@@ -102,6 +111,64 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	return nil
 }
 
+// quarantine applies the quarantine rule (rollout.QuarantineFrom) to the
+// whole inventory: a version it finds is added to fleet_plan/quarantine
+// with compare-and-swap on the revision read, logged, and announced as a
+// fleet-wide event (which the audit trail stores). It returns the list the
+// groups' steps use. A lost compare-and-swap (an operator changed the list)
+// is not an error: this pass uses what it read, the next one decides again.
+func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.QuarantineList], after int, byGroup map[string][]rollout.AgentView, now time.Time) (rollout.QuarantineList, error) {
+	var all []rollout.AgentView
+	for _, views := range byGroup {
+		all = append(all, views...)
+	}
+	found := rollout.QuarantineFrom(all, after, e.Value, now.UTC())
+	if len(found) == 0 {
+		return e.Value, nil
+	}
+	next := e.Value
+	var added []rollout.Quarantine
+	for _, q := range found {
+		l, err := next.Add(q)
+		if err != nil {
+			c.o.Log.Error("cannot quarantine a version", slog.String("version", q.Version), slog.String("reason", q.Reason), slog.Any("err", err))
+			continue
+		}
+		next, added = l, append(added, q)
+	}
+	if len(added) == 0 {
+		return e.Value, nil
+	}
+	if _, err := kv.Save(ctx, c.fleet.Plan, kv.KeyQuarantine, next, e.Revision); err != nil {
+		if errors.Is(err, kv.ErrConflict) {
+			c.o.Log.Info("quarantine list changed while deciding; deciding again next pass")
+			return e.Value, nil
+		}
+		if ctx.Err() != nil {
+			return e.Value, err
+		}
+		// Not stored (credentials minted before the controller could
+		// write the list, a full bucket): the groups still halt on what
+		// the rule found, and every pass tries again.
+		if msg := err.Error(); msg != c.quarantineErr {
+			c.quarantineErr = msg
+			c.o.Log.Error("cannot write the quarantine list; groups rolling the version halt anyway, and the write is retried every pass",
+				slog.Any("err", err), slog.String("fix", "if the controller's credentials predate fleet_plan/quarantine: fleetctl auth upgrade, then issue the controller new credentials (fleetctl auth user --name NAME --role controller)"))
+		}
+		return next, nil
+	}
+	c.quarantineErr = ""
+	for _, q := range added {
+		c.o.Log.Warn("version quarantined: groups rolling it out halt, and no group offers it to new hosts",
+			slog.String("version", q.Version), slog.Int("agents", q.AgentCount), slog.String("reason", q.Reason))
+		ev := rollout.QuarantineEvent(q)
+		if err := c.fleet.PublishEvent(ev); err != nil {
+			c.o.Log.Warn("publishing event failed", slog.String("version", q.Version), slog.Any("err", err))
+		}
+	}
+	return next, nil
+}
+
 // noteProblems logs each bad value the first time a pass sees it (a new
 // revision is a new value), and that it is gone once a pass no longer sees
 // it. Only Reconcile calls it, from one goroutine.
@@ -119,6 +186,8 @@ func (c *Controller) noteProblems(problems []kv.Problem) {
 			c.o.Log.Error("rollout stopped: the stored config is not valid; no group moves until it is replaced", attrs...)
 		case p.Key == kv.KeySpec:
 			c.o.Log.Error("rollout stopped: the stored plan spec is not valid; no group moves until it is replaced", attrs...)
+		case p.Key == kv.KeyQuarantine:
+			c.o.Log.Error("rollout stopped: the stored quarantine list is not valid; no group moves until it is replaced", attrs...)
 		default:
 			group, _ := kv.GroupFromKey(p.Key)
 			c.o.Log.Warn("group skipped: its stored status is not valid; it does not move until it is replaced",

@@ -60,13 +60,14 @@ func TestStatusShowsTheCanaryUpdating(t *testing.T) {
 	for _, id := range ids {
 		heard(id, func(heartbeat.Heartbeat) bool { return true })
 	}
-	f.advance(interval) // established
-
+	// The spec before the step: the pass the step runs must find it (saved
+	// after, a fast pass would miss it and no later one would come).
 	spec := rollout.DefaultSpec("1.0.0", "2.0.0")
 	spec.Critical = true // the test's clock may be outside the start windows
 	if _, err := kv.Save(f.ctx, f.fleet.Plan, kv.KeySpec, spec, 0); err != nil {
 		t.Fatal(err)
 	}
+	f.advance(interval) // established
 	var canary rollout.AgentID
 	natstest.Eventually(t, waitLong, func() error {
 		st, err := kv.Get[rollout.GroupStatus](f.ctx, f.fleet.Plan, kv.GroupKey("blue"))

@@ -106,6 +106,24 @@ func RunReset(ctx context.Context, o *GroupActionOptions) error {
 // runGroupAction reads the group's status with its revision, applies the
 // action, writes the result with that revision and publishes the event.
 func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, action groupAction) error {
+	return runGroupActionChecked(ctx, o, name, action, nil)
+}
+
+// actionCheck looks at the fleet before an action's result is written: an
+// error refuses the action (nothing written); report is added to the
+// command's output.
+type actionCheck func(ctx context.Context, f *kv.Fleet, next rollout.GroupStatus) (report actionReport, err error)
+
+// actionReport is what an actionCheck adds to the output: lines for the
+// text output, and the agents concerned (WriteResult.Agents).
+type actionReport struct {
+	lines  []string
+	agents []rollout.AgentID
+}
+
+// runGroupActionChecked is runGroupAction with check run between the
+// action and the write (nil: none).
+func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name string, action groupAction, check actionCheck) error {
 	if err := checkGroupFlag(o.Group); err != nil {
 		return err
 	}
@@ -146,6 +164,12 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 	if err != nil {
 		return err // rollout.ErrBadAction: says what is allowed
 	}
+	var report actionReport
+	if check != nil {
+		if report, err = check(ctx, f, next); err != nil {
+			return err
+		}
+	}
 	rev, err := save(ctx, o.Global, f, f.Plan, key, next, e.Revision, change{Command: name, Group: o.Group, Before: e.Value, Note: o.Note})
 	if err != nil {
 		return err
@@ -159,12 +183,15 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 	}
 	if o.Output == "json" {
 		return writeJSON(o.Out, WriteResult{Command: name, Written: true, Bucket: kv.BucketPlan, Key: key,
-			Revision: rev, PreviousRevision: e.Revision, Value: next, Changes: []string{eventChange(ev)}, Event: &ev})
+			Revision: rev, PreviousRevision: e.Revision, Value: next, Changes: []string{eventChange(ev)}, Event: &ev, Agents: report.agents})
 	}
 	if ev.From != ev.To {
 		fmt.Fprintf(o.Out, "group %q: %s → %s: %s\n", o.Group, ev.From, ev.To, ev.Reason)
 	} else {
 		fmt.Fprintf(o.Out, "group %q (still %s): %s\n", o.Group, ev.To, ev.Reason)
+	}
+	for _, line := range report.lines {
+		fmt.Fprintln(o.Out, line)
 	}
 	_, err = fmt.Fprintf(o.Out, "written to %s/%s (revision %d); event on %s\n", kv.BucketPlan, key, rev, kv.EventSubject(o.Group))
 	return err

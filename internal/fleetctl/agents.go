@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -21,6 +23,11 @@ type AgentsOptions struct {
 	Group   string
 	Version string
 	Output  string
+	// Interval is the agents' heartbeat interval: an agent silent for
+	// more than three is unreachable (rollout.Unreachable).
+	Interval time.Duration
+	// Site keeps only agents whose heartbeat names this site.
+	Site string
 }
 
 // AgentRow is one agent in "agents ls -o json": its last heartbeat plus when
@@ -28,6 +35,10 @@ type AgentsOptions struct {
 type AgentRow struct {
 	heartbeat.Heartbeat
 	LastSeen time.Time `json:"last_seen"`
+	// Class is what the agent is doing in one word (view.AgentClass): ok,
+	// updating, blocked, failed, rolled_back, or unreachable (silent for
+	// more than three heartbeat intervals).
+	Class string `json:"class"`
 }
 
 // AgentsReport is the JSON of "fleetctl agents ls -o json".
@@ -56,10 +67,17 @@ Agents silent for longer than the agent expiry are gone from the stream.
 
 STATE is "updating → V (12s)" while the agent installs V (downloading, or
 waiting for V to prove healthy; the time is since the install started),
-"rolled back from V" after an automatic rollback, "error" when its last
-update attempt failed, else "ok".`,
+"rolled back from V" after an automatic rollback, "blocked: CAUSE" when its
+last attempt hit an infrastructure failure it retries by itself (release
+site down, disk full), "error" when its last update attempt failed, else
+"ok"; "unreachable" when it has been silent for more than three heartbeat
+intervals (--heartbeat-interval, the agents' and controller's; the rollout
+counts it neither in flight nor failed until it is heard again). SITE,
+shown when any agent names one, is the site its heartbeat carries (agentd
+--site, or the JetStream domain of the NATS server it connects to).`,
 		Example: `  fleetctl agents ls
   fleetctl agents ls --group staging --version 1.4.2
+  fleetctl agents ls --site edge-berlin
   fleetctl agents ls -o json | jq -r '.agents[] | select(.rollback) | .hostname'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -69,9 +87,17 @@ update attempt failed, else "ok".`,
 			if err := checkGroupFilter(o.Group); err != nil {
 				return err
 			}
+			if o.Interval <= 0 {
+				return cliutil.Usagef("--heartbeat-interval %v: must be positive", o.Interval)
+			}
 			if o.Version != "" && o.Version != rollout.NoVersion {
 				if err := rollout.ValidateVersion(o.Version); err != nil {
 					return cliutil.Usagef("--version: %v", err)
+				}
+			}
+			if o.Site != "" {
+				if err := rollout.ValidateSite(o.Site); err != nil {
+					return cliutil.Usagef("--site: %v", err)
 				}
 			}
 			return RunAgentsList(cmd.Context(), o)
@@ -79,6 +105,8 @@ update attempt failed, else "ok".`,
 	}
 	ls.Flags().StringVar(&o.Group, "group", "", "only agents of this group")
 	ls.Flags().StringVar(&o.Version, "version", "", `only agents running this version ("none": nothing installed)`)
+	ls.Flags().StringVar(&o.Site, "site", "", "only agents whose heartbeat names this site")
+	ls.Flags().DurationVar(&o.Interval, "heartbeat-interval", 30*time.Second, "the agents' heartbeat interval (the controller's --heartbeat-interval): silent for more than three is unreachable")
 	outputFlag(ls, &o.Output)
 	agents.AddCommand(ls)
 	return agents
@@ -96,6 +124,7 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 		return err
 	}
 	rep := AgentsReport{Agents: []AgentRow{}}
+	sites := map[string]bool{} // of the agents --site left out
 	for _, s := range stored {
 		hb, err := s.Decode()
 		var p *kv.Problem
@@ -107,10 +136,13 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 		if err != nil {
 			return err
 		}
-		if o.Version != "" && hb.Version() != o.Version {
+		if o.Version != "" && hb.Version() != o.Version || o.Site != "" && hb.Site != o.Site {
+			if hb.Site != "" {
+				sites[hb.Site] = true
+			}
 			continue
 		}
-		rep.Agents = append(rep.Agents, AgentRow{Heartbeat: *hb, LastSeen: s.Stored})
+		rep.Agents = append(rep.Agents, AgentRow{Heartbeat: *hb, LastSeen: s.Stored, Class: view.AgentClass(hb, s.Stored, o.Now(), o.Interval)})
 	}
 	// The stream yields subjects in storage order; sort for people and diffs.
 	sortAgents(rep.Agents)
@@ -122,6 +154,18 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 			fmt.Fprintf(o.ErrOut, "note: %s\n", notInConfig(o.Group, cfg.Value, isDefault))
 		}
 	}
+	if len(rep.Agents) == 0 && o.Site != "" {
+		names := make([]string, 0, len(sites))
+		for n := range sites {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			fmt.Fprintf(o.ErrOut, "note: no agent matching the other filters names a site\n")
+		} else {
+			fmt.Fprintf(o.ErrOut, "note: no agent names site %q; the sites are: %s\n", o.Site, strings.Join(names, ", "))
+		}
+	}
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
 	}
@@ -129,33 +173,27 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 		_, err := fmt.Fprintln(o.Out, "No agents.")
 		return err
 	}
+	if sited(rep.Agents) {
+		return writeAgentsWithSites(o, rep)
+	}
 	tw := newTable(o.Out)
 	fmt.Fprintln(tw, "AGENT ID\tGROUP\tHOSTNAME\tVERSION\tSTATE\tSEEN")
 	now := o.Now()
 	for _, a := range rep.Agents {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", a.AgentID, shorten(a.Group, 16), shorten(a.Hostname, 20),
-			a.Version(), agentState(&a.Heartbeat, now), age(now, a.LastSeen))
+			a.Version(), a.stateCell(now), age(now, a.LastSeen))
 	}
 	return tw.Flush()
 }
 
-// agentState is the STATE column: what the agent's update is doing or last
-// did. now dates an install in progress.
-func agentState(h *heartbeat.Heartbeat, now time.Time) string {
-	switch {
-	case h.UpdatingTo != "":
-		s := "updating → " + h.UpdatingTo
-		if !h.StartTime.IsZero() {
-			s += " (" + age(now, h.StartTime) + ")"
-		}
-		return s
-	case h.Rollback:
-		return "rolled back from " + h.RollbackFrom
-	case h.Error != "":
-		return "error"
-	default:
-		return "ok"
+// stateCell is the STATE column: view.AgentState, marked unreachable
+// with what the agent last said when it is.
+func (a *AgentRow) stateCell(now time.Time) string {
+	state := view.AgentState(&a.Heartbeat, now)
+	if a.Class == view.AgentUnreachable {
+		state = "unreachable (last: " + state + ")"
 	}
+	return state
 }
 
 func sortAgents(rows []AgentRow) {
@@ -165,4 +203,31 @@ func sortAgents(rows []AgentRow) {
 		}
 		return rows[i].AgentID < rows[j].AgentID
 	})
+}
+
+// sited reports whether any of rows names a site.
+func sited(rows []AgentRow) bool {
+	for _, a := range rows {
+		if a.Site != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeAgentsWithSites is the agents table with a SITE column ("-": the
+// agent names none).
+func writeAgentsWithSites(o *AgentsOptions, rep AgentsReport) error {
+	tw := newTable(o.Out)
+	fmt.Fprintln(tw, "AGENT ID\tGROUP\tSITE\tHOSTNAME\tVERSION\tSTATE\tSEEN")
+	now := o.Now()
+	for _, a := range rep.Agents {
+		site := a.Site
+		if site == "" {
+			site = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", a.AgentID, shorten(a.Group, 16), shorten(site, 16), shorten(a.Hostname, 20),
+			a.Version(), a.stateCell(now), age(now, a.LastSeen))
+	}
+	return tw.Flush()
 }

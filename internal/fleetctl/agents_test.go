@@ -59,3 +59,43 @@ func squeeze(s string) string {
 	}
 	return s
 }
+
+// An agent silent for more than three heartbeat intervals is unreachable:
+// STATE says so with what it last said, and -o json's class is
+// "unreachable"; within three intervals it is what it said.
+func TestAgentsListShowsUnreachableAgents(t *testing.T) {
+	e := newEnv(t)
+	hb := heartbeat.Heartbeat{V: 1, AgentID: "00000000-0000-4000-8000-000000000009", Hostname: "web-9", Group: "blue",
+		ActiveVersion: "1.0.0", Error: "download: HTTP 503", ErrorClass: heartbeat.ClassInfrastructure, ErrorCause: "download failed (HTTP 503)", At: testNow}
+	data, err := heartbeat.Encode(&hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fleet.JS.Publish(e.ctx, heartbeat.SubjectFor("blue", hb.AgentID), data); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute) // the stream stored it now
+	for _, tc := range []struct {
+		interval  time.Duration
+		class     string
+		stateCell string
+	}{
+		{time.Second, "unreachable", "unreachable (last: blocked: download failed (HTTP 503))"},
+		{time.Hour, "blocked", "  blocked: download failed (HTTP 503)  "},
+	} {
+		list := func(output string) string {
+			g, out, _ := e.global()
+			g.Now = func() time.Time { return later }
+			if err := RunAgentsList(testCtx(), &AgentsOptions{Global: g, Interval: tc.interval, Output: output}); err != nil {
+				t.Fatal(err)
+			}
+			return out.String()
+		}
+		if out := list("text"); !strings.Contains(squeeze(out), tc.stateCell) {
+			t.Errorf("interval %v: want %q in\n%s", tc.interval, tc.stateCell, out)
+		}
+		if out := list("json"); !strings.Contains(out, `"class": "`+tc.class+`"`) {
+			t.Errorf("interval %v: want class %s in\n%s", tc.interval, tc.class, out)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/auth"
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -23,6 +24,9 @@ type AuthOptions struct {
 	*Global
 	// Dir is the auth directory "auth init" writes and the others use.
 	Dir string
+	// Bus is set when --nats or NATS_URL names a bus: "auth agent" and
+	// "auth user" then record their mint in the audit trail.
+	Bus bool
 }
 
 func (o *AuthOptions) dir() (auth.Dir, error) {
@@ -180,10 +184,13 @@ subject it writes can name a bucket, the stream or another host's subject.
 new id is drawn and printed: write it to <root>/agent_id before agentd first
 starts (deploy/systemd/install.sh --agent-id does). Minting again for the same
 id (another group, a rotation) adds a key; the old one stays valid until
-'auth revoke --id ID --keep-current'. Needs only keys/AGENTS-signing.nk.`,
+'auth revoke --id ID --keep-current'. Needs only keys/AGENTS-signing.nk.
+
+` + mintAuditHelp,
 		Example: `  fleetctl auth agent --dir /etc/fleetwave/auth --group prod --id 1b4e28ba-2fa1-4d2e-883f-0016d3cca427
   fleetctl auth agent --group canary -o json | jq -r .agent_id
-  fleetctl auth agent --group prod --id "$ID" --out /srv/provision/$HOST/agent.creds`,
+  fleetctl auth agent --group prod --id "$ID" --out /srv/provision/$HOST/agent.creds
+  fleetctl auth agent --group prod --nats nats://nats-a:4222 --reason "new host web-42"   # recorded`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkWriteOutput(o.Output); err != nil {
@@ -197,6 +204,7 @@ id (another group, a rotation) adds a key; the old one stays valid until
 					return cliutil.Usagef("--id: %v", err)
 				}
 			}
+			o.Bus = busNamed(cmd)
 			return RunAuthAgent(cmd.Context(), o)
 		},
 	}
@@ -208,7 +216,8 @@ id (another group, a rotation) adds a key; the old one stays valid until
 }
 
 // RunAuthAgent is "fleetctl auth agent".
-func RunAuthAgent(_ context.Context, o *AuthAgentOptions) error {
+func RunAuthAgent(ctx context.Context, o *AuthAgentOptions) error {
+	const command = "auth agent"
 	d, err := o.dir()
 	if err != nil {
 		return err
@@ -220,10 +229,22 @@ func RunAuthAgent(_ context.Context, o *AuthAgentOptions) error {
 		}
 		drawn = true
 	}
+	var audit *authAudit
+	if o.Bus {
+		if audit, err = o.openAudit(ctx, command, mintOnBus(command)); err != nil {
+			return err
+		}
+		defer audit.done()
+	}
+	before, err := recordValue(func() (auth.Record, error) { return d.Agent(id) })
+	if err != nil {
+		return err
+	}
 	u, out, err := d.IssueAgent(id, o.Group, o.Out)
 	if err != nil {
 		return err
 	}
+	o.recordMint(audit, command, func() (auth.Record, error) { return d.Agent(id) }, before)
 	out = inDir(d, out)
 	if o.Output == "json" {
 		return writeJSON(o.Global.Out, AuthAgentReport{WriteResult: WriteResult{Command: "auth agent", Written: true, Files: []string{out}},
@@ -277,10 +298,13 @@ func newAuthUserCmd(ao *AuthOptions) *cobra.Command {
   leaf        attaches an edge site's leaf node (leaf connections only)
 
 Minting an existing name again adds a key (a rotation); revoke the old one
-with 'auth revoke --user NAME --keep-current'.`,
+with 'auth revoke --user NAME --keep-current'.
+
+` + mintAuditHelp,
 		Example: `  fleetctl auth user --name alice --role admin
   fleetctl auth user --name ctl-b --role controller --out /etc/fleetwave/controller.creds
-  fleetctl auth user --name edge-berlin --role leaf`,
+  fleetctl auth user --name edge-berlin --role leaf
+  fleetctl auth user --name bob --role admin --nats nats://nats-a:4222 --reason "joins on-call"   # recorded`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkWriteOutput(o.Output); err != nil {
@@ -292,6 +316,7 @@ with 'auth revoke --user NAME --keep-current'.`,
 			if o.Name == "" {
 				return cliutil.Usagef("--name is required")
 			}
+			o.Bus = busNamed(cmd)
 			return RunAuthUser(cmd.Context(), o)
 		},
 	}
@@ -303,7 +328,8 @@ with 'auth revoke --user NAME --keep-current'.`,
 }
 
 // RunAuthUser is "fleetctl auth user".
-func RunAuthUser(_ context.Context, o *AuthUserOptions) error {
+func RunAuthUser(ctx context.Context, o *AuthUserOptions) error {
+	const command = "auth user"
 	d, err := o.dir()
 	if err != nil {
 		return err
@@ -312,10 +338,22 @@ func RunAuthUser(_ context.Context, o *AuthUserOptions) error {
 	if err != nil {
 		return cliutil.UsageError{Err: err}
 	}
+	var audit *authAudit
+	if o.Bus {
+		if audit, err = o.openAudit(ctx, command, mintOnBus(command)); err != nil {
+			return err
+		}
+		defer audit.done()
+	}
+	before, err := recordValue(func() (auth.Record, error) { return d.User(o.Name) })
+	if err != nil {
+		return err
+	}
 	u, out, err := d.IssueUser(o.Name, role, o.Out)
 	if err != nil {
 		return err
 	}
+	o.recordMint(audit, command, func() (auth.Record, error) { return d.User(o.Name) }, before)
 	out = inDir(d, out)
 	if o.Output == "json" {
 		return writeJSON(o.Global.Out, WriteResult{Command: "auth user", Written: true, Files: []string{out},
@@ -373,9 +411,21 @@ revoked key are disconnected at once and cannot reconnect.
 
 --keep-current revokes all but the newest key: the last step of a rotation.
 Servers the push does not reach (an edge leaf node on its own) need
-'fleetctl auth push --nats <that server>', or a restart with the new resolver.conf.`,
+'fleetctl auth push --nats <that server>', or a restart with the new resolver.conf.
+
+Audit trail: with the push, the revocation is also recorded in FLEET_AUDIT
+('fleetctl history') over --nats as an admin (--creds, else
+<dir>/creds/admin.creds): who (--actor, else the creds' user name), why
+(--reason; required when the config says require_reason, checked before
+anything is revoked), and the user's account, name, agent id, group, role
+and public keys (valid and revoked) before and after, never a seed or a JWT.
+The revocation never waits for the trail: if the record is not stored (the
+bus does not answer, no FLEET_AUDIT), the keys are revoked all the same,
+stderr says the record is missing and the exit status is 1. With
+--push=false nothing reaches the bus: stderr says no record was written
+(revoke without --push=false to push and record).`,
 		Example: `  fleetctl auth revoke --dir /etc/fleetwave/auth --id 1b4e28ba-2fa1-4d2e-883f-0016d3cca427
-  fleetctl auth revoke --user alice --nats nats://nats-a:4222
+  fleetctl auth revoke --user alice --nats nats://nats-a:4222 --reason "left the team"
   fleetctl auth revoke --id "$ID" --keep-current      # after rotating the agent's creds
   fleetctl auth revoke --key UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4 --push=false`,
 		Args: cobra.NoArgs,
@@ -420,6 +470,25 @@ func RunAuthRevoke(ctx context.Context, o *AuthRevokeOptions) error {
 	if err != nil {
 		return err
 	}
+	const command = "auth revoke"
+	// The record goes over the bus the push takes; a bus that does not
+	// answer does not hold the revocation up (reported after it).
+	var audit *authAudit
+	var unreachable error
+	if o.Push {
+		audit, err = o.openAudit(ctx, command, func(err error) error { unreachable = err; return nil })
+		if err != nil {
+			return err
+		}
+		if audit != nil {
+			defer audit.done()
+		}
+	}
+	read := o.revokeTarget(d)
+	before, err := recordValue(read)
+	if err != nil {
+		return err
+	}
 	now := o.Now()
 	var revs []auth.Revocation
 	switch {
@@ -435,6 +504,7 @@ func RunAuthRevoke(ctx context.Context, o *AuthRevokeOptions) error {
 	if err != nil {
 		return err
 	}
+	o.recordRevocation(audit, unreachable, read, before, revs)
 	if o.Output == "json" {
 		return revocationsJSON(ctx, o.AuthOptions, "auth revoke", o.Push, o.SysCreds, revs...)
 	}
@@ -649,46 +719,27 @@ func shortKey(k string) string {
 	return k[:8] + "…" + k[len(k)-4:]
 }
 
-// byteSize is an int64 flag of bytes written with binary units: 256MiB,
-// 10GiB, 1T, or -1 for unlimited.
+// byteSize is an int64 flag of bytes written with binary units (256MiB,
+// 10GiB, 1T: cliutil.Bytes), or -1 for unlimited.
 type byteSize int64
 
-var byteUnits = []struct {
-	suffix string
-	n      int64
-}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}}
-
 func (b byteSize) String() string {
-	v := int64(b)
-	if v < 0 {
+	if b < 0 {
 		return "unlimited"
 	}
-	for _, u := range byteUnits[:4] {
-		if v >= u.n && v%u.n == 0 {
-			return strconv.FormatInt(v/u.n, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(v, 10)
+	return cliutil.Bytes(b).String()
 }
 
 func (b *byteSize) Set(s string) error {
-	s = strings.TrimSpace(s)
-	if s == "-1" || strings.EqualFold(s, "unlimited") {
+	if s = strings.TrimSpace(s); s == "-1" || strings.EqualFold(s, "unlimited") {
 		*b = -1
 		return nil
 	}
-	mult := int64(1)
-	for _, u := range byteUnits {
-		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = strings.TrimSpace(rest), u.n
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
+	n, err := cliutil.ParseBytes(s)
+	if err != nil {
 		return errors.New("want a size such as 512MiB, 10GiB, or -1 for unlimited")
 	}
-	*b = byteSize(n * mult)
+	*b = byteSize(n)
 	return nil
 }
 
@@ -717,7 +768,11 @@ type AuthUpgradeReport struct {
 	Created  []string       `json:"created"`
 	Reissued []AuthReissued `json:"reissued"`
 	Skipped  []string       `json:"skipped_revoked"`
-	Revoked  []string       `json:"revoked,omitempty"`
+	// Regranted are the accounts whose exports (FLEET) or imports (AGENTS,
+	// CONTROL) were re-signed to this version's, with the subjects added
+	// and removed.
+	Regranted []auth.GrantChange `json:"regranted"`
+	Revoked   []string           `json:"revoked,omitempty"`
 }
 
 // AuthReissued is one agent or controller given new creds by an upgrade.
@@ -733,7 +788,7 @@ func newAuthUpgradeCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthUpgradeOptions{AuthOptions: ao}
 	cmd := &cobra.Command{
 		Use:   "upgrade",
-		Short: "Move a directory minted before the AGENTS and CONTROL accounts to them, re-minting creds",
+		Short: "Bring an older auth directory up to date: the AGENTS and CONTROL accounts, this version's grants",
 		Long: `Directories minted by fleetctl before the AGENTS and CONTROL accounts existed
 keep every agent and controller in the FLEET account, where their replies can
 name the buckets (docs/security.md). Upgrade in three steps:
@@ -752,10 +807,20 @@ name the buckets (docs/security.md). Upgrade in three steps:
                                  in FLEET and pushes: anything still on its
                                  old creds is disconnected
 
+A directory minted before a grant this version needs (the controller's
+create, info and read of FLEET_AUDIT, the audit trail) keeps the older FLEET
+exports and CONTROL imports: its controllers warn and run without the audit
+trail. Step 1 also re-signs (keys/operator-signing.nk) the FLEET account's
+exports and the AGENTS and CONTROL accounts' imports that differ from this
+version's, keeping their users' signing keys, limits and revocations, lists
+the subjects added (+) and removed (-), and pushes. No creds change: the
+ones issued gain the grants once the servers have the account JWTs, and a
+controller creates FLEET_AUDIT on its next start.
+
 Servers the push does not reach (edge leaf nodes) need 'fleetctl auth push'
 or a restart with the new resolver.conf. Running step 1 again resumes an
-interrupted run and otherwise does nothing. Agents and controllers whose
-every key is revoked get no new creds.`,
+interrupted run and otherwise does nothing (and writes nothing). Agents and
+controllers whose every key is revoked get no new creds.`,
 		Example: `  fleetctl auth upgrade --dir /etc/fleetwave/auth --nats nats://nats-a:4222
   fleetctl auth upgrade -o json --push=false | jq -r '.reissued[].creds'
   fleetctl auth upgrade --finish --nats nats://nats-a:4222`,
@@ -785,7 +850,8 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	if o.Output == "json" {
 		progress = o.Global.ErrOut
 	}
-	rep := AuthUpgradeReport{WriteResult: WriteResult{Command: "auth upgrade"}, Created: []string{}, Reissued: []AuthReissued{}, Skipped: []string{}}
+	rep := AuthUpgradeReport{WriteResult: WriteResult{Command: "auth upgrade"}, Created: []string{}, Reissued: []AuthReissued{}, Skipped: []string{},
+		Regranted: []auth.GrantChange{}}
 	if o.Finish {
 		rev, err := d.RevokeLegacy(o.Now())
 		if err != nil {
@@ -817,7 +883,15 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 		rep.Reissued = append(rep.Reissued, ri)
 		rep.Files = append(rep.Files, ri.Creds)
 	}
-	rep.Written = len(res.Created) > 0 || len(res.Reissued) > 0
+	rep.Regranted = append(rep.Regranted, res.Regranted...)
+	for _, g := range res.Regranted {
+		file, _ := auth.AccountFiles(g.Account)
+		rep.Files = append(rep.Files, inDir(d, file))
+	}
+	if len(res.Regranted) > 0 {
+		rep.Files = append(rep.Files, inDir(d, auth.FileResolverConf))
+	}
+	rep.Written = len(res.Created) > 0 || len(res.Reissued) > 0 || len(res.Regranted) > 0
 	for _, r := range res.Skipped {
 		rep.Skipped = append(rep.Skipped, r.Name)
 	}
@@ -827,23 +901,45 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 		}
 	} else {
 		w := o.Global.Out
-		if len(res.Created) == 0 && len(res.Reissued) == 0 {
-			fmt.Fprintf(w, "nothing to do: accounts %s and %s exist and every agent and controller is in its own\n", auth.AccountAgents, auth.AccountControl)
+		if !rep.Written {
+			fmt.Fprintf(w, "nothing to do: accounts %s and %s exist, every agent and controller is in its own, and the grants are this version's\n",
+				auth.AccountAgents, auth.AccountControl)
 			return nil
 		}
 		for _, name := range res.Created {
 			fmt.Fprintf(w, "minted account %s; FLEET now exports what it imports\n", name)
 		}
-		fmt.Fprintf(w, "new creds for %d agent(s) and controller(s)\n", len(rep.Reissued))
-		for _, r := range rep.Reissued {
-			fmt.Fprintf(w, "  %-10s %s\n", r.Role, r.Creds)
+		for _, g := range res.Regranted {
+			what := "imports"
+			if g.Account == auth.AccountFleet {
+				what = "exports"
+			}
+			fmt.Fprintf(w, "re-signed account %s with this version's %s (users, limits and revocations kept):\n", g.Account, what)
+			for _, subj := range g.Added {
+				fmt.Fprintf(w, "  + %s\n", subj)
+			}
+			for _, subj := range g.Removed {
+				fmt.Fprintf(w, "  - %s\n", subj)
+			}
+		}
+		if len(res.Created) > 0 || len(res.Reissued) > 0 {
+			fmt.Fprintf(w, "new creds for %d agent(s) and controller(s)\n", len(rep.Reissued))
+			for _, r := range rep.Reissued {
+				fmt.Fprintf(w, "  %-10s %s\n", r.Role, r.Creds)
+			}
 		}
 		if len(res.Skipped) > 0 {
 			fmt.Fprintf(w, "skipped %d whose every key is revoked\n", len(res.Skipped))
 		}
-		fmt.Fprintf(w, "next: ship each new creds file and restart agentd or the controller there; then 'fleetctl auth upgrade --finish'\n")
+		switch {
+		case len(res.Reissued) > 0:
+			fmt.Fprintf(w, "next: ship each new creds file and restart agentd or the controller there; then 'fleetctl auth upgrade --finish'\n")
+		case len(res.Regranted) > 0:
+			fmt.Fprintf(w, "next: the creds already issued gain the grants once the account JWTs reach the servers (pushed below, or 'fleetctl auth push');\n"+
+				"      a controller that runs without %s creates it when it next starts\n", kv.StreamAudit)
+		}
 	}
-	if !o.Push || len(res.Created) == 0 {
+	if !o.Push || len(res.Created) == 0 && len(res.Regranted) == 0 {
 		return nil
 	}
 	tokens, err := d.AccountJWTs()

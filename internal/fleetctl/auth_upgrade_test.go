@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/fleetwave/fleetwave/internal/auth"
 	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -210,4 +215,228 @@ func jetstreamPublish(ctx context.Context, nc *nats.Conn, subject string, data [
 		return nil, err
 	}
 	return js.Publish(ctx, subject, data)
+}
+
+// withoutAuditGrants turns a fresh auth directory into one minted before
+// FLEET_AUDIT existed: the FLEET account exports, and the CONTROL account
+// imports, nothing of FLEET_AUDIT (no create, no info, no read), both
+// re-signed with the operator's signing key as fleetctl then did.
+func withoutAuditGrants(t *testing.T, dir string) {
+	t.Helper()
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(bytes.TrimSpace(b))
+	}
+	signer, err := nkeys.FromSeed([]byte(read(auth.FileOperatorSigningSeed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := func(subject jwt.Subject) bool { return strings.Contains(string(subject), kv.StreamAudit) }
+	fc, err := jwt.DecodeAccountClaims(read(auth.FileFleetJWT))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(fc.Exports)
+	fc.Exports = slices.DeleteFunc(fc.Exports, func(e *jwt.Export) bool { return audit(e.Subject) })
+	if len(fc.Exports) == n {
+		t.Fatal("FLEET exports nothing of FLEET_AUDIT: nothing to take away")
+	}
+	cc, err := jwt.DecodeAccountClaims(read(auth.FileControlJWT))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.Imports = slices.DeleteFunc(cc.Imports, func(i *jwt.Import) bool { return audit(i.Subject) })
+	fleetJWT, err := fc.Encode(signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	controlJWT, err := cc.Encode(signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := auth.ResolverConf(read(auth.FileOperatorJWT), read(auth.FileSystemJWT), fleetJWT, read(auth.FileAgentsJWT), controlJWT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auth.WriteFiles(dir,
+		auth.File{Name: auth.FileFleetJWT, Data: []byte(fleetJWT + "\n")},
+		auth.File{Name: auth.FileControlJWT, Data: []byte(controlJWT + "\n")},
+		auth.File{Name: auth.FileResolverConf, Data: conf},
+	); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dirFiles is every file under dir by relative path, with its content.
+func dirFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(dir, path)
+		out[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestAuthUpgradeGrantsTheAuditTrail: a directory minted before FLEET_AUDIT
+// existed gives its controller neither the stream's create nor its read:
+// the controller runs without an audit trail and cannot read one. "auth
+// upgrade" (the binary, against the running server) re-signs the FLEET
+// exports and the CONTROL imports to this version's, says what it added,
+// keeps the FLEET account's limits and revocations, and pushes; then the
+// controller's creds, unchanged, create FLEET_AUDIT and read the timeline,
+// also after a server restart from the rewritten resolver.conf. Run again,
+// it changes no byte.
+func TestAuthUpgradeGrantsTheAuditTrail(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	if _, stderr, code := execute(t, "auth", "init", "--dir", dir); code != 0 {
+		t.Fatal(stderr)
+	}
+	// A revoked admin, whose revocation the upgrade must keep.
+	if _, stderr, code := execute(t, "auth", "user", "--dir", dir, "--name", "alice", "--role", "admin"); code != 0 {
+		t.Fatal(stderr)
+	}
+	if _, stderr, code := execute(t, "auth", "revoke", "--dir", dir, "--user", "alice", "--push=false"); code != 0 {
+		t.Fatal(stderr)
+	}
+	withoutAuditGrants(t, dir)
+	fleetClaims := func() *jwt.AccountClaims {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, auth.FileFleetJWT))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ac, err := jwt.DecodeAccountClaims(string(bytes.TrimSpace(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ac
+	}
+	old := fleetClaims()
+	if len(old.Revocations) != 1 {
+		t.Fatalf("FLEET revocations before the upgrade: %v", old.Revocations)
+	}
+
+	srv := natstest.StartConfig(t, filepath.Join(dir, auth.FileResolverConf))
+	connect := func(creds string) *nats.Conn {
+		t.Helper()
+		nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: srv.URL(), Name: "test", Creds: filepath.Join(dir, creds), Log: natstest.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	// The controller, as controller.Run does it: Ensure, drift reported.
+	controllerFleet := func(nc *nats.Conn) (*kv.Fleet, []string) {
+		t.Helper()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var drift []string
+		f, err := kv.Ensure(ctx, js, kv.Options{Memory: true, OnDrift: func(what string, diffs []string) {
+			drift = append(drift, what+": "+strings.Join(diffs, "; "))
+		}})
+		if err != nil {
+			t.Fatalf("controller's ensure: %v", err)
+		}
+		return f, drift
+	}
+	ctl := connect(auth.CredsFile(auth.UserController))
+	f, drift := controllerFleet(ctl)
+	if _, _, err := f.ReadTimeline(ctx, time.Time{}); err == nil {
+		t.Fatal("before the upgrade the controller reads a timeline")
+	}
+	if len(drift) != 1 || !strings.Contains(drift[0], "may not create it") {
+		t.Fatalf("before the upgrade the controller reports %q, want FLEET_AUDIT missing", drift)
+	}
+
+	bin := fleetctlBin(t)
+	stdout, stderr, code := runBin(t, bin, nil, "--nats", srv.URL(), "auth", "upgrade", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("auth upgrade: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"re-signed account FLEET with this version's exports",
+		"+ $JS.API.STREAM.CREATE." + kv.StreamAudit, "+ $JS.API.STREAM.INFO." + kv.StreamAudit, "+ $JS.API.DIRECT.GET." + kv.StreamAudit,
+		"re-signed account CONTROL with this version's imports", "pushed to",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("auth upgrade output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "account AGENTS") || strings.Contains(stdout, "new creds") {
+		t.Errorf("auth upgrade touched AGENTS or minted creds:\n%s", stdout)
+	}
+	now := fleetClaims()
+	if !cmp.Equal(now.Revocations, old.Revocations) || !cmp.Equal(now.Limits, old.Limits) || !cmp.Equal(now.SigningKeys.Keys(), old.SigningKeys.Keys()) {
+		t.Errorf("FLEET account changed beyond its exports: revocations %v → %v, limits %+v → %+v, signing keys %v → %v",
+			old.Revocations, now.Revocations, old.Limits, now.Limits, old.SigningKeys.Keys(), now.SigningKeys.Keys())
+	}
+
+	// Again: nothing to do, no byte changed.
+	before := dirFiles(t, dir)
+	stdout, stderr, code = runBin(t, bin, nil, "--nats", srv.URL(), "auth", "upgrade", "--dir", dir, "-o", "json")
+	if code != 0 {
+		t.Fatalf("auth upgrade again: exit %d: %s", code, stderr)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	for _, k := range []string{"created", "reissued", "regranted"} {
+		if l, ok := rep[k].([]any); !ok || len(l) != 0 {
+			t.Errorf("second upgrade: %s is %v, want []", k, rep[k])
+		}
+	}
+	if rep["written"] != false {
+		t.Errorf("second upgrade: written %v", rep["written"])
+	}
+	if diff := cmp.Diff(before, dirFiles(t, dir)); diff != "" {
+		t.Errorf("second upgrade changed files (-before +after):\n%s", diff)
+	}
+
+	// The controller's creds, unchanged, now create FLEET_AUDIT and read it.
+	readBack := func(nc *nats.Conn) error {
+		f, drift := controllerFleet(nc)
+		if len(drift) != 0 {
+			return fmt.Errorf("controller reports drift: %q", drift)
+		}
+		ev, _ := json.Marshal(rollout.Event{V: 1, Group: "prod", Kind: rollout.EventHalt, Reason: "test", At: time.Now().UTC()})
+		if _, err := jetstreamPublish(ctx, nc, kv.EventSubject("prod"), ev); err != nil {
+			return fmt.Errorf("event into the audit trail: %w", err)
+		}
+		entries, _, err := f.ReadTimeline(ctx, time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(entries) == 0 || entries[len(entries)-1].Event == nil || entries[len(entries)-1].Event.Kind != rollout.EventHalt {
+			return fmt.Errorf("timeline without the halt last: %+v", entries)
+		}
+		return nil
+	}
+	natstest.Eventually(t, 10*time.Second, func() error { return readBack(ctl) })
+	srv.Restart()
+	if err := readBack(connect(auth.CredsFile(auth.UserController))); err != nil {
+		t.Errorf("after a server restart: %v", err)
+	}
+	if nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: srv.URL(), Name: "test", Creds: filepath.Join(dir, auth.CredsFile("alice")),
+		Log: natstest.Logger(t)}); err == nil {
+		nc.Close()
+		t.Error("the revoked admin connects after the upgrade")
+	}
 }

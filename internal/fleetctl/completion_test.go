@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -19,6 +20,7 @@ func TestCompletion(t *testing.T) {
 	e.putConfig(rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "UTC",
 		Groups: []rollout.GroupConfig{rollout.DefaultGroup("canary"), rollout.DefaultGroup("prod-eu"), rollout.DefaultGroup("prod-us")}})
 	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	e.putBeats("prod-eu", rolledBackBeat(agentA), heartbeat.Heartbeat{AgentID: agentC, ActiveVersion: "1.4.0"})
 	env := []string{"NATS_URL=" + e.srv.URL()}
 	for _, tc := range []struct {
 		args []string
@@ -32,6 +34,8 @@ func TestCompletion(t *testing.T) {
 		{[]string{"pause", "-o", ""}, []string{"text", "json"}},
 		{[]string{"agents", "ls", "-o", ""}, []string{"table", "json"}},
 		{[]string{"config", "show", "-o", ""}, []string{"yaml", "json"}},
+		{[]string{"retry", "--group", ""}, []string{"canary", "prod-eu", "prod-us"}},
+		{[]string{"retry", "--group", "prod-eu", "--agent", ""}, []string{string(agentA) + "\trolled back from 1.4.0"}},
 	} {
 		stdout, stderr, code := runBin(t, bin, env, append([]string{"__complete"}, tc.args...)...)
 		if code != 0 {

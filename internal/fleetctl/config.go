@@ -113,6 +113,8 @@ type ConfigSetOptions struct {
 	Timezone *string
 	// RequireReason sets the config's require_reason.
 	RequireReason *bool
+	// QuarantineAfter sets the config's quarantine_after.
+	QuarantineAfter *int
 
 	// Days: "Mon,Tue" or "*".
 	Days          *string
@@ -120,13 +122,15 @@ type ConfigSetOptions struct {
 	WaitHours     *int
 	JitterSeconds *int
 	CanaryCount   *int
-	// MaxInFlight and FailureThreshold: "20%".
-	MaxInFlight      *string
-	FailureThreshold *string
-	// AlertAfter, HealthTimeout, MinHealthyTime: "4h", "90s".
+	// MaxInFlight, FailureThreshold and InfrastructureHold: "20%".
+	MaxInFlight        *string
+	FailureThreshold   *string
+	InfrastructureHold *string
+	// AlertAfter, HealthTimeout, MinHealthyTime, UpdateTimeout: "4h", "90s".
 	AlertAfter     *string
 	HealthTimeout  *string
 	MinHealthyTime *string
+	UpdateTimeout  *string
 	// DependsOn: "a,b"; "" for none; "-" for the default (the group listed
 	// before this one).
 	DependsOn *string
@@ -143,8 +147,10 @@ func (o *ConfigSetOptions) groupSettings() []string {
 		{"--days", o.Days != nil}, {"--start-hour", o.StartHour != nil}, {"--wait-hours", o.WaitHours != nil},
 		{"--jitter-seconds", o.JitterSeconds != nil}, {"--canary-count", o.CanaryCount != nil},
 		{"--max-in-flight", o.MaxInFlight != nil}, {"--failure-threshold", o.FailureThreshold != nil},
+		{"--infrastructure-hold", o.InfrastructureHold != nil},
 		{"--alert-after", o.AlertAfter != nil}, {"--health-timeout", o.HealthTimeout != nil},
-		{"--min-healthy-time", o.MinHealthyTime != nil}, {"--depends-on", o.DependsOn != nil},
+		{"--min-healthy-time", o.MinHealthyTime != nil}, {"--update-timeout", o.UpdateTimeout != nil},
+		{"--depends-on", o.DependsOn != nil},
 	} {
 		if s.given {
 			set = append(set, s.flag)
@@ -171,6 +177,7 @@ done, rolled back or reset by a new target.
   fleetctl config set --group canary --depends-on ''
   fleetctl config set --mode paused
   fleetctl config set --timezone Europe/Berlin
+  fleetctl config set --quarantine-after 5
   fleetctl config set --mode enabled -o json | jq .revision`,
 		Args: cobra.NoArgs,
 	}
@@ -185,6 +192,15 @@ done, rolled back or reset by a new target.
 			return func() {
 				if fs.Changed("require-reason") {
 					o.RequireReason = v
+				}
+			}
+		}(),
+		func() func() {
+			v := new(int)
+			fs.IntVar(v, "quarantine-after", 0, "quarantine a version fleet-wide once this many agents rolled back from it (1-1000; 0 turns the rule off; default 3)")
+			return func() {
+				if fs.Changed("quarantine-after") {
+					o.QuarantineAfter = v
 				}
 			}
 		}(),
@@ -255,9 +271,11 @@ func groupSettingFlags(cmd *cobra.Command, o *ConfigSetOptions) []func() {
 		num(&o.CanaryCount, "canary-count", "agents updated first (0-10)"),
 		optionalString(cmd, &o.MaxInFlight, "max-in-flight", `share of the group updating at once ("1%"-"100%")`),
 		optionalString(cmd, &o.FailureThreshold, "failure-threshold", `halt when more than this share failed ("0%"-"100%")`),
+		optionalString(cmd, &o.InfrastructureHold, "infrastructure-hold", `hold (never halt) while more than this share of the agents in flight are blocked on infrastructure ("0%"-"100%"; "100%" never holds)`),
 		optionalString(cmd, &o.AlertAfter, "alert-after", `alert when not done this long after the start ("1m"-"168h")`),
 		optionalString(cmd, &o.HealthTimeout, "health-timeout", `time for the app to become healthy ("10s"-"1h")`),
 		optionalString(cmd, &o.MinHealthyTime, "min-healthy-time", `time the app must stay healthy ("0s"-"24h")`),
+		optionalString(cmd, &o.UpdateTimeout, "update-timeout", `time an update may take before it counts as failed ("1m"-"168h")`),
 		optionalString(cmd, &o.DependsOn, "depends-on", `groups that must be done first: "a,b"; '' none; '-' the group listed before`),
 	}
 }
@@ -283,8 +301,8 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		return cliutil.Usagef("--group: say which group to add")
 	case o.Group == "" && len(groupFlags) > 0:
 		return cliutil.Usagef("%s: say which group with --group", strings.Join(groupFlags, ", "))
-	case o.Group == "" && o.Mode == nil && o.Timezone == nil && o.RequireReason == nil:
-		return cliutil.Usagef("nothing to set: give --mode, --timezone, --require-reason, or --group with the settings to change")
+	case o.Group == "" && o.Mode == nil && o.Timezone == nil && o.RequireReason == nil && o.QuarantineAfter == nil:
+		return cliutil.Usagef("nothing to set: give --mode, --timezone, --require-reason, --quarantine-after, or --group with the settings to change")
 	}
 	if err := checkGroupFilter(o.Group); err != nil {
 		return err
@@ -311,6 +329,9 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	}
 	if o.RequireReason != nil {
 		next.RequireReason = *o.RequireReason
+	}
+	if o.QuarantineAfter != nil {
+		next.QuarantineAfter = *o.QuarantineAfter
 	}
 	if o.Group != "" {
 		i := slices.IndexFunc(next.Groups, func(g rollout.GroupConfig) bool { return g.Name == o.Group })
@@ -403,6 +424,7 @@ func (o *ConfigSetOptions) parse() (func(*rollout.GroupConfig), error) {
 	}{
 		{"--max-in-flight", o.MaxInFlight, func(g *rollout.GroupConfig) *rollout.Percent { return &g.MaxInFlight }},
 		{"--failure-threshold", o.FailureThreshold, func(g *rollout.GroupConfig) *rollout.Percent { return &g.FailureThreshold }},
+		{"--infrastructure-hold", o.InfrastructureHold, func(g *rollout.GroupConfig) *rollout.Percent { return &g.InfrastructureHold }},
 	}
 	for _, s := range percents {
 		if s.v == nil {
@@ -423,6 +445,7 @@ func (o *ConfigSetOptions) parse() (func(*rollout.GroupConfig), error) {
 		{"--alert-after", o.AlertAfter, func(g *rollout.GroupConfig) *rollout.Duration { return &g.AlertAfter }},
 		{"--health-timeout", o.HealthTimeout, func(g *rollout.GroupConfig) *rollout.Duration { return &g.HealthTimeout }},
 		{"--min-healthy-time", o.MinHealthyTime, func(g *rollout.GroupConfig) *rollout.Duration { return &g.MinHealthyTime }},
+		{"--update-timeout", o.UpdateTimeout, func(g *rollout.GroupConfig) *rollout.Duration { return &g.UpdateTimeout }},
 	}
 	for _, s := range durations {
 		if s.v == nil {

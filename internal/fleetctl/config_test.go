@@ -56,7 +56,8 @@ func TestConfigSetShowRoundTrip(t *testing.T) {
 	e.mustRun(configSet(ConfigSetOptions{
 		Group: "prod", Add: true, Days: ptr("Mon,Wed,Fri"), WaitHours: ptr(4), CanaryCount: ptr(2),
 		MaxInFlight: ptr("10%"), FailureThreshold: ptr("2.5%"), AlertAfter: ptr("2h"),
-		HealthTimeout: ptr("1m"), MinHealthyTime: ptr("30s"), DependsOn: ptr("default,staging"),
+		HealthTimeout: ptr("1m"), MinHealthyTime: ptr("30s"), UpdateTimeout: ptr("45m"), DependsOn: ptr("default,staging"),
+		InfrastructureHold: ptr("25%"),
 	}))
 	out = e.mustRun(configSet(ConfigSetOptions{Group: "default", DependsOn: ptr(""), Mode: ptr("paused"), Timezone: ptr("Europe/Berlin")}))
 	for _, want := range []string{"mode enabled → paused", "timezone UTC → Europe/Berlin", `group "default": depends_on null → []`} {
@@ -71,10 +72,12 @@ func TestConfigSetShowRoundTrip(t *testing.T) {
 	prod.Days, prod.WaitHours, prod.CanaryCount = []string{"Mon", "Wed", "Fri"}, 4, 2
 	prod.MaxInFlight, prod.FailureThreshold = 10, 2.5
 	prod.AlertAfter, prod.HealthTimeout, prod.MinHealthyTime = rollout.Duration(2*time.Hour), rollout.Duration(time.Minute), rollout.Duration(30*time.Second)
+	prod.UpdateTimeout = rollout.Duration(45 * time.Minute)
+	prod.InfrastructureHold = 25
 	prod.DependsOn = []string{"default", "staging"}
 	def := rollout.DefaultGroup("default")
 	def.DependsOn = []string{}
-	want := rollout.Config{V: 1, Mode: rollout.ModePaused, Timezone: "Europe/Berlin", Groups: []rollout.GroupConfig{def, staging, prod}}
+	want := rollout.Config{V: 1, Mode: rollout.ModePaused, Timezone: "Europe/Berlin", Groups: []rollout.GroupConfig{def, staging, prod}, QuarantineAfter: rollout.DefaultQuarantineAfter}
 	stored := e.config()
 	if diff := cmp.Diff(want, stored.Value); diff != "" {
 		t.Fatalf("stored config (-want +got):\n%s", diff)
@@ -97,6 +100,8 @@ groups:
     failure_threshold: 5%
     health_timeout: 5m
     min_healthy_time: 5m
+    update_timeout: 30m
+    infrastructure_hold: 50%
     depends_on: []
   - name: staging
     days: ['*']
@@ -109,6 +114,8 @@ groups:
     failure_threshold: 5%
     health_timeout: 5m
     min_healthy_time: 5m
+    update_timeout: 30m
+    infrastructure_hold: 50%
     depends_on: null
   - name: prod
     days: [Mon, Wed, Fri]
@@ -121,7 +128,10 @@ groups:
     failure_threshold: 2.5%
     health_timeout: 1m
     min_healthy_time: 30s
+    update_timeout: 45m
+    infrastructure_hold: 25%
     depends_on: [default, staging]
+quarantine_after: 3
 `
 	if diff := cmp.Diff(wantYAML, yamlOut); diff != "" {
 		t.Errorf("config show (-want +got):\n%s", diff)
@@ -186,7 +196,7 @@ groups:
 	staging.StartHour = 3
 	prod := rollout.DefaultGroup("prod")
 	prod.Days, prod.MaxInFlight, prod.DependsOn = []string{"mon", "wed"}, 10, []string{"staging"}
-	want := rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "UTC", Groups: []rollout.GroupConfig{staging, prod}}
+	want := rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "UTC", Groups: []rollout.GroupConfig{staging, prod}, QuarantineAfter: rollout.DefaultQuarantineAfter}
 	if diff := cmp.Diff(want, e.config().Value); diff != "" {
 		t.Errorf("stored config (-want +got):\n%s", diff)
 	}
@@ -275,6 +285,24 @@ func TestConfigInvalidValuesWriteNothing(t *testing.T) {
 		{"bad duration", func(*testing.T) func(*Global) error {
 			return configSet(ConfigSetOptions{Group: "prod", AlertAfter: ptr("4 hours")})
 		}, []string{"--alert-after", "duration"}},
+		{"update_timeout below a minute", func(*testing.T) func(*Global) error {
+			return configSet(ConfigSetOptions{Group: "prod", UpdateTimeout: ptr("30s")})
+		}, []string{`group "prod": update_timeout "30s" must be 1m-168h`}},
+		{"update_timeout within the agent's waits", func(*testing.T) func(*Global) error {
+			return configSet(ConfigSetOptions{Group: "prod", UpdateTimeout: ptr("10m")})
+		}, []string{`group "prod": update_timeout "10m" must be longer than health_timeout + min_healthy_time (10m)`}},
+		{"update_timeout 0", func(*testing.T) func(*Global) error {
+			return configSet(ConfigSetOptions{Group: "prod", UpdateTimeout: ptr("0s")})
+		}, []string{`group "prod": update_timeout "0s" must be 1m-168h`}},
+		{"update_timeout not a duration", func(*testing.T) func(*Global) error {
+			return configSet(ConfigSetOptions{Group: "prod", UpdateTimeout: ptr("half an hour")})
+		}, []string{"--update-timeout", "duration"}},
+		{"health_timeout past update_timeout", func(*testing.T) func(*Global) error {
+			return configSet(ConfigSetOptions{Group: "prod", HealthTimeout: ptr("1h")})
+		}, []string{`group "prod": update_timeout "30m" must be longer than health_timeout + min_healthy_time (1h5m)`}},
+		{"apply: update_timeout above a week", func(t *testing.T) func(*Global) error {
+			return configApply(writeFile(t, "c.yaml", "groups:\n  - name: prod\n    update_timeout: 200h\n"))
+		}, []string{`group "prod": update_timeout "200h" must be 1m-168h`}},
 		{"bad day", func(*testing.T) func(*Global) error {
 			return configSet(ConfigSetOptions{Group: "prod", Days: ptr("Mon,Funday")})
 		}, []string{`group "prod": days: "Funday" is not a day`}},

@@ -1,9 +1,7 @@
 package fleetctl
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -52,10 +51,10 @@ func newHistoryCmd(g *Global) *cobra.Command {
 		Use:   "history",
 		Short: "Who changed what, and what the rollout did next (the audit trail)",
 		Long: `Show the audit trail, FLEET_AUDIT, oldest first: every write fleetctl made
-(config, plan, pause, resume, run, rollback, mark-done, reset) with who made
+(config, plan, pause, resume, run, rollback, mark-done, reset, quarantine) with who made
 it (--actor, else the credentials' user name, else $USER@hostname), why
 (--reason or --note) and what changed, interleaved with the controller's
-rollout events (transitions, halts, alerts), in the order the bus stored them.
+rollout events (transitions, halts, alerts, quarantines), in the order the bus stored them.
 
 --group G shows G's entries and the fleet-wide ones (config, plan spec),
 which move every group. Read-only.`,
@@ -135,60 +134,11 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		if group == "" {
 			group = "(fleet)"
 		}
-		var actor, what, changed, reason string
-		if a := r.Audit; a != nil {
-			actor, what, reason = a.Actor, a.Command, a.Reason
-			changed = describeDiff(a)
-		} else {
-			ev := r.Event
-			actor, what, reason = "controller", string(ev.Kind), ev.Reason
-			switch {
-			case ev.From == "" && ev.To != "":
-				changed = "→ " + string(ev.To)
-			case ev.From != ev.To:
-				changed = fmt.Sprintf("%s → %s", ev.From, ev.To)
-			}
-		}
+		row := view.TimelineRowOf(kv.TimelineEntry{Seq: r.Seq, Audit: r.Audit, Event: r.Event})
+		actor, what, changed, reason := row.Actor, row.What, row.Change, row.Reason
 		// 100 columns: -o json has every field in full.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("01-02 15:04:05"), shorten(actor, 10), shorten(what, 14),
 			shorten(group, 10), shorten(changed, 26), shorten(strings.ReplaceAll(reason, "\n", " "), 14))
 	}
 	return tw.Flush()
-}
-
-// describeDiff is an audit record's changes on one line.
-func describeDiff(a *kv.AuditRecord) string {
-	if a.Deleted {
-		return "deleted " + a.Bucket + "/" + a.Key
-	}
-	if len(a.Before) == 0 {
-		return "created " + a.Bucket + "/" + a.Key
-	}
-	var parts []string
-	// A group's state first: it is what people look for.
-	diff := slices.Clone(a.Diff)
-	slices.SortStableFunc(diff, func(x, y kv.FieldChange) int {
-		return cmp.Compare(boolInt(x.Path != "state"), boolInt(y.Path != "state"))
-	})
-	for _, c := range diff {
-		parts = append(parts, fmt.Sprintf("%s %s → %s", c.Path, showOrNone(c.Before), showOrNone(c.After)))
-	}
-	if len(parts) == 0 {
-		return "no change"
-	}
-	return strings.Join(parts, ", ")
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func showOrNone(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return "(none)"
-	}
-	return show(raw)
 }

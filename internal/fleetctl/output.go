@@ -2,7 +2,6 @@ package fleetctl
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -55,6 +55,9 @@ type WriteResult struct {
 	Event *rollout.Event `json:"event,omitempty"`
 	// Files are the files the command wrote.
 	Files []string `json:"files,omitempty"`
+	// Agents are the agents the command concerns: for retry, those that
+	// rolled back from the target and will try it once more.
+	Agents []rollout.AgentID `json:"agents,omitempty"`
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -101,22 +104,8 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 }
 
-// age renders how long ago t was, for people: "5s", "3m", "2h".
-func age(now, t time.Time) string {
-	d := now.Sub(t)
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	default:
-		return fmt.Sprintf("%dd", int(d.Hours()/24))
-	}
-}
+// age renders how long ago t was, for people (view.Age).
+func age(now, t time.Time) string { return view.Age(now, t) }
 
 // shorten cuts s to n columns (runes), marking the cut with "…".
 func shorten(s string, n int) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -83,7 +84,7 @@ func RunPlanShow(ctx context.Context, o *PlanShowOptions) error {
 	case err != nil:
 		return err
 	}
-	effective := describeMode(cfg.Value.Mode, e.Value.Mode)
+	effective := view.DescribeMode(cfg.Value.Mode, e.Value.Mode)
 	if bad != nil {
 		effective = "unknown: the stored config is not valid, and no group moves until it is replaced"
 	}
@@ -107,18 +108,6 @@ func RunPlanShow(ctx context.Context, o *PlanShowOptions) error {
 	fmt.Fprintln(o.Out)
 	writeHolds(o.Out, st, s)
 	return nil
-}
-
-// describeMode is the effective mode and where it comes from.
-func describeMode(config, plan rollout.Mode) string {
-	return fmt.Sprintf("%s (config %s, plan %s)", rollout.EffectiveMode(config, plan), orEnabled(config), orEnabled(plan))
-}
-
-func orEnabled(m rollout.Mode) rollout.Mode {
-	if m == "" {
-		return rollout.ModeEnabled
-	}
-	return m
 }
 
 // PlanSetOptions are the flags of "fleetctl plan set"; nil settings are left
@@ -153,14 +142,16 @@ halted on or was rolled back from; the start version is what groups with no
 history and new groups hold. --start defaults to the current target if a
 group completed it and none halted on it or was rolled back from it, else to
 the current start; when there is no plan yet it is required. A --start that
-a group halted on or was rolled back from is refused unless --force.
+a group halted on or was rolled back from is refused unless --force, and so
+is a quarantined --target or --start (see fleetctl quarantine).
 Versions are semver without a leading "v" (a leading "v" you type is dropped).`,
 		Example: `  fleetctl plan set --start 1.3.2 --target 1.4.0
   fleetctl plan set --target 1.4.1
   fleetctl plan set --target 1.4.2 --critical --schedule immediate
   fleetctl plan set --strategy grouped
   fleetctl plan set --target 1.4.3 -o json | jq .revision
-  fleetctl plan set --target 1.4.3 --start 1.4.1 --force`,
+  fleetctl plan set --target 1.4.3 --start 1.4.1 --force
+  fleetctl plan set --target 1.2.0 --force   # quarantined: groups halt until it is lifted`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkWriteOutput(o.Output); err != nil {
@@ -192,7 +183,7 @@ Versions are semver without a leading "v" (a leading "v" you type is dropped).`,
 	fs.StringVar(&schedule, "schedule", "", "regular (windows and dependencies) or immediate")
 	fs.BoolVar(&critical, "critical", false, "start groups outside their windows (--critical=false to undo)")
 	writeOutputFlag(cmd, &o.Output)
-	fs.BoolVar(&o.Force, "force", false, "accept a --start that a group halted on or was rolled back from")
+	fs.BoolVar(&o.Force, "force", false, "accept a --start that a group halted on or was rolled back from, or a quarantined --target or --start")
 	return cmd
 }
 
@@ -201,8 +192,8 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	if o.Target == nil && o.Start == nil && o.Strategy == nil && o.Schedule == nil && o.Critical == nil {
 		return cliutil.Usagef("nothing to set: give --target, --start, --strategy, --schedule or --critical")
 	}
-	if o.Force && o.Start == nil {
-		return cliutil.Usagef("--force only goes with --start: it accepts a start version that a group halted on or was rolled back from")
+	if o.Force && o.Start == nil && o.Target == nil {
+		return cliutil.Usagef("--force only goes with --start or --target: it accepts a start version that a group halted on or was rolled back from, and a quarantined version")
 	}
 	for _, v := range []struct {
 		flag string
@@ -294,6 +285,9 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 			return err
 		}
 	}
+	if err := checkQuarantined(st, next, prev, st.HasSpec, o.Force); err != nil {
+		return err
+	}
 	var before any
 	if st.HasSpec {
 		before = prev
@@ -331,6 +325,9 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	}
 	if retarget {
 		fmt.Fprintln(notes, "New target: groups restart from unstarted (the controller resets them at its next step).")
+	}
+	if q, ok := st.Quarantine.Value.Lookup(next.TargetVersion); ok && retarget {
+		fmt.Fprintf(notes, "Warning: %s is quarantined (--force): groups rolling it out halt at once until it is lifted (fleetctl quarantine rm %s) and they are reset. Reason: %s\n", q.Version, q.Version, q.Reason)
 	}
 	if next.Downgrade() {
 		fmt.Fprintf(notes, "Note: %s → %s is a downgrade; agents apply the database downgrade rules.\n", next.StartVersion, next.TargetVersion)
@@ -516,7 +513,7 @@ func setPlanMode(ctx context.Context, o *PauseOptions, mode rollout.Mode) error 
 	if cfgErr != nil && !errors.Is(cfgErr, kv.ErrCorrupt) {
 		return cfgErr
 	}
-	if orEnabled(e.Value.Mode) == mode {
+	if view.OrEnabled(e.Value.Mode) == mode {
 		if o.Output == "json" {
 			err = writeJSON(g.Out, specResult(verb, false, e.Value, e.Revision, e.Revision))
 		} else {

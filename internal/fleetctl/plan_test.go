@@ -191,10 +191,10 @@ func TestPlanSetRejectedStart(t *testing.T) {
 		}
 	}
 
-	_, err := e.run(planSet(PlanSetOptions{Target: ptr("1.5.0"), Force: true}))
-	mustContain(t, err, "--force only goes with --start")
+	_, err := e.run(planSet(PlanSetOptions{Schedule: ptr("immediate"), Force: true}))
+	mustContain(t, err, "--force only goes with --start or --target")
 	if after := e.spec(); after.Revision != before.Revision {
-		t.Errorf("--force without --start wrote the spec")
+		t.Errorf("--force without --start or --target wrote the spec")
 	}
 
 	out := e.mustRun(planSet(PlanSetOptions{Target: ptr("1.5.0"), Start: ptr("1.2.0"), Force: true}))

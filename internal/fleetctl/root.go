@@ -77,8 +77,9 @@ docs/cli.md).
 	root.AddCommand(
 		newStatusCmd(g), newWatchCmd(g), newAgentsCmd(g),
 		newConfigCmd(g), newPlanCmd(g), newPauseCmd(g), newResumeCmd(g),
-		newRunCmd(g), newRollbackCmd(g), newMarkDoneCmd(g), newResetCmd(g),
+		newRunCmd(g), newRollbackCmd(g), newMarkDoneCmd(g), newResetCmd(g), newRetryCmd(g),
 		newHistoryCmd(g), newAuthCmd(g), newEdgeCmd(g), newBusCmd(g),
+		newQuarantineCmd(g),
 	)
 	registerCompletions(root, g)
 	return root

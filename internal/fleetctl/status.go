@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -27,124 +28,29 @@ type StatusOptions struct {
 	Wait bool
 	// WaitInterval is how often Wait re-reads; default 2s.
 	WaitInterval time.Duration
+	// BySite shows the table of agents by site even when no agent names
+	// a site (it is shown whenever one does).
+	BySite bool
 }
 
-// StatusReport is the JSON of "fleetctl status -o json". Stable: fields are
-// only ever added.
-type StatusReport struct {
-	// Plan is the plan spec and the effective mode; absent when there is no
-	// plan (then groups carry no rollout either).
-	Plan   *PlanReport   `json:"plan,omitempty"`
-	Groups []GroupReport `json:"groups"`
-	// Problems are the stored values that were skipped because they are
-	// not what their key should hold: a bad count leaves its group's counts
-	// out, a bad config or spec leaves the plan out, a bad group status
-	// marks the group's rollout status_invalid. Absent when there are none.
-	Problems []Problem `json:"problems,omitempty"`
+// The report types are the view package's: the dashboard shows the same.
+type (
+	StatusReport  = view.StatusReport
+	PlanReport    = view.PlanReport
+	GroupReport   = view.GroupReport
+	GroupRollout  = view.GroupRollout
+	AgentSplit    = view.AgentSplit
+	VersionReport = view.VersionReport
+)
+
+// BuildStatus turns fleet_stats entries into the report at now.
+func BuildStatus(entries []kv.Stats, now time.Time) StatusReport {
+	return view.BuildStatus(entries, now)
 }
 
-// PlanReport is the plan part of a StatusReport.
-type PlanReport struct {
-	// Mode is the effective mode, the lower of ConfigMode and PlanMode.
-	Mode          rollout.Mode     `json:"mode"`
-	ConfigMode    rollout.Mode     `json:"config_mode"`
-	PlanMode      rollout.Mode     `json:"plan_mode"`
-	StartVersion  string           `json:"start_version"`
-	TargetVersion string           `json:"target_version"`
-	Strategy      rollout.Strategy `json:"strategy"`
-	Schedule      rollout.Schedule `json:"schedule"`
-	Critical      bool             `json:"critical"`
-}
-
-// GroupReport is one group in a StatusReport.
-type GroupReport struct {
-	Name     string                   `json:"name"`
-	Agents   int                      `json:"agents"`
-	Failed   int                      `json:"failed"`
-	Versions map[string]VersionReport `json:"versions"`
-	// Controllers is how many controllers report the group; At is when the
-	// entry shown was written (absent when no controller counted the group).
-	Controllers int       `json:"controllers"`
-	At          time.Time `json:"at,omitzero"`
-	// Rollout is the group's rollout; absent when there is no plan.
-	Rollout *GroupRollout `json:"rollout,omitempty"`
-}
-
-// GroupRollout is where one group stands in the rollout of the plan's target.
-type GroupRollout struct {
-	// InConfig: the group is in fleet_config. Agents of a group that is not
-	// are not rolled out.
-	InConfig bool `json:"in_config"`
-	// Requires are the groups that must be done before this one starts.
-	Requires []string `json:"requires"`
-	// Hold is the version the group holds until its turn (what its
-	// unstarted and new hosts get, and what a rollback returns to): the
-	// last version it completed, or the plan's start version for a group
-	// with no history (rollout.GroupStatus.Hold). Empty: none, agents keep
-	// what they have.
-	Hold string `json:"hold"`
-	// RejectedVersions are the versions the group halted on or was rolled
-	// back from; it never holds one.
-	RejectedVersions []string `json:"rejected_versions,omitempty"`
-	// State and the fields after it are the controller's group status;
-	// State is absent when it has written none yet, or when the stored
-	// status is not valid (StatusInvalid).
-	State rollout.State `json:"state,omitempty"`
-	// StatusInvalid: the stored status is not valid (see the report's
-	// problems); the controller does not move the group until it is
-	// replaced (fleetctl reset --group G).
-	StatusInvalid bool      `json:"status_invalid,omitempty"`
-	Reason        string    `json:"reason,omitempty"`
-	Since         time.Time `json:"since,omitzero"`
-	// Stale: the status is about StatusTarget, not the plan's target; the
-	// controller has not caught up, and agents treat the group as unstarted.
-	Stale        bool      `json:"stale,omitempty"`
-	StatusTarget string    `json:"status_target,omitempty"`
-	Halted       bool      `json:"halted"`
-	HaltReason   string    `json:"halt_reason,omitempty"`
-	HaltedAt     time.Time `json:"halted_at,omitzero"`
-	Waiting      string    `json:"waiting,omitempty"`
-	WaitingUntil time.Time `json:"waiting_until,omitzero"`
-	Frozen       string    `json:"frozen,omitempty"`
-	Alerted      bool      `json:"alerted"`
-	RunRequested bool      `json:"run_requested,omitempty"`
-	// Progress in [0,1] (DESIGN §3.4).
-	Progress     float64 `json:"progress"`
-	InitialCount int     `json:"initial_count"`
-	// FailedCount is the controller's count of agents failing the target
-	// that counts towards failure_threshold.
-	FailedCount int       `json:"failed_count"`
-	StartedAt   time.Time `json:"started_at,omitzero"`
-	DoneAt      time.Time `json:"done_at,omitzero"`
-	Canaries    int       `json:"canaries"`
-	// TimedOut counts canaries missing for longer than health_timeout. It
-	// is only known in the canary state; absent otherwise.
-	TimedOut *int `json:"timed_out,omitempty"`
-	// Agents splits the group's counted agents.
-	Agents AgentSplit `json:"agents"`
-}
-
-// AgentSplit divides a group's counted agents (GroupReport.Agents) in three:
-// on the target, failed (not on the target, and rolled back or reporting an
-// error), and unchanged (the rest). Unchanged splits further into updating
-// (installing a version right now: downloading, or waiting for the new
-// version to prove healthy) and waiting (the rest: not told to update yet).
-type AgentSplit struct {
-	Updated   int `json:"updated"`
-	Unchanged int `json:"unchanged"`
-	Failed    int `json:"failed"`
-	Updating  int `json:"updating"`
-	Waiting   int `json:"waiting"`
-}
-
-// VersionReport counts one version in one group.
-type VersionReport struct {
-	Count  int `json:"count"`
-	Failed int `json:"failed"`
-	// Updating counts the agents at this version installing another one
-	// right now (also in Count); absent when none are.
-	Updating int             `json:"updating,omitempty"`
-	LowestID rollout.AgentID `json:"lowest_id,omitempty"`
+// BuildRolloutStatus is view.BuildRolloutStatus.
+func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusReport {
+	return view.BuildRolloutStatus(entries, st, now)
 }
 
 func newStatusCmd(g *Global) *cobra.Command {
@@ -155,12 +61,21 @@ func newStatusCmd(g *Global) *cobra.Command {
 		Long: `Show the rollout: the effective mode, start and target version, and per group
 its state, how long it has been in it, how many of its agents are updated (on
 the target), updating (installing it right now: downloading, or waiting for
-it to prove healthy), waiting (not told to update yet) or failed (not on the
-target, rolled back or reporting an error), and ALLOWED: the share of the
+it to prove healthy), waiting (not told to update yet, or blocked on
+infrastructure: a release site down or a full disk, which the agent retries
+by itself) or failed (not on the target, rolled back or reporting another
+error), and ALLOWED: the share of the
 group the controller lets update so far (not a share done). Notes below the
 table give the groups a group requires before it starts, canaries timed out
-(missing longer than health_timeout), halts and waits. Below that, how many
-agents run each version.
+(missing longer than health_timeout), agents unreachable (no heartbeat for
+three intervals: in none of the columns, and not counted by the rollout),
+updates timed out (longer than update_timeout: failed for the threshold),
+agents blocked on infrastructure (not failed) and a hold on them (progress
+held while more than infrastructure_hold of those in flight are blocked; it
+ends by itself), halts and waits. Below that, how many agents run each
+version, and, when any agent's heartbeat names a site (agentd --site, or the
+JetStream domain of the NATS server it connects to), the same columns per
+group and site (--by-site shows that table even when none does).
 
 The counts are the controllers' fleet_stats entries younger than one minute;
 agents count once they have heartbeated for one interval, and drop out after
@@ -171,6 +86,8 @@ the agent expiry.
 		Example: `  fleetctl status
   fleetctl status --group prod
   fleetctl status --wait && echo "rolled out everywhere"
+  fleetctl status --by-site --group prod
+  fleetctl status -o json | jq '.groups[] | {name, sites: [.sites[]? | {site, agents, failed}]}'
   fleetctl status -o json | jq '.groups[] | {name, agents, state: .rollout.state}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -185,6 +102,7 @@ the agent expiry.
 	}
 	cmd.Flags().StringVar(&o.Group, "group", "", "only this group")
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every group is done (exit 0) or one halts (exit 3)")
+	cmd.Flags().BoolVar(&o.BySite, "by-site", false, "show agents by site even when no agent names one (shown whenever one does)")
 	outputFlag(cmd, &o.Output)
 	return cmd
 }
@@ -214,7 +132,10 @@ func (o *StatusOptions) print(rep StatusReport) error {
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
 	}
-	return writeStatusTable(o.Out, rep, o.Now())
+	if err := writeStatusTable(o.Out, rep, o.Now()); err != nil {
+		return err
+	}
+	return writeSiteTable(o.Out, rep, o.BySite)
 }
 
 // readStatus reads counts, config, spec and group statuses. Stored values
@@ -349,21 +270,6 @@ func waitVerdict(rep StatusReport) (done bool, err error) {
 	return all, nil
 }
 
-// BuildStatus turns fleet_stats entries into the report at now.
-func BuildStatus(entries []kv.Stats, now time.Time) StatusReport {
-	rep := StatusReport{Groups: []GroupReport{}}
-	for _, gs := range kv.MergeStats(entries, now) {
-		gr := GroupReport{Name: gs.Group, Versions: map[string]VersionReport{}, Controllers: gs.Reporting, At: gs.At}
-		for v, c := range gs.Versions {
-			gr.Versions[v] = VersionReport{Count: c.Count, Failed: c.FailedCount, Updating: c.Updating, LowestID: c.LowestID}
-			gr.Agents += c.Count
-			gr.Failed += c.FailedCount
-		}
-		rep.Groups = append(rep.Groups, gr)
-	}
-	return rep
-}
-
 // writeStatusTable prints the rollout table when there is a plan, else
 // agents per group and version.
 func writeStatusTable(w io.Writer, rep StatusReport, now time.Time) error {
@@ -407,12 +313,4 @@ func writeVersionTable(w io.Writer, rep StatusReport, now time.Time) error {
 }
 
 // versionLess orders newest version first, "none" last.
-func versionLess(a, b string) bool {
-	switch {
-	case a == rollout.NoVersion:
-		return false
-	case b == rollout.NoVersion:
-		return true
-	}
-	return rollout.CompareVersions(a, b) > 0
-}
+func versionLess(a, b string) bool { return view.VersionLess(a, b) }

@@ -289,3 +289,47 @@ func TestStatusWait(t *testing.T) {
 		})
 	})
 }
+
+// TestStatusUnreachableAndTimedOut: a group with agents unreachable (no
+// heartbeat for three intervals) and an update timed out (longer than
+// update_timeout). The unreachable agents are in none of the columns (4 of
+// 20: 4 updated, 2 updating, 10 waiting), and notes say both counts; JSON
+// carries them in the split and the rollout. The table stays in 80 columns.
+func TestStatusUnreachableAndTimedOut(t *testing.T) {
+	e := newEnv(t)
+	prod := rollout.DefaultGroup("prod")
+	prod.DependsOn = []string{}
+	e.putConfig(rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "UTC", Groups: []rollout.GroupConfig{prod}})
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	st := groupStatus(rollout.StateActive)
+	st.FailedCount, st.TimedOutCount = 1, 1
+	e.putStatus(st)
+	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "prod", At: testNow.Add(-5 * time.Second), Agents: 20, Versions: rollout.Counts{
+		"1.4.0": {Count: 6, Unreachable: 2, LowestID: idA},
+		"1.3.2": {Count: 14, Updating: 2, Unreachable: 2, LowestID: idB},
+	}})
+
+	out := e.mustRun(status(StatusOptions{Output: "table"}))
+	checkGolden(t, "status_unreachable.golden", out)
+	for _, line := range strings.Split(out, "\n") {
+		if n := len([]rune(line)); n > 100 || n > 80 && !strings.HasPrefix(line, "prod: ") {
+			t.Errorf("line %d columns wide (table 80, notes 100): %q", n, line)
+		}
+	}
+
+	var rep StatusReport
+	if err := json.Unmarshal([]byte(e.mustRun(status(StatusOptions{Output: "json"}))), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Groups) != 1 || rep.Groups[0].Rollout == nil {
+		t.Fatalf("groups %+v, want prod with its rollout", rep.Groups)
+	}
+	g := rep.Groups[0]
+	want := AgentSplit{Updated: 4, Unchanged: 12, Failed: 0, Updating: 2, Waiting: 10, Unreachable: 4, TimedOut: 1}
+	if diff := cmp.Diff(want, g.Rollout.Agents); diff != "" {
+		t.Errorf("split (-want +got):\n%s", diff)
+	}
+	if g.Unreachable != 4 || g.Rollout.UpdatesTimedOut != 1 || g.Rollout.FailedCount != 1 {
+		t.Errorf("unreachable, updates_timed_out, failed_count = %d, %d, %d; want 4, 1, 1", g.Unreachable, g.Rollout.UpdatesTimedOut, g.Rollout.FailedCount)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -308,11 +309,8 @@ func statusLines(s watchState) []string {
 	rep := *s.Status
 	var out []string
 	if p := rep.Plan; p != nil {
-		version := p.StartVersion + " → " + p.TargetVersion
-		if (rollout.Spec{StartVersion: p.StartVersion, TargetVersion: p.TargetVersion}).Downgrade() {
-			version += " (downgrade)"
-		}
-		out = append(out, fmt.Sprintf("Version: %s   Mode: %s", version, describeMode(p.ConfigMode, p.PlanMode)))
+		h := view.Header(p)
+		out = append(out, fmt.Sprintf("Version: %s   Mode: %s", h.Version, h.Mode))
 		rows, notes := rolloutRows(rep, s.Now)
 		out = append(out, rows...)
 		out = append(out, notes...)
@@ -432,14 +430,9 @@ func eventParts(subject string, data []byte, layout eventLayout) (prefix, reason
 	if ev.Group == "" {
 		ev.Group = strings.TrimPrefix(subject, kv.EventsPrefix)
 	}
-	move := "-"
-	switch {
-	case ev.From != "" && ev.To != "" && ev.From != ev.To:
-		move = string(ev.From) + " → " + string(ev.To)
-	case ev.To != "":
-		move = string(ev.To)
-	case ev.From != "":
-		move = string(ev.From)
+	move := view.EventMove(ev, false)
+	if move == "" {
+		move = "-"
 	}
 	prefix = fmt.Sprintf("%s  %-*s  %-10s  %-*s  ", ev.At.UTC().Format(layout.time), layout.group, ev.Group, ev.Kind, layout.move, move)
 	return cleanLine(prefix), cleanLine(ev.Reason)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -90,7 +91,8 @@ func stripV(v string) string {
 // groupFields are GroupConfig's JSON fields in the order people read them.
 var groupFields = []string{
 	"name", "days", "start_hour", "wait_hours", "jitter_seconds", "canary_count", "max_in_flight",
-	"alert_after", "failure_threshold", "health_timeout", "min_healthy_time", "depends_on",
+	"alert_after", "failure_threshold", "health_timeout", "min_healthy_time", "update_timeout",
+	"infrastructure_hold", "depends_on",
 }
 
 // fieldsOf returns v's JSON fields.
@@ -107,13 +109,7 @@ func fieldsOf(v any) map[string]json.RawMessage {
 }
 
 // show renders a JSON value for a one-line summary: strings without quotes.
-func show(raw json.RawMessage) string {
-	var s string
-	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
-}
+func show(raw json.RawMessage) string { return view.ShowJSON(raw) }
 
 // describeConfigChange lists what next changes in prev, one item per line,
 // for the operator to check what was written.
@@ -127,6 +123,9 @@ func describeConfigChange(prev, next rollout.Config) []string {
 	}
 	if prev.RequireReason != next.RequireReason {
 		out = append(out, fmt.Sprintf("require_reason %t → %t", prev.RequireReason, next.RequireReason))
+	}
+	if prev.QuarantineAfter != next.QuarantineAfter {
+		out = append(out, fmt.Sprintf("quarantine_after %d → %d", prev.QuarantineAfter, next.QuarantineAfter))
 	}
 	var prevNames, nextNames []string
 	for _, g := range prev.Groups {

@@ -20,6 +20,10 @@ import (
 //     recovered from the stream when the controller starts are counted at
 //     once: an earlier controller already watched them arrive, and waiting
 //     would make every restart look like the fleet vanished.
+//
+// And one decides how it is counted: an agent not heard from for
+// rollout.UnreachableAfter(Interval) is unreachable (its view says so, and
+// its counts say it in VersionCount.Unreachable) until its next heartbeat.
 type Aggregator struct {
 	interval time.Duration
 	expiry   time.Duration
@@ -99,18 +103,7 @@ func (a *Aggregator) established(e *entry, now time.Time) bool {
 func (a *Aggregator) Counts(now time.Time) map[string]rollout.Counts {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make(map[string]rollout.Counts)
-	for _, e := range a.agents {
-		if a.expired(e, now) || !a.established(e, now) {
-			continue
-		}
-		c := out[e.hb.Group]
-		if c == nil {
-			c = rollout.Counts{}
-			out[e.hb.Group] = c
-		}
-		c.Add(view(&e.hb))
-	}
+	out, _ := a.counts(now)
 	return out
 }
 
@@ -131,17 +124,89 @@ func (a *Aggregator) ViewsByGroup(now time.Time) map[string][]rollout.AgentView 
 	out := make(map[string][]rollout.AgentView)
 	for _, e := range a.agents {
 		if !a.expired(e, now) && a.established(e, now) {
-			out[e.hb.Group] = append(out[e.hb.Group], view(&e.hb))
+			out[e.hb.Group] = append(out[e.hb.Group], a.view(e, now))
 		}
 	}
 	return out
 }
 
-func view(h *Heartbeat) rollout.AgentView {
+func (a *Aggregator) view(e *entry, now time.Time) rollout.AgentView {
+	h := &e.hb
 	return rollout.AgentView{
 		ID: h.AgentID, ActiveVersion: h.ActiveVersion, Rollback: h.Rollback,
 		RollbackFrom: h.RollbackFrom, Error: h.Error, StartTime: h.StartTime, UpdatingTo: h.UpdatingTo,
+		Unreachable: rollout.Unreachable(e.lastSeen, now, a.interval),
+		ErrorClass:  h.ErrorClass, ErrorCause: h.ErrorCause, Site: h.Site,
 	}
+}
+
+// SiteCounts returns, per group, the counts of the agents Counts counts,
+// broken down by site (rollout.CountSites): a group none of whose agents
+// names a site has no entry.
+func (a *Aggregator) SiteCounts(now time.Time) map[string]rollout.SiteCounts {
+	_, sites := a.CountsWithSites(now)
+	return sites
+}
+
+// CountsWithSites is Counts and SiteCounts in one go: one pass over the
+// inventory for a fleet that names no site, two for one that does.
+func (a *Aggregator) CountsWithSites(now time.Time) (map[string]rollout.Counts, map[string]rollout.SiteCounts) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	counts, sited := a.counts(now)
+	return counts, a.siteCounts(now, sited)
+}
+
+// counts is Counts, and the groups with an agent that names a site (a.mu
+// held).
+func (a *Aggregator) counts(now time.Time) (map[string]rollout.Counts, map[string]bool) {
+	out := make(map[string]rollout.Counts)
+	var sited map[string]bool
+	for _, e := range a.agents {
+		if a.expired(e, now) || !a.established(e, now) {
+			continue
+		}
+		c := out[e.hb.Group]
+		if c == nil {
+			c = rollout.Counts{}
+			out[e.hb.Group] = c
+		}
+		c.Add(a.view(e, now))
+		if e.hb.Site != "" {
+			if sited == nil {
+				sited = map[string]bool{}
+			}
+			sited[e.hb.Group] = true
+		}
+	}
+	return out, sited
+}
+
+// siteCounts is SiteCounts for the sited groups (a.mu held).
+func (a *Aggregator) siteCounts(now time.Time, sited map[string]bool) map[string]rollout.SiteCounts {
+	out := make(map[string]rollout.SiteCounts)
+	if len(sited) == 0 {
+		return out
+	}
+	for _, e := range a.agents {
+		if !sited[e.hb.Group] || a.expired(e, now) || !a.established(e, now) {
+			continue
+		}
+		sc := out[e.hb.Group]
+		if sc == nil {
+			sc = rollout.SiteCounts{}
+			out[e.hb.Group] = sc
+		}
+		sc.Add(a.view(e, now))
+	}
+	for g, sc := range out {
+		if sc = sc.Done(); sc == nil {
+			delete(out, g)
+		} else {
+			out[g] = sc
+		}
+	}
+	return out
 }
 
 // Agents lists the inventory (expired agents excluded), optionally only one
@@ -185,4 +250,30 @@ func (a *Aggregator) EachCounted(now time.Time, fn func(hb *Heartbeat, lastSeen 
 			fn(&e.hb, e.lastSeen)
 		}
 	}
+}
+
+// EachAgent calls fn, under the inventory's lock, with every agent not
+// expired at now, in no order: its latest heartbeat, when it was last
+// heard from, and whether it counts yet (established). fn must not call
+// the Aggregator nor keep hb. It copies nothing, for readers that pick a
+// few agents out of many (the dashboard's agents table).
+func (a *Aggregator) EachAgent(now time.Time, fn func(hb *Heartbeat, lastSeen time.Time, established bool)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.agents {
+		if !a.expired(e, now) {
+			fn(&e.hb, e.lastSeen, a.established(e, now))
+		}
+	}
+}
+
+// Lookup returns the agent with id, if it is held and not expired at now.
+func (a *Aggregator) Lookup(id rollout.AgentID, now time.Time) (Agent, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.agents[id]
+	if !ok || a.expired(e, now) {
+		return Agent{}, false
+	}
+	return Agent{Heartbeat: e.hb, FirstSeen: e.firstSeen, LastSeen: e.lastSeen, Established: a.established(e, now)}, true
 }

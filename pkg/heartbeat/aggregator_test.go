@@ -295,8 +295,9 @@ func TestAggregatorEstablishedAndExpiredMix(t *testing.T) {
 	a.Observe(beat(idN(3), "prod", "1.0.0"), t0.Add(aggExpiry/2), true)   // recovered at t0+5m
 	a.Observe(beat(idN(4), "prod", "1.0.0"), t0.Add(-time.Minute), false) // gone at t0+9m
 	now := t0.Add(aggExpiry)
-	// idN(1) expires at exactly now; idN(2) is too new; idN(4) expired.
-	want := map[string]rollout.Counts{"prod": {"1.0.0": {Count: 1, LowestID: idN(3)}}}
+	// idN(1) expires at exactly now; idN(2) is too new; idN(4) expired;
+	// idN(3), silent for 5m, counts but is unreachable.
+	want := map[string]rollout.Counts{"prod": {"1.0.0": {Count: 1, Unreachable: 1, LowestID: idN(3)}}}
 	if diff := cmp.Diff(want, a.Counts(now)); diff != "" {
 		t.Errorf("Counts mismatch (-want +got):\n%s", diff)
 	}
@@ -547,5 +548,70 @@ func TestRealisticHeartbeatSize(t *testing.T) {
 	// The benchmark is meant to decode a realistic (~350 byte) heartbeat.
 	if n := len(realisticHeartbeat(t, idN(1), "prod")); n < 300 || n > 450 {
 		t.Errorf("realistic heartbeat is %d bytes, want about 350", n)
+	}
+}
+
+// TestAggregatorUnreachable: an agent not heard from for more than three
+// intervals is unreachable in its view and its counts (still counted: it
+// has not expired), and reachable again from its next heartbeat.
+func TestAggregatorUnreachable(t *testing.T) {
+	t.Parallel()
+	a := heartbeat.NewAggregator(aggInterval, aggExpiry)
+	quiet, chatty := idN(1), idN(2)
+	for _, id := range []rollout.AgentID{quiet, chatty} {
+		a.Observe(erroredBeat(id, "prod", "1.0.0"), t0, true)
+	}
+	cut := t0.Add(rollout.UnreachableAfter(aggInterval) + time.Second)
+	a.Observe(erroredBeat(chatty, "prod", "1.0.0"), cut.Add(-aggInterval), false)
+
+	unreachable := func(now time.Time) map[rollout.AgentID]bool {
+		out := map[rollout.AgentID]bool{}
+		for _, v := range a.ViewsByGroup(now)["prod"] {
+			out[v.ID] = v.Unreachable
+		}
+		return out
+	}
+	at3 := t0.Add(rollout.UnreachableAfter(aggInterval))
+	if diff := cmp.Diff(map[rollout.AgentID]bool{quiet: false, chatty: false}, unreachable(at3)); diff != "" {
+		t.Errorf("at exactly three intervals (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[rollout.AgentID]bool{quiet: true, chatty: false}, unreachable(cut)); diff != "" {
+		t.Errorf("past three intervals (-want +got):\n%s", diff)
+	}
+	want := rollout.Counts{"1.0.0": {Count: 2, FailedCount: 1, Unreachable: 1, LowestID: quiet}}
+	if diff := cmp.Diff(want, a.Counts(cut)["prod"]); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	a.Observe(erroredBeat(quiet, "prod", "1.0.0"), cut, false)
+	if diff := cmp.Diff(map[rollout.AgentID]bool{quiet: false, chatty: false}, unreachable(cut)); diff != "" {
+		t.Errorf("after its heartbeat (-want +got):\n%s", diff)
+	}
+}
+
+// TestAggregatorSites: views carry the heartbeat's site, and SiteCounts
+// breaks the counted agents of a group down by site, only for groups where
+// one names a site.
+func TestAggregatorSites(t *testing.T) {
+	t.Parallel()
+	a := heartbeat.NewAggregator(aggInterval, aggExpiry)
+	sited := func(h *heartbeat.Heartbeat, site string) *heartbeat.Heartbeat { h.Site = site; return h }
+	a.Observe(sited(beat(idN(1), "prod", "1.0.0"), "edge-a"), t0, true)
+	a.Observe(sited(failedBeat(idN(2), "prod", "1.0.0"), "edge-b"), t0, true)
+	a.Observe(beat(idN(3), "prod", "1.1.0"), t0, true)
+	a.Observe(sited(beat(idN(4), "prod", "1.1.0"), "edge-a"), t0.Add(time.Minute), false) // not established yet
+	a.Observe(beat(idN(5), "staging", "1.0.0"), t0, true)
+	now := t0.Add(time.Minute)
+	want := map[string]rollout.SiteCounts{"prod": {
+		"edge-a":       {"1.0.0": {Count: 1}},
+		"edge-b":       {"1.0.0": {Count: 1, FailedCount: 1}},
+		rollout.NoSite: {"1.1.0": {Count: 1}},
+	}}
+	if diff := cmp.Diff(want, a.SiteCounts(now)); diff != "" {
+		t.Errorf("SiteCounts (-want +got):\n%s", diff)
+	}
+	for _, v := range a.Views("prod", now) {
+		if want := map[rollout.AgentID]string{idN(1): "edge-a", idN(2): "edge-b"}[v.ID]; v.Site != want {
+			t.Errorf("view of %s: site %q, want %q", v.ID, v.Site, want)
+		}
 	}
 }

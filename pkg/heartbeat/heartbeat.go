@@ -24,6 +24,19 @@ const MaxErrorLen = 1024
 // MaxHostnameLen bounds the hostname field.
 const MaxHostnameLen = 255
 
+// MaxCauseLen bounds the error_cause field.
+const MaxCauseLen = 64
+
+// The error classes (pkg/install's FailureClass values).
+const (
+	ClassRelease        = rollout.FailureRelease
+	ClassArtifact       = rollout.FailureArtifact
+	ClassInfrastructure = rollout.FailureInfrastructure
+)
+
+// ErrorClasses are the values error_class may have besides "".
+var ErrorClasses = []string{ClassRelease, ClassArtifact, ClassInfrastructure}
+
 // Heartbeat is one agent's report: the status block of its update.yaml plus
 // who it is. Agents publish it on SubjectFor(group, agent_id).
 type Heartbeat struct {
@@ -37,6 +50,13 @@ type Heartbeat struct {
 	Rollback      bool            `json:"rollback"`
 	RollbackFrom  string          `json:"rollback_from"`
 	Error         string          `json:"error"`
+	// ErrorClass is Error's failure class: "release", "artifact" or
+	// "infrastructure" (ErrorClasses; pkg/install.FailureClass says what
+	// each means), and ErrorCause a short reason for it ("disk full",
+	// "download failed (HTTP 503)"). Both are empty, and left out, when
+	// Error is, and when an older agent sent the heartbeat.
+	ErrorClass string `json:"error_class,omitempty"`
+	ErrorCause string `json:"error_cause,omitempty"`
 	// UpdatingTo is the version the agent is installing right now (from the
 	// moment it starts an install until it is committed, rolled back or
 	// given up); empty, and left out, otherwise. StartTime is when that
@@ -45,6 +65,10 @@ type Heartbeat struct {
 	UpdaterVersion string    `json:"updater_version"`
 	At             time.Time `json:"at"`
 	Seq            uint64    `json:"seq"`
+	// Site is where the agent runs (agentd --site, by default the
+	// JetStream domain of the server it is connected to; see
+	// rollout.ValidateSite); empty, and left out, when it names none.
+	Site string `json:"site,omitempty"`
 }
 
 // Failed reports whether the agent counts as failed: it rolled back, or its
@@ -133,6 +157,25 @@ func (h *Heartbeat) Validate() error {
 	}
 	if err := checkText("error", h.Error, MaxErrorLen); err != nil {
 		return err
+	}
+	switch h.ErrorClass {
+	case "", ClassRelease, ClassArtifact, ClassInfrastructure:
+	default:
+		return fmt.Errorf("%w: error_class %.20q: want one of %v", ErrMalformed, h.ErrorClass, ErrorClasses)
+	}
+	if h.Error == "" && (h.ErrorClass != "" || h.ErrorCause != "") {
+		return fmt.Errorf("%w: error_class and error_cause go with an error, and error is empty", ErrMalformed)
+	}
+	if h.ErrorCause != "" && h.ErrorClass == "" {
+		return fmt.Errorf("%w: error_cause without error_class", ErrMalformed)
+	}
+	if err := checkText("error_cause", h.ErrorCause, MaxCauseLen); err != nil {
+		return err
+	}
+	if h.Site != "" {
+		if err := rollout.ValidateSite(h.Site); err != nil {
+			return fmt.Errorf("%w: site: %w", ErrMalformed, err)
+		}
 	}
 	if h.At.IsZero() {
 		return fmt.Errorf("%w: at is missing", ErrMalformed)

@@ -295,6 +295,26 @@ func TestEncodeFields(t *testing.T) {
 				"rollback_from", "seq", "start_time", "start_version", "updater_version", "updating_to", "v"},
 		},
 		{
+			name: "failed: error_class and error_cause",
+			hb: func() heartbeat.Heartbeat {
+				h := validHeartbeat()
+				h.Error, h.ErrorClass, h.ErrorCause = "install 1.5.0: fetch: disk", heartbeat.ClassInfrastructure, "disk full"
+				return h
+			}(),
+			want: []string{"active_version", "agent_id", "at", "error", "error_cause", "error_class", "group", "hostname", "rollback",
+				"rollback_from", "seq", "start_time", "start_version", "updater_version", "v"},
+		},
+		{
+			name: "site",
+			hb: func() heartbeat.Heartbeat {
+				h := validHeartbeat()
+				h.Site = "edge-berlin"
+				return h
+			}(),
+			want: []string{"active_version", "agent_id", "at", "error", "group", "hostname", "rollback",
+				"rollback_from", "seq", "site", "start_time", "start_version", "updater_version", "v"},
+		},
+		{
 			name: "zero start_time is omitted",
 			hb:   heartbeat.Heartbeat{V: 1, AgentID: testID, Group: testGroup, At: validHeartbeat().At},
 			want: []string{"active_version", "agent_id", "at", "error", "group", "hostname", "rollback",
@@ -347,6 +367,8 @@ func TestEncodeWorstCaseFitsMaxSize(t *testing.T) {
 			hb.Rollback, hb.RollbackFrom = true, "1.5.0-rc.1+build.1234567890"
 			hb.Error = strings.Repeat(tc.char, heartbeat.MaxErrorLen/len(tc.char))
 			hb.Hostname = strings.Repeat(tc.char, 255/len(tc.char))
+			hb.ErrorClass, hb.ErrorCause = heartbeat.ClassInfrastructure, strings.Repeat(tc.char, heartbeat.MaxCauseLen/len(tc.char))
+			hb.UpdatingTo = "1.5.0-rc.1+build.1234567890"
 			if err := hb.Validate(); err != nil {
 				// Refusing such text up front also keeps the invariant,
 				// as long as Encode refuses it the same way.
@@ -391,6 +413,28 @@ func TestValidate(t *testing.T) {
 		{name: "rollback without rollback_from", edit: func(h *heartbeat.Heartbeat) { h.Rollback = true }, wantErr: heartbeat.ErrMalformed},
 		{name: "error over MaxErrorLen", edit: func(h *heartbeat.Heartbeat) { h.Error = strings.Repeat("e", heartbeat.MaxErrorLen+1) }, wantErr: heartbeat.ErrMalformed},
 		{name: "at zero", edit: func(h *heartbeat.Heartbeat) { h.At = time.Time{} }, wantErr: heartbeat.ErrMalformed},
+		{name: "error_class infrastructure", edit: func(h *heartbeat.Heartbeat) {
+			h.Error, h.ErrorClass, h.ErrorCause = "install 2.0.0: fetch: x", heartbeat.ClassInfrastructure, "disk full"
+		}},
+		{name: "error_class release without cause", edit: func(h *heartbeat.Heartbeat) { h.Error, h.ErrorClass = "x", heartbeat.ClassRelease }},
+		{name: "error_class artifact", edit: func(h *heartbeat.Heartbeat) { h.Error, h.ErrorClass = "x", heartbeat.ClassArtifact }},
+		{name: "error_class unknown", edit: func(h *heartbeat.Heartbeat) { h.Error, h.ErrorClass = "x", "weather" }, wantErr: heartbeat.ErrMalformed},
+		{name: "error_class upper case", edit: func(h *heartbeat.Heartbeat) { h.Error, h.ErrorClass = "x", "Release" }, wantErr: heartbeat.ErrMalformed},
+		{name: "error_class without error", edit: func(h *heartbeat.Heartbeat) { h.Error, h.ErrorClass = "", heartbeat.ClassRelease }, wantErr: heartbeat.ErrMalformed},
+		{name: "error_cause without error", edit: func(h *heartbeat.Heartbeat) { h.Error, h.ErrorCause = "", "disk full" }, wantErr: heartbeat.ErrMalformed},
+		{name: "error_cause without class", edit: func(h *heartbeat.Heartbeat) { h.Error, h.ErrorCause = "x", "disk full" }, wantErr: heartbeat.ErrMalformed},
+		{name: "error_cause too long", edit: func(h *heartbeat.Heartbeat) {
+			h.Error, h.ErrorClass, h.ErrorCause = "x", heartbeat.ClassRelease, strings.Repeat("c", heartbeat.MaxCauseLen+1)
+		}, wantErr: heartbeat.ErrMalformed},
+		{name: "error_cause control character", edit: func(h *heartbeat.Heartbeat) {
+			h.Error, h.ErrorClass, h.ErrorCause = "x", heartbeat.ClassRelease, "disk\x1bfull"
+		}, wantErr: heartbeat.ErrMalformed},
+		{name: "site", edit: func(h *heartbeat.Heartbeat) { h.Site = "edge-berlin" }},
+		{name: "site like a JetStream domain", edit: func(h *heartbeat.Heartbeat) { h.Site = "EU.west_2" }},
+		{name: "site too long", edit: func(h *heartbeat.Heartbeat) { h.Site = strings.Repeat("s", rollout.MaxSiteLen+1) }, wantErr: heartbeat.ErrMalformed},
+		{name: "site with a space", edit: func(h *heartbeat.Heartbeat) { h.Site = "edge berlin" }, wantErr: heartbeat.ErrMalformed},
+		{name: "site with a wildcard", edit: func(h *heartbeat.Heartbeat) { h.Site = "edge>" }, wantErr: heartbeat.ErrMalformed},
+		{name: "site (none)", edit: func(h *heartbeat.Heartbeat) { h.Site = rollout.NoSite }, wantErr: heartbeat.ErrMalformed},
 	}
 	versionFields := []struct {
 		name string

@@ -33,6 +33,11 @@ type Publisher struct {
 	Status func() Heartbeat
 	// Timeout bounds one publish (waiting for the stream's ack). Default 5s.
 	Timeout time.Duration
+	// OnAck, when set, is told how every publish ended: nil when the stream
+	// acked the beat, the error otherwise (a timeout, a connection down,
+	// no stream). A beat that does not encode is not reported: it says
+	// nothing about the bus. Called on Run's goroutine; it must not block.
+	OnAck func(err error)
 
 	once sync.Once
 	kick chan struct{}
@@ -80,6 +85,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			// and the agent is missing from the inventory until fixed.
 			p.Log.Error("heartbeat not sent: this agent's status is invalid", slog.Any("err", err))
 		case err != nil:
+			p.acked(err)
 			if !failing {
 				p.Log.Warn("heartbeat not delivered; retrying until the bus answers", slog.Any("err", err))
 				failing = true
@@ -88,10 +94,19 @@ func (p *Publisher) Run(ctx context.Context) error {
 			backoff = min(backoff*2, p.Interval)
 			continue
 		case failing:
+			p.acked(nil)
 			p.Log.Info("heartbeats delivered again")
 			failing, backoff = false, retryMin
+		default:
+			p.acked(nil)
 		}
 		timer.Reset(NextDelay(p.Interval, p.Jitter, rand.Float64))
+	}
+}
+
+func (p *Publisher) acked(err error) {
+	if p.OnAck != nil {
+		p.OnAck(err)
 	}
 }
 

@@ -411,3 +411,56 @@ func TestNextDelayBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestPublisherReportsAcks: OnAck hears every publish's outcome, an error
+// while no stream acks (here: none exists) and nil once one does, which is
+// what agentd counts to find a lost bus (issue 15 point 5).
+func TestPublisherReportsAcks(t *testing.T) {
+	t.Parallel()
+	s := natstest.Start(t)
+	js := s.JetStream("agent")
+	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(start)
+	results := make(chan error, 100)
+	pub := &heartbeat.Publisher{
+		JS: js, Interval: time.Minute, Clock: clk, Log: natstest.Logger(t),
+		Status: newAgentStatus().Status, Timeout: 5 * time.Second,
+		OnAck: func(err error) { results <- err },
+	}
+	runPublisher(t, pub)
+	next := func() error {
+		t.Helper()
+		select {
+		case err := <-results:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("OnAck not called within 10s of a publish")
+			return nil
+		}
+	}
+	for i := range 2 {
+		if err := next(); err == nil {
+			t.Fatalf("attempt %d without a stream reported acked", i+1)
+		}
+		if !clk.WaitPending(1, t.Context().Done()) {
+			t.Fatal("no retry armed")
+		}
+		if i == 1 {
+			if _, err := kv.Ensure(t.Context(), s.JetStream("controller"), kv.Options{Memory: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Minute)
+	}
+	if err := next(); err != nil {
+		t.Errorf("attempt with a stream reported %v, want acked (nil)", err)
+	}
+	// A regular beat that is acked is reported too, not only a recovery.
+	if !clk.WaitPending(1, t.Context().Done()) {
+		t.Fatal("no timer armed")
+	}
+	clk.Advance(time.Minute)
+	if err := next(); err != nil {
+		t.Errorf("regular beat reported %v, want acked (nil)", err)
+	}
+}

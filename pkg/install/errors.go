@@ -33,6 +33,13 @@ var (
 	// ErrLocked: another process holds the root lock (LockedError says
 	// who).
 	ErrLocked = errors.New("another updater is running")
+	// ErrInvalidRelease: the archive is safe but not a release agentd can
+	// run (no bin/, nothing executable in it). It comes with
+	// ErrHostileArchive, and is the release's fault (ClassOf).
+	ErrInvalidRelease = errors.New("invalid release tree")
+	// ErrInterrupted: an install was cut short by a crash or by agentd
+	// stopping, not by anything the version did.
+	ErrInterrupted = errors.New("install interrupted")
 	// ErrUnhealthy: the new version did not come up healthy.
 	ErrUnhealthy = errors.New("new version unhealthy")
 	// ErrBackup: the database backup could not be made or is unusable.

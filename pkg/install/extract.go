@@ -732,14 +732,14 @@ func splitPath(p string) []string {
 // at least one executable regular file directly in it.
 func (x *extractor) checkBin() error {
 	if x.kinds["bin"] != kindDir {
-		return fmt.Errorf("%w: no bin/ directory (a release ships its programs in bin/)", ErrHostileArchive)
+		return fmt.Errorf("%w: %w: no bin/ directory (a release ships its programs in bin/)", ErrHostileArchive, ErrInvalidRelease)
 	}
 	for name, mode := range x.modes {
 		if path.Dir(name) == "bin" && mode&0o111 != 0 {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: bin/ holds no executable regular file", ErrHostileArchive)
+	return fmt.Errorf("%w: %w: bin/ holds no executable regular file", ErrHostileArchive, ErrInvalidRelease)
 }
 
 // syncDirs makes every created directory entry durable before the rename

@@ -237,7 +237,7 @@ func (f *Fetcher) head(ctx context.Context, rawURL string) (*http.Response, erro
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: HEAD %s: %s", ErrDownload, redact(rawURL), resp.Status)
+		return nil, &StatusError{Method: http.MethodHead, URL: redact(rawURL), Code: resp.StatusCode, Status: resp.Status}
 	}
 	if resp.ContentLength < 0 {
 		return nil, fmt.Errorf("%w: HEAD %s: no Content-Length (needed for the free-space check)", ErrDownload, redact(rawURL))
@@ -284,7 +284,7 @@ func (f *Fetcher) getSmall(ctx context.Context, rawURL string, limit int64) ([]b
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: GET %s: %s", ErrDownload, redact(rawURL), resp.Status)
+		return nil, &StatusError{Method: http.MethodGet, URL: redact(rawURL), Code: resp.StatusCode, Status: resp.Status}
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
@@ -427,7 +427,7 @@ func (f *Fetcher) download(ctx context.Context, version, rawURL, part string, si
 		have = 0
 		h.Reset()
 	default:
-		return "", fmt.Errorf("%w: GET %s: %s", ErrDownload, redact(rawURL), resp.Status)
+		return "", &StatusError{Method: http.MethodGet, URL: redact(rawURL), Code: resp.StatusCode, Status: resp.Status}
 	}
 	want := size - have
 	if resp.ContentLength >= 0 && resp.ContentLength != want {

@@ -86,13 +86,14 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 		j.Attempts = prior.Attempts
 	}
 	st := cur
-	st.StartTime, st.StartVersion, st.Error = j.StartedAt, from, ""
+	st.StartTime, st.StartVersion = j.StartedAt, from
+	st.SetError("", nil)
 	if err := in.Save(st); err != nil {
 		return cur, err
 	}
 	fail := func(step string, err error) (Status, error) {
 		err = fmt.Errorf("install %s: %s: %w", target, step, err)
-		st.Error = err.Error()
+		st.SetError(err.Error(), err)
 		if serr := in.Save(st); serr != nil {
 			err = errors.Join(err, serr)
 		}
@@ -187,7 +188,8 @@ func (in *Installer) record(j *Journal) error {
 func (in *Installer) commit(cur Status, j *Journal) (Status, error) {
 	st := cur
 	if cur.ActiveVersion != j.Target {
-		st.ActiveVersion, st.Rollback, st.RollbackFrom, st.Error = j.Target, false, "", ""
+		st.ActiveVersion, st.Rollback, st.RollbackFrom = j.Target, false, ""
+		st.SetError("", nil)
 		st.StartVersion, st.StartTime = j.From, j.StartedAt
 		if j.From != "" {
 			st.VersionHistory = append([]string{j.From}, slices.DeleteFunc(slices.Clone(cur.VersionHistory), func(v string) bool { return v == j.From || v == j.Target })...)
@@ -219,8 +221,13 @@ func (in *Installer) rollback(ctx context.Context, st Status, j *Journal, cause 
 	// Nor when the bin dir holds an entry of someone else's where the
 	// release puts a link: the operator must move it, and the release is
 	// tried again after that.
-	interrupted := errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, ErrNotOurs)
+	// Nor when the host or the network failed, not the version (a full
+	// disk while swapping links): ClassOf says infrastructure. The version
+	// is tried again later and never remembered as bad.
+	interrupted := errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, ErrNotOurs) ||
+		ClassOf(cause) == ClassInfrastructure
 	j.Cause, j.Bad = cause.Error(), !interrupted
+	j.Class, j.Reason = ClassOf(cause), Cause(cause)
 	in.Log.Warn("rolling back", slog.String("from", j.Target), slog.String("to", j.From), slog.Any("cause", cause))
 	var errs []error
 	if err := in.step(j, StepRollback); err != nil {
@@ -273,6 +280,7 @@ func (in *Installer) rollBack(ctx context.Context, st Status, j *Journal) (Statu
 		st.Rollback, st.RollbackFrom = false, ""
 		st.Error = fmt.Sprintf("install of %s interrupted (%s); restored %s", target, j.Cause, orNothing(from))
 	}
+	st.ErrorClass, st.ErrorCause = j.outcome()
 	if len(errs) > 0 {
 		st.Error += "; rollback problems: " + errors.Join(errs...).Error()
 	}
@@ -438,7 +446,7 @@ func (in *Installer) repairLocked(ctx context.Context, cur Status, next string) 
 	switch rule {
 	case RecoverForget:
 		st = cur
-		st.Error = fmt.Sprintf("install of %s was interrupted while %s; nothing had changed yet", j.Target, stepDoing(j.Step))
+		st.SetError(fmt.Sprintf("install of %s was interrupted while %s; nothing had changed yet", j.Target, stepDoing(j.Step)), ErrInterrupted)
 		if err = in.withSpace(func() error { return in.Save(st) }); err == nil {
 			err = in.endJournal(j)
 		}

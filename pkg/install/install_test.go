@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,7 +83,8 @@ type installServer struct {
 	mu       sync.Mutex
 	releases map[string]installRelease
 	key      ed25519.PrivateKey
-	// damage, when set, changes what is served for a path.
+	// damage, when set, changes what is served for a path; nil: the
+	// site answers 503.
 	damage func(path string, body []byte) []byte
 }
 
@@ -137,7 +140,10 @@ func (s *installServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if damage != nil {
-		body = damage(r.URL.Path, body)
+		if body = damage(r.URL.Path, body); body == nil {
+			http.Error(w, "maintenance", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	http.ServeContent(w, r, parts[1], time.Unix(1_700_000_000, 0), strings.NewReader(string(body)))
 }
@@ -296,7 +302,8 @@ func TestInstallRollsBackExactly(t *testing.T) {
 				t.Errorf("database not byte-identical after rollback (%d vs %d bytes); migrations now %v", len(got), len(db), h.migrations())
 			}
 			st := h.status
-			if st.ActiveVersion != "1.0.0" || !st.Rollback || st.RollbackFrom != "2.0.0" || st.Error == "" {
+			if st.ActiveVersion != "1.0.0" || !st.Rollback || st.RollbackFrom != "2.0.0" || st.Error == "" ||
+				st.ErrorClass != install.ClassRelease || st.ErrorCause != "unhealthy" {
 				t.Errorf("status after rollback: %+v", st)
 			}
 			// The rollback reached Save (update.yaml, heartbeat) at once.
@@ -324,23 +331,27 @@ func TestInstallBadReleaseChangesNothing(t *testing.T) {
 		space   uint64 // FreeSpace answer, 0 = real
 		noKey   bool   // no signature required
 		wantErr error
+		// wantClass and wantCause: what update.yaml records (default
+		// artifact: the site served something wrong).
+		wantClass install.FailureClass
+		wantCause string
 	}{
 		// Without a key: with one, the signature over the changed checksum
 		// file fails first (ErrBadSignature), which the next case covers.
-		{name: "wrong checksum", noKey: true, wantErr: install.ErrBadChecksum, damage: func(p string, b []byte) []byte {
+		{name: "wrong checksum", noKey: true, wantErr: install.ErrBadChecksum, wantCause: "checksum mismatch", damage: func(p string, b []byte) []byte {
 			if strings.HasSuffix(p, ".sha256") {
 				return []byte(strings.Repeat("0", 64) + "\n")
 			}
 			return b
 		}},
-		{name: "bad signature", wantErr: install.ErrBadSignature, damage: func(p string, b []byte) []byte {
+		{name: "bad signature", wantErr: install.ErrBadSignature, wantCause: "bad signature", damage: func(p string, b []byte) []byte {
 			if strings.HasSuffix(p, ".sig") {
 				_, other := installKey(t)
 				return ed25519.Sign(other, []byte("something else"))
 			}
 			return b
 		}},
-		{name: "tampered tarball", wantErr: install.ErrBadChecksum, damage: func(p string, b []byte) []byte {
+		{name: "tampered tarball", wantErr: install.ErrBadChecksum, wantCause: "checksum mismatch", damage: func(p string, b []byte) []byte {
 			if strings.HasSuffix(p, ".tar.gz") {
 				c := slices.Clone(b)
 				c[len(c)/2] ^= 0xff
@@ -348,11 +359,15 @@ func TestInstallBadReleaseChangesNothing(t *testing.T) {
 			}
 			return b
 		}},
-		{name: "full disk", space: 1024, wantErr: install.ErrNoSpace},
-		{name: "path traversal", wantErr: install.ErrHostileArchive, tarball: extractGzip(t, extractTar(t,
+		{name: "full disk", space: 1024, wantErr: install.ErrNoSpace, wantClass: install.ClassInfrastructure, wantCause: "disk full"},
+		{name: "site down", wantErr: install.ErrDownload, wantClass: install.ClassInfrastructure, wantCause: "download failed (HTTP 503)",
+			damage: func(string, []byte) []byte { return nil }},
+		{name: "no bin", wantErr: install.ErrInvalidRelease, wantClass: install.ClassRelease, wantCause: "invalid release tree",
+			tarball: extractGzip(t, extractTar(t, extractEntry{Name: "share/readme", Body: "x"}))},
+		{name: "path traversal", wantErr: install.ErrHostileArchive, wantCause: "archive rejected", tarball: extractGzip(t, extractTar(t,
 			extractEntry{Name: "bin/app", Mode: 0o755, Body: "#!/bin/sh\n"},
 			extractEntry{Name: "../../evil", Body: "pwned"}))},
-		{name: "symlink escape", wantErr: install.ErrHostileArchive, tarball: extractGzip(t, extractTar(t,
+		{name: "symlink escape", wantErr: install.ErrHostileArchive, wantCause: "archive rejected", tarball: extractGzip(t, extractTar(t,
 			extractEntry{Name: "bin/app", Mode: 0o755, Body: "#!/bin/sh\n"},
 			extractEntry{Name: "bin/esc", Type: '2', Link: "../../../../etc"},
 			extractEntry{Name: "bin/esc/passwd", Body: "pwned"}))},
@@ -398,6 +413,12 @@ func TestInstallBadReleaseChangesNothing(t *testing.T) {
 			}
 			if h.status.ActiveVersion != "1.0.0" || h.status.Error == "" || h.status.Rollback {
 				t.Errorf("status: %+v, want still 1.0.0 with the error recorded", h.status)
+			}
+			if tc.wantClass == "" {
+				tc.wantClass = install.ClassArtifact
+			}
+			if h.status.ErrorClass != tc.wantClass || h.status.ErrorCause != tc.wantCause {
+				t.Errorf("status error_class %q error_cause %q, want %q %q", h.status.ErrorClass, h.status.ErrorCause, tc.wantClass, tc.wantCause)
 			}
 		})
 	}
@@ -491,5 +512,62 @@ func TestInstallAbandon(t *testing.T) {
 				t.Errorf("status %+v, want 1.0.0 with the abandoned fetch recorded", st)
 			}
 		})
+	}
+}
+
+// failNextRestart fails the next Restart with err, without restarting.
+type failNextRestart struct {
+	install.Runner
+	mu  sync.Mutex
+	err error
+}
+
+func (r *failNextRestart) Restart(ctx context.Context) error {
+	r.mu.Lock()
+	err := r.err
+	r.err = nil
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return r.Runner.Restart(ctx)
+}
+
+// TestInstallInfrastructureFailureAfterSwap: the host, not the version,
+// fails after the links were swapped (the disk is full when the app is
+// restarted). The host is restored exactly as for a bad release, but the
+// version is not remembered as rolled back from: the failure is recorded
+// as infrastructure, and the next attempt installs it.
+func TestInstallInfrastructureFailureAfterSwap(t *testing.T) {
+	pub, priv := installKey(t)
+	srv := newInstallServer(t, priv, map[string]installRelease{"1.0.0": {mode: "good"}, "2.0.0": {mode: "good"}})
+	h := newInstallHost(t, srv, pub)
+	if err := h.install("1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	links := linkSnapshot(t, h.tree.BinDir)
+	runner := &failNextRestart{Runner: h.in.Runner, err: &fs.PathError{Op: "write", Path: "/run/app/pid", Err: syscall.ENOSPC}}
+	h.in.Runner = runner
+
+	err := h.install("2.0.0")
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("install with a full disk at restart: %v, want ENOSPC", err)
+	}
+	st := h.status
+	if st.ActiveVersion != "1.0.0" || st.Rollback || st.RollbackFrom != "" || st.ErrorClass != install.ClassInfrastructure || st.ErrorCause != "disk full" {
+		t.Errorf("status after the failure: %+v, want 1.0.0 active, no rollback memory, infrastructure / disk full", st)
+	}
+	if diff := cmp.Diff(links, linkSnapshot(t, h.tree.BinDir)); diff != "" {
+		t.Errorf("links not restored (-before +after):\n%s", diff)
+	}
+	if err := h.runner.Alive(context.Background()); err != nil {
+		t.Errorf("previous version not running again: %v", err)
+	}
+	// The space is back: the version is tried again, and installs.
+	if err := h.install("2.0.0"); err != nil {
+		t.Fatalf("second attempt at 2.0.0: %v, want installed", err)
+	}
+	if h.status.ActiveVersion != "2.0.0" || h.status.Error != "" || h.status.ErrorClass != "" || h.status.ErrorCause != "" {
+		t.Errorf("status after the second attempt: %+v", h.status)
 	}
 }

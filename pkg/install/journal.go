@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/renameio/v2"
 )
@@ -76,6 +77,12 @@ type Journal struct {
 	// health check) or not (the install was cancelled or cut off).
 	Cause string `json:"cause,omitempty"`
 	Bad   bool   `json:"bad,omitempty"`
+	// Class and Reason are Cause's ClassOf and Cause, for update.yaml's
+	// error_class and error_cause ("" in a journal of an older agentd, or
+	// of a crash: rollBack then says release when Bad, else
+	// infrastructure).
+	Class  FailureClass `json:"class,omitempty"`
+	Reason string       `json:"reason,omitempty"`
 	// Attempts counts crash-interrupted installs of Target in a row.
 	Attempts int `json:"interrupted_attempts,omitempty"`
 	// Download is how far step fetch's download had got when last
@@ -87,6 +94,33 @@ type Journal struct {
 }
 
 const journalVersion = 1
+
+// outcome is the failure class and short cause of the rollback j records:
+// as recorded, or, when the journal has none (a crash, an older agentd),
+// release when the target is to blame and infrastructure when not. A
+// rollback that marks the target bad is always the release's.
+func (j *Journal) outcome() (FailureClass, string) {
+	switch {
+	case j.Bad && j.Class == ClassRelease && j.Reason != "":
+		return ClassRelease, clip(j.Reason, MaxCauseLen)
+	case j.Bad:
+		return ClassRelease, "rolled back"
+	case j.Class == ClassInfrastructure && j.Reason != "":
+		return ClassInfrastructure, clip(j.Reason, MaxCauseLen)
+	}
+	return ClassInfrastructure, "interrupted"
+}
+
+// clip cuts s to at most n bytes at a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
 
 // JournalName is the journal's file name under the root.
 const JournalName = "journal.json"

@@ -21,7 +21,7 @@ import (
 const UpdateFileName = "update.yaml"
 
 // UpdateFile is update.yaml: what the updater is told (Spec) and what it
-// last did (Status). Status is exactly what the agent heartbeats.
+// last did (Status). Status is what the agent heartbeats (all but RetryToken).
 type UpdateFile struct {
 	Version string     `yaml:"version"`
 	Kind    string     `yaml:"kind"`
@@ -42,6 +42,10 @@ type UpdateSpec struct {
 	FindURLs []string `yaml:"find_urls,omitempty"`
 	// Group is the rollout group this host belongs to.
 	Group string `yaml:"group"`
+	// Site is where this host runs, for counts and halt reasons by site
+	// (agentd --site); empty: the JetStream domain of the NATS server
+	// agentd connects to, if it has one.
+	Site string `yaml:"site,omitempty"`
 	// URLTemplate is where releases are downloaded from.
 	URLTemplate string `yaml:"url_template,omitempty"`
 	// Enabled allows automatic updates.
@@ -113,7 +117,30 @@ type Status struct {
 	RollbackFrom string `yaml:"rollback_from,omitempty"`
 	// Error is the last error met, empty when the last attempt succeeded.
 	Error string `yaml:"error,omitempty"`
+	// ErrorClass is Error's failure class (ClassOf), and ErrorCause a short
+	// reason (Cause, e.g. "disk full"): both set and cleared with Error
+	// (SetError). A file written before they existed has neither.
+	ErrorClass FailureClass `yaml:"error_class,omitempty"`
+	ErrorCause string       `yaml:"error_cause,omitempty"`
+	// RetryToken is the last operator retry request (fleetctl retry) this
+	// host took into account: it retried its rolled back version for it,
+	// or was not rolled back from the target when it first saw it. A token
+	// is never honoured twice, across restarts too. Not heartbeated.
+	RetryToken string `yaml:"retry_token,omitempty"`
 }
+
+// SetError records a failure: msg as Error, with the class and cause of
+// err. An empty msg clears all three.
+func (st *Status) SetError(msg string, err error) {
+	if msg == "" {
+		st.Error, st.ErrorClass, st.ErrorCause = "", "", ""
+		return
+	}
+	st.Error, st.ErrorClass, st.ErrorCause = msg, ClassOf(err), Cause(err)
+}
+
+// maxRetryToken bounds status.retry_token (a rollout.RetryRequest token).
+const maxRetryToken = 64
 
 const (
 	updateFileVersion = "v1"
@@ -182,8 +209,19 @@ func (f *UpdateFile) Validate() error {
 			return fmt.Errorf("spec.group: %w", err)
 		}
 	}
+	if f.Spec.Site != "" {
+		if err := rollout.ValidateSite(f.Spec.Site); err != nil {
+			return fmt.Errorf("spec.site: %w", err)
+		}
+	}
 	if err := f.Spec.App.Validate(); err != nil {
 		return fmt.Errorf("spec.app: %w", err)
+	}
+	if err := f.Status.validateError(); err != nil {
+		return err
+	}
+	if len(f.Status.RetryToken) > maxRetryToken {
+		return fmt.Errorf("status.retry_token longer than %d bytes", maxRetryToken)
 	}
 	for name, v := range map[string]string{
 		"status.start_version":  f.Status.StartVersion,
@@ -196,6 +234,20 @@ func (f *UpdateFile) Validate() error {
 		if err := rollout.ValidateVersion(v); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// validateError checks that error_class and error_cause go with an error.
+// A class this build does not know loads (a newer agentd may have written
+// it before a downgrade: refusing the whole file would stop the host); the
+// heartbeat leaves it out.
+func (st Status) validateError() error {
+	switch {
+	case st.Error == "" && (st.ErrorClass != "" || st.ErrorCause != ""):
+		return errors.New("status.error_class and error_cause go with an error, and error is empty")
+	case len(st.ErrorCause) > MaxCauseLen:
+		return fmt.Errorf("status.error_cause longer than %d bytes", MaxCauseLen)
 	}
 	return nil
 }

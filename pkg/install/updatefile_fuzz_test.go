@@ -59,15 +59,18 @@ status: &st
   version_history: [*ver, *v]
 copy: *st
 `,
-		"tabs":              head + "spec:\n  group:\tprod\n  nats: \"nats://a:4222\\tb\"\nstatus:\n  error: |\n    inner\ttab\n    trailing tab\t\n",
-		"tab-indent":        head + "spec:\n\tgroup: prod\n",
-		"comments":          "# head comment\n" + head + "spec: # spec\n  group: prod # line\n  # foot of spec\nstatus:\n  error: \"\" # empty\n# foot\n",
-		"flow-json":         `{"version": "v1", "kind": "update_config", "spec": {"group": "prod", "find_urls": ["https://a/v1/find"]}, "status": {"start_time": "2025-03-01T10:00:00+01:00", "rollback": false}}`,
-		"two-docs":          head + "---\nversion: v2\n",
-		"app-systemd":       head + "spec:\n  group: prod\n  app:\n    systemd_unit: app.service\n    health_command: 'test \"$(cat /run/app.state)\" = ok'\n    future_app_field: [1, 2]\n",
-		"app-both-runners":  head + "spec:\n  group: prod\n  app: {process: app, systemd_unit: app.service}\n",
-		"app-relative-path": head + "spec:\n  group: prod\n  app: {process: app, bin_dir: bin}\n",
-		"app-empty":         head + "spec:\n  group: prod\n  app: {args: [], process: \"\"}\n",
+		"tabs":                head + "spec:\n  group:\tprod\n  nats: \"nats://a:4222\\tb\"\nstatus:\n  error: |\n    inner\ttab\n    trailing tab\t\n",
+		"tab-indent":          head + "spec:\n\tgroup: prod\n",
+		"comments":            "# head comment\n" + head + "spec: # spec\n  group: prod # line\n  # foot of spec\nstatus:\n  error: \"\" # empty\n# foot\n",
+		"flow-json":           `{"version": "v1", "kind": "update_config", "spec": {"group": "prod", "find_urls": ["https://a/v1/find"]}, "status": {"start_time": "2025-03-01T10:00:00+01:00", "rollback": false}}`,
+		"two-docs":            head + "---\nversion: v2\n",
+		"app-systemd":         head + "spec:\n  group: prod\n  app:\n    systemd_unit: app.service\n    health_command: 'test \"$(cat /run/app.state)\" = ok'\n    future_app_field: [1, 2]\n",
+		"app-both-runners":    head + "spec:\n  group: prod\n  app: {process: app, systemd_unit: app.service}\n",
+		"app-relative-path":   head + "spec:\n  group: prod\n  app: {process: app, bin_dir: bin}\n",
+		"app-empty":           head + "spec:\n  group: prod\n  app: {args: [], process: \"\"}\n",
+		"error-class":         head + "spec:\n  group: prod\nstatus:\n  active_version: 1.2.3\n  error: 'install 1.3.0: fetch: download failed: HEAD https://r/1.3.0: 503 Service Unavailable'\n  error_class: infrastructure\n  error_cause: download failed (HTTP 503)\n",
+		"error-class-unknown": head + "spec:\n  group: prod\nstatus:\n  error: boom\n  error_class: weather\n",
+		"error-class-alone":   head + "spec:\n  group: prod\nstatus:\n  error_class: artifact\n",
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -73,6 +74,9 @@ func fullUpdateFile() *install.UpdateFile {
 		Rollback:       true,
 		RollbackFrom:   "1.5.0-rc.1",
 		Error:          "health check: GET http://127.0.0.1:8080/healthz: 503\nsecond line: \"quoted\" #not-a-comment",
+		ErrorClass:     install.ClassRelease,
+		ErrorCause:     "unhealthy",
+		RetryToken:     "20250301T100500.000000000Z",
 	}
 	return f
 }
@@ -271,6 +275,7 @@ func TestUpdateFileCorrupt(t *testing.T) {
 		{name: "app db relative", content: head + "spec:\n  app: {db: app.db}\n"},
 		{name: "app public_key relative", content: head + "spec:\n  app: {public_key: key.pub}\n"},
 		{name: "app args not a list", content: head + "spec:\n  app: {args: 5}\n"},
+		{name: "retry_token too long", content: head + "status:\n  retry_token: " + strings.Repeat("t", 65) + "\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

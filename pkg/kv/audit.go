@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -246,47 +247,74 @@ func (f *Fleet) ReadTimeline(ctx context.Context, since time.Time) (entries []Ti
 			return nil, nil, nil
 		}
 	}
-	_, err = ScanFrom(ctx, nc, StreamAudit, "", from, func(m StoredMsg) error {
-		e := TimelineEntry{Seq: m.Sequence, Stored: m.Time}
-		var derr error
-		switch {
-		case m.Foreign:
-			derr = errors.New("stored with JetStream's own headers: not written by fleetwave")
-		case strings.HasPrefix(m.Subject, AuditPrefix):
-			var r AuditRecord
-			if derr = strictJSON(m.Data, &r); derr == nil {
-				derr = r.Validate()
-			}
-			if derr == nil && AuditSubject(r.Group) != m.Subject {
-				derr = fmt.Errorf("audit record for group %q on subject %s", r.Group, m.Subject)
-			}
-			e.Audit = &r
-		case strings.HasPrefix(m.Subject, EventsPrefix):
-			var ev rollout.Event
-			if derr = json.Unmarshal(m.Data, &ev); derr == nil && ev.V != 1 {
-				derr = fmt.Errorf("event: v %d, want 1", ev.V)
-			}
-			if derr == nil && EventSubject(ev.Group) != m.Subject {
-				derr = fmt.Errorf("event for group %q on subject %s", ev.Group, m.Subject)
-			}
-			e.Event = &ev
-		default:
-			derr = fmt.Errorf("unexpected subject %s", m.Subject)
-		}
+	entries, problems, _, err = f.ReadTimelineFrom(ctx, from)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !since.IsZero() {
+		entries = slices.DeleteFunc(entries, func(e TimelineEntry) bool { return e.Stored.Before(since) })
+	}
+	return entries, problems, nil
+}
+
+// ReadTimelineFrom reads FLEET_AUDIT from sequence from on, like
+// ReadTimeline, and returns the last sequence read (from-1 when there was
+// none), where a follower goes on from next time.
+func (f *Fleet) ReadTimelineFrom(ctx context.Context, from uint64) (entries []TimelineEntry, problems []Problem, last uint64, err error) {
+	last, err = ScanFrom(ctx, f.JS.Conn(), StreamAudit, "", from, func(m StoredMsg) error {
+		e, derr := decodeTimeline(m)
 		if derr != nil {
 			problems = append(problems, Problem{Bucket: StreamAudit, Key: m.Subject, Revision: m.Sequence, Err: derr})
-			return nil
-		}
-		if !since.IsZero() && e.Stored.Before(since) {
 			return nil
 		}
 		entries = append(entries, e)
 		return nil
 	})
 	if err != nil {
-		return nil, nil, timelineErr(err)
+		return nil, nil, last, timelineErr(err)
 	}
-	return entries, problems, nil
+	return entries, problems, last, nil
+}
+
+// LastTimelineSeq is the sequence of the newest message in FLEET_AUDIT (0:
+// none).
+func (f *Fleet) LastTimelineSeq(ctx context.Context) (uint64, error) {
+	st, err := f.JS.Stream(ctx, StreamAudit)
+	if err != nil {
+		return 0, timelineErr(err)
+	}
+	return st.CachedInfo().State.LastSeq, nil
+}
+
+// decodeTimeline decodes one message of FLEET_AUDIT.
+func decodeTimeline(m StoredMsg) (TimelineEntry, error) {
+	e := TimelineEntry{Seq: m.Sequence, Stored: m.Time}
+	var derr error
+	switch {
+	case m.Foreign:
+		derr = errors.New("stored with JetStream's own headers: not written by fleetwave")
+	case strings.HasPrefix(m.Subject, AuditPrefix):
+		var r AuditRecord
+		if derr = strictJSON(m.Data, &r); derr == nil {
+			derr = r.Validate()
+		}
+		if derr == nil && AuditSubject(r.Group) != m.Subject {
+			derr = fmt.Errorf("audit record for group %q on subject %s", r.Group, m.Subject)
+		}
+		e.Audit = &r
+	case strings.HasPrefix(m.Subject, EventsPrefix):
+		var ev rollout.Event
+		if derr = json.Unmarshal(m.Data, &ev); derr == nil && ev.V != 1 {
+			derr = fmt.Errorf("event: v %d, want 1", ev.V)
+		}
+		if derr == nil && EventSubject(ev.Group) != m.Subject {
+			derr = fmt.Errorf("event for group %q on subject %s", ev.Group, m.Subject)
+		}
+		e.Event = &ev
+	default:
+		derr = fmt.Errorf("unexpected subject %s", m.Subject)
+	}
+	return e, derr
 }
 
 func timelineErr(err error) error {

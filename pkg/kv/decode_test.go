@@ -68,12 +68,15 @@ func TestDecodeValues(t *testing.T) {
 	config := string(mustJSON(t, rollout.DefaultConfig()))
 	beat := string(mustJSON(t, heartbeat.Heartbeat{V: 1, AgentID: agentID(1), Group: "prod", At: time.Now().UTC()}))
 	decoders := map[string]func(key, data string) error{
-		"config": func(_, data string) error { _, err := kv.DecodeConfig([]byte(data)); return err },
-		"spec":   func(_, data string) error { _, err := kv.DecodeSpec([]byte(data)); return err },
-		"status": func(key, data string) error { _, err := kv.DecodeGroupStatus(key, []byte(data)); return err },
-		"stats":  func(key, data string) error { _, err := kv.DecodeStats(key, []byte(data)); return err },
+		"config":     func(_, data string) error { _, err := kv.DecodeConfig([]byte(data)); return err },
+		"spec":       func(_, data string) error { _, err := kv.DecodeSpec([]byte(data)); return err },
+		"status":     func(key, data string) error { _, err := kv.DecodeGroupStatus(key, []byte(data)); return err },
+		"stats":      func(key, data string) error { _, err := kv.DecodeStats(key, []byte(data)); return err },
+		"quarantine": func(_, data string) error { _, err := kv.DecodeQuarantine([]byte(data)); return err },
 	}
-	keys := map[string]string{"config": kv.KeyConfig, "spec": kv.KeySpec, "status": "group.prod", "stats": "prod.c1"}
+	keys := map[string]string{"config": kv.KeyConfig, "spec": kv.KeySpec, "status": "group.prod", "stats": "prod.c1", "quarantine": kv.KeyQuarantine}
+	quarantine := `{"v":1,"versions":[{"version":"1.4.0","reason":"3 agents rolled back","agents":["` + string(agentID(1)) +
+		`"],"agent_count":3,"at":"2026-11-23T12:00:00Z","by":"controller"}],"lifted":[{"version":"1.3.9","at":"2026-11-22T12:00:00Z","by":"alice"}]}`
 
 	type tc struct {
 		decoder, name, key, data string
@@ -117,6 +120,16 @@ func TestDecodeValues(t *testing.T) {
 		{"status", "the group's stats", "group.prod", statsJSON(t, "prod", "c1", nil), "state"},
 		{"status", "not a status key", "spec", statusJSON(t, "prod", nil), "not a group status key"},
 
+		{"quarantine", "the controller's list", "", quarantine, ""},
+		{"quarantine", "empty", "", `{"v":1,"versions":[]}`, ""},
+		{"quarantine", "no v", "", `{"versions":[]}`, `no "v"`},
+		{"quarantine", "unknown field", "", `{"v":1,"versions":[],"extra":1}`, `unknown field "extra"`},
+		{"quarantine", "bad version", "", strings.Replace(quarantine, `"1.4.0"`, `"latest"`, 1), "versions[0]"},
+		{"quarantine", "no reason", "", strings.Replace(quarantine, `"3 agents rolled back"`, `""`, 1), "reason"},
+		{"quarantine", "a spec", "", spec, "unknown field"},
+		{"quarantine", "a group status", "", statusJSON(t, "prod", nil), "unknown field"},
+		{"quarantine", "not JSON", "", `x`, "not a JSON object"},
+
 		{"stats", "its own count", "prod.c1", statsJSON(t, "prod", "c1", nil), ""},
 		{"stats", "another group's count", "prod.c1", statsJSON(t, "staging", "c1", nil), `count of group "staging" by controller "c1"`},
 		{"stats", "another controller's count", "prod.c1", statsJSON(t, "prod", "c2", nil), `by controller "c2"`},
@@ -126,6 +139,12 @@ func TestDecodeValues(t *testing.T) {
 		{"stats", "no time", "prod.c1", statsJSON(t, "prod", "c1", func(s *kv.Stats) { s.At = time.Time{} }), "at: missing"},
 		{"stats", "negative count", "prod.c1", statsJSON(t, "prod", "c1", func(s *kv.Stats) { s.Versions["1.4.0"] = rollout.VersionCount{Count: -1} }), "negative count"},
 		{"stats", "bad version", "prod.c1", statsJSON(t, "prod", "c1", func(s *kv.Stats) { s.Versions["latest"] = rollout.VersionCount{Count: 1} }), "versions"},
+		{"stats", "with sites", "prod.c1", statsJSON(t, "prod", "c1", func(s *kv.Stats) {
+			s.Sites = rollout.SiteCounts{"edge-a": {"1.4.0": {Count: 2}}, rollout.NoSite: {rollout.NoVersion: {Count: 1, FailedCount: 1}}}
+		}), ""},
+		{"stats", "bad site name", "prod.c1", statsJSON(t, "prod", "c1", func(s *kv.Stats) { s.Sites = rollout.SiteCounts{"edge a": {"1.4.0": {Count: 1}}} }), "sites: invalid site name"},
+		{"stats", "negative site count", "prod.c1", statsJSON(t, "prod", "c1", func(s *kv.Stats) { s.Sites = rollout.SiteCounts{"edge-a": {"1.4.0": {Count: -1}}} }), "negative count"},
+		{"stats", "bad site version", "prod.c1", statsJSON(t, "prod", "c1", func(s *kv.Stats) { s.Sites = rollout.SiteCounts{"edge-a": {"latest": {Count: 1}}} }), `sites: "edge-a"`},
 		{"stats", "a group status", "prod.c1", statusJSON(t, "prod", nil), "controller_id: empty"},
 		{"stats", "a heartbeat", "prod.c1", beat, "controller_id: empty"},
 	}
@@ -256,6 +275,7 @@ func TestReadStateSkipsBadValues(t *testing.T) {
 	goodRev := put("group.a", statusJSON(t, "a", nil))
 	otherRev := put("group.b", statusJSON(t, "a", nil))
 	garbageRev := put("group.c", "x")
+	quarantineRev := put(kv.KeyQuarantine, `{"v":1,"versions":[{"version":"x"}]}`)
 
 	st, err := f.ReadState(ctx)
 	if err != nil {
@@ -274,7 +294,7 @@ func TestReadStateSkipsBadValues(t *testing.T) {
 		}
 		got[p.Where()] = p.Revision
 	}
-	want := map[string]uint64{"fleet_plan/spec": specRev, "fleet_plan/group.b": otherRev, "fleet_plan/group.c": garbageRev}
+	want := map[string]uint64{"fleet_plan/spec": specRev, "fleet_plan/group.b": otherRev, "fleet_plan/group.c": garbageRev, "fleet_plan/quarantine": quarantineRev}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}
@@ -283,6 +303,44 @@ func TestReadStateSkipsBadValues(t *testing.T) {
 	}
 	if _, ok := st.Problem(kv.BucketConfig, kv.KeyConfig); ok {
 		t.Error("the default config is reported as a problem")
+	}
+	if st.Quarantine.Revision != quarantineRev || len(st.Quarantine.Value.Versions) != 0 {
+		t.Errorf("quarantine: %+v; want the bad value's revision %d and no versions", st.Quarantine, quarantineRev)
+	}
+	if p, ok := st.Problem(kv.BucketPlan, kv.KeyQuarantine); !ok || !strings.Contains(p.Fix(), "fleetctl quarantine add") {
+		t.Errorf("Problem(quarantine) = %v, %v; want one naming fleetctl quarantine add", p, ok)
+	}
+}
+
+// A plan bucket with a quarantine list reads it into State.Quarantine, and
+// it is neither a group nor a problem; none written reads as an empty list
+// at revision 0.
+func TestReadQuarantine(t *testing.T) {
+	t.Parallel()
+	_, f := ensure(t)
+	ctx := ctxT(t)
+	e, err := f.ReadQuarantine(ctx)
+	if err != nil || e.Revision != 0 || e.Value.V != 1 || len(e.Value.Versions) != 0 {
+		t.Fatalf("none written: %+v, %v", e, err)
+	}
+	l, err := e.Value.Add(rollout.Quarantine{Version: "1.4.0", Reason: "bad", At: time.Now().UTC(), By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.Save(ctx, f.Plan, kv.KeyQuarantine, l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.ReadState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Problems) > 0 || len(st.Groups) > 0 || st.Quarantine.Revision != rev || !st.Quarantine.Value.Quarantined("1.4.0") {
+		t.Errorf("state: problems %v, groups %v, quarantine %+v", st.Problems, st.Groups, st.Quarantine)
+	}
+	e, err = f.ReadQuarantine(ctx)
+	if err != nil || e.Revision != rev || !e.Value.Quarantined("1.4.0") {
+		t.Errorf("ReadQuarantine: %+v, %v", e, err)
 	}
 }
 

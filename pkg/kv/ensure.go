@@ -161,7 +161,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 		if !denied || o.OnDrift == nil {
 			return nil, fmt.Errorf("ensure stream %s: %w", StreamAudit, err)
 		}
-		o.OnDrift("stream "+StreamAudit, []string{"missing, and these credentials may not create it: " + err.Error()})
+		o.OnDrift("stream "+StreamAudit, []string{"missing, and these credentials may not create it (an auth directory minted before it: 'fleetctl auth upgrade' grants the controller its create and read): " + err.Error()})
 	}
 	buckets := []struct {
 		dst *jetstream.KeyValue

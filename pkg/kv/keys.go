@@ -26,6 +26,11 @@ const (
 	// under GroupKey(name). Every change is republished on PlanRepublish.
 	BucketPlan = "fleet_plan"
 	KeySpec    = "spec"
+	// KeyQuarantine holds the versions quarantined fleet-wide
+	// (rollout.QuarantineList): written by the controller when the
+	// quarantine rule fires and by fleetctl quarantine; never read by
+	// agents (halted groups and their rejected versions tell them).
+	KeyQuarantine = "quarantine"
 	// PlanRepublish is where the plan bucket republishes its changes, so
 	// agents follow the plan with a core subscription, not a consumer.
 	PlanRepublish = "fleet.plan."
@@ -65,8 +70,14 @@ func HBFilter(group string) string {
 	return heartbeat.SubjectPrefix + group + ".*"
 }
 
-// EventSubject is the subject events of group are published on.
-func EventSubject(group string) string { return EventsPrefix + group }
+// EventSubject is the subject events of group are published on; a
+// fleet-wide event (group "", a quarantine) goes on fleet.events._fleet.
+func EventSubject(group string) string {
+	if group == "" {
+		return EventsPrefix + AuditFleet
+	}
+	return EventsPrefix + group
+}
 
 // AgentInboxPrefix is the inbox prefix an agent's connection uses for replies
 // (nats.CustomInboxPrefix). It is derived from the agent id so that an

@@ -26,6 +26,9 @@ type State struct {
 	// HasSpec: a valid plan spec exists (no spec means nothing to roll out).
 	HasSpec bool
 	Groups  map[string]Entry[rollout.GroupStatus]
+	// Quarantine is fleet_plan/quarantine (Revision 0 and an empty list
+	// when none was written; a bad value is in Problems, Value empty).
+	Quarantine Entry[rollout.QuarantineList]
 	// Problems are the values skipped, in the order read: config, then the
 	// plan bucket's keys.
 	Problems []Problem
@@ -120,6 +123,34 @@ func DecodeGroupStatus(key string, data []byte) (rollout.GroupStatus, error) {
 	return st, nil
 }
 
+// DecodeQuarantine decodes and validates the value of
+// fleet_plan/quarantine. A value without "v": 1, with an unknown field, or
+// that breaks a rule of rollout.QuarantineList.Validate is ErrCorrupt.
+func DecodeQuarantine(data []byte) (rollout.QuarantineList, error) {
+	var l rollout.QuarantineList
+	if err := checkSchema(data); err != nil {
+		return l, err
+	}
+	if err := strictJSON(data, &l); err != nil {
+		return rollout.QuarantineList{}, corrupt("%v", err)
+	}
+	if err := l.Validate(); err != nil {
+		return rollout.QuarantineList{}, corrupt("%v", err)
+	}
+	return l, nil
+}
+
+// ReadQuarantine reads fleet_plan/quarantine with its true revision
+// (GetLast). None written is an empty list at revision 0 (a write creates
+// it); a bad value is a *Problem (ErrCorrupt) with e.Revision set.
+func (f *Fleet) ReadQuarantine(ctx context.Context) (Entry[rollout.QuarantineList], error) {
+	e, err := GetLast(ctx, f.JS.Conn(), BucketPlan, KeyQuarantine, DecodeQuarantine)
+	if errors.Is(err, ErrNotFound) {
+		return Entry[rollout.QuarantineList]{Value: rollout.QuarantineList{V: rollout.SchemaVersion}}, nil
+	}
+	return e, err
+}
+
 // ReadConfig reads fleet_config/config with its true revision (GetLast);
 // when none was written it returns the default config with revision 0 and
 // isDefault true. A bad value is a *Problem (ErrCorrupt) with e.Revision set.
@@ -151,7 +182,7 @@ func (f *Fleet) ReadGroupStatus(ctx context.Context, group string) (Entry[rollou
 // Values that are not what their key should hold are skipped and listed in
 // State.Problems; the error is for the bus only.
 func (f *Fleet) ReadState(ctx context.Context) (*State, error) {
-	s := &State{Groups: map[string]Entry[rollout.GroupStatus]{}}
+	s := &State{Groups: map[string]Entry[rollout.GroupStatus]{}, Quarantine: Entry[rollout.QuarantineList]{Value: rollout.QuarantineList{V: rollout.SchemaVersion}}}
 	var err error
 	var p *Problem
 	s.Config, s.ConfigDefault, err = f.ReadConfig(ctx)
@@ -171,6 +202,9 @@ func (f *Fleet) ReadState(ctx context.Context) (*State, error) {
 			if key == KeySpec {
 				s.Spec.Revision = m.Sequence
 			}
+			if key == KeyQuarantine {
+				s.Quarantine.Revision = m.Sequence
+			}
 			skip(ErrForeign)
 			return nil
 		}
@@ -182,6 +216,14 @@ func (f *Fleet) ReadState(ctx context.Context) (*State, error) {
 				return nil
 			}
 			s.Spec.Value, s.HasSpec = spec, true
+		} else if key == KeyQuarantine {
+			s.Quarantine.Revision = m.Sequence
+			q, err := DecodeQuarantine(m.Data)
+			if err != nil {
+				skip(err)
+				return nil
+			}
+			s.Quarantine.Value = q
 		} else if group, ok := GroupFromKey(key); ok {
 			st, err := DecodeGroupStatus(key, m.Data)
 			if err != nil {

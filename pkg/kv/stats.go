@@ -24,6 +24,10 @@ type Stats struct {
 	At           time.Time      `json:"at"`
 	Agents       int            `json:"agents"`
 	Versions     rollout.Counts `json:"versions"`
+	// Sites break the same agents down by site (rollout.SiteCounts: at
+	// most rollout.MaxSites sites, per version, without lowest ids);
+	// absent when none of the group's agents names a site.
+	Sites rollout.SiteCounts `json:"sites,omitempty"`
 }
 
 // GroupStats is the merged view of one group (see MergeStats).
@@ -65,8 +69,29 @@ func DecodeStats(key string, data []byte) (Stats, error) {
 				errs = append(errs, fmt.Errorf("versions: %w", err))
 			}
 		}
-		if c.Count < 0 || c.FailedCount < 0 || c.Updating < 0 {
-			errs = append(errs, fmt.Errorf("versions: %q: negative count", v))
+		if c.Count < 0 || c.FailedCount < 0 || c.Updating < 0 || c.Blocked < 0 || c.Unreachable < 0 || c.Unreachable > c.Count {
+			errs = append(errs, fmt.Errorf("versions: %q: negative count, or more unreachable than counted", v))
+		}
+	}
+	if len(s.Sites) > rollout.MaxSites+2 {
+		errs = append(errs, fmt.Errorf("sites: %d, at most %d", len(s.Sites), rollout.MaxSites+2))
+	}
+	for site, counts := range s.Sites {
+		if site != rollout.NoSite && site != rollout.OtherSites {
+			if err := rollout.ValidateSite(site); err != nil {
+				errs = append(errs, fmt.Errorf("sites: %w", err))
+				continue
+			}
+		}
+		for v, c := range counts {
+			if v != rollout.NoVersion {
+				if err := rollout.ValidateVersion(v); err != nil {
+					errs = append(errs, fmt.Errorf("sites: %q: %w", site, err))
+				}
+			}
+			if c.Count < 0 || c.FailedCount < 0 || c.Updating < 0 || c.Unreachable < 0 || c.Unreachable > c.Count {
+				errs = append(errs, fmt.Errorf("sites: %q: %q: negative count, or more unreachable than counted", site, v))
+			}
 		}
 	}
 	if len(errs) == 0 && key != StatsKey(s.Group, s.ControllerID) {

@@ -119,6 +119,9 @@ func (p *Problem) Fix() string {
 		if p.Key == KeySpec {
 			return "write a valid plan: fleetctl plan set --start VERSION --target VERSION"
 		}
+		if p.Key == KeyQuarantine {
+			return "fleetctl quarantine add VERSION --reason TEXT (replaces it with a list holding that version alone; add the others again)"
+		}
 		if group, ok := GroupFromKey(p.Key); ok && rollout.ValidateGroupName(group) == nil {
 			return fmt.Sprintf("fleetctl reset --group %s (removes it; the controller starts the group afresh as unstarted)", group)
 		}

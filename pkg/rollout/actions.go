@@ -78,7 +78,9 @@ func Rollback(st GroupStatus, note string, now time.Time) (GroupStatus, Event, e
 // failure_threshold. An active group keeps its progress. A group in canary
 // restarts its canary phase: it goes back to unstarted with a run requested,
 // so the next step starts it at once with canaries picked afresh (those that
-// rolled back are no longer candidates) and a new initial count.
+// rolled back are no longer candidates) and a new initial count. An
+// unstarted group halted before it started (its target was quarantined)
+// loses the halt and starts when its turn comes.
 func Reset(st GroupStatus, note string, now time.Time) (GroupStatus, Event, error) {
 	reason := operatorReason("reset", note)
 	st = st.Clone()
@@ -88,11 +90,18 @@ func Reset(st GroupStatus, note string, now time.Time) (GroupStatus, Event, erro
 		return restarted, ev, nil
 	case StateActive:
 		st.clearHalt()
-		st.FailuresSince, st.FailedCount = now, 0
+		st.FailuresSince, st.FailedCount, st.TimedOutCount = now, 0, 0
 		st.Reason, st.Since = reason, now
 		return st, newEvent(st.Group, EventOperator, st.State, st.State, reason, now), nil
+	case StateUnstarted:
+		if st.Halted {
+			// Halted before it started (a quarantined target): the
+			// group starts when its turn comes, as if never halted.
+			st.clearHalt()
+			return st, newEvent(st.Group, EventOperator, st.State, st.State, reason, now), nil
+		}
 	}
-	return st, Event{}, badAction("reset", st, "only a group in canary or active can be reset")
+	return st, Event{}, badAction("reset", st, "only a group in canary or active, or a halted unstarted one, can be reset")
 }
 
 // Run starts a group now. An unstarted group starts at the next step
@@ -105,6 +114,7 @@ func Run(st GroupStatus, note string, now time.Time) (GroupStatus, Event, error)
 	switch {
 	case st.State == StateUnstarted:
 		st = st.Clone()
+		st.clearHalt() // halted before it started: the operator decided
 		st.RunRequested = true
 		return st, newEvent(st.Group, EventOperator, st.State, st.State, reason+" (starts at once)", now), nil
 	case st.State == StateRolledBack:

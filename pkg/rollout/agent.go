@@ -22,12 +22,43 @@ type AgentView struct {
 	// UpdatingTo is the version the agent is installing right now, "" when
 	// it is not installing.
 	UpdatingTo string
+	// Unreachable: no heartbeat for longer than UnreachableAfter (see
+	// Unreachable); the fields above are from its last one, which may be
+	// out of date.
+	Unreachable bool
+	// ErrorClass is Error's failure class (FailureRelease, FailureArtifact,
+	// FailureInfrastructure; "" from an agent that does not classify, which
+	// counts as a release failure) and ErrorCause its short cause.
+	ErrorClass string
+	ErrorCause string
+	// Site is where the agent runs, from its heartbeat ("" when it names
+	// none): halt reasons name the sites of the failures (see site.go).
+	Site string
+}
+
+// Failure classes an agent reports with an error (pkg/install's
+// FailureClass): only release failures count toward failure_threshold and
+// canary judging; an artifact failure halts the group at once; an
+// infrastructure failure (the network, the release site's availability, a
+// full disk, a held lock) is retried by the agent and is not the
+// release's fault.
+const (
+	FailureRelease        = "release"
+	FailureArtifact       = "artifact"
+	FailureInfrastructure = "infrastructure"
+)
+
+// blocked reports whether a's error is an infrastructure failure it will
+// retry: neither failed nor healthy.
+func blocked(a AgentView) bool {
+	return a.ErrorClass == FailureInfrastructure && a.Error != "" && !a.Rollback
 }
 
 // CountAgents tallies agents into Counts the way fleet_stats reports them:
 // per active version ("none" when empty), the number of agents, how many of
-// them failed (rolled back or reporting an error), how many are installing
-// another version and the lowest id.
+// them are unreachable, how many of the reachable ones are blocked on
+// infrastructure (retrying), failed (rolled back or reporting another
+// error) and are installing another version, and the lowest id.
 func CountAgents(agents []AgentView) Counts {
 	c := Counts{}
 	for _, a := range agents {
@@ -45,11 +76,21 @@ func (c Counts) Add(a AgentView) {
 	}
 	vc := c[v]
 	vc.Count++
-	if a.Rollback || a.Error != "" {
-		vc.FailedCount++
-	}
-	if a.UpdatingTo != "" {
-		vc.Updating++
+	switch {
+	case a.Unreachable:
+		// Its last heartbeat is out of date: it is neither failed nor
+		// installing as far as anyone knows.
+		vc.Unreachable++
+	default:
+		switch {
+		case blocked(a):
+			vc.Blocked++
+		case a.Rollback || a.Error != "":
+			vc.FailedCount++
+		}
+		if a.UpdatingTo != "" {
+			vc.Updating++
+		}
 	}
 	if vc.LowestID == "" || a.ID < vc.LowestID {
 		vc.LowestID = a.ID
@@ -79,8 +120,12 @@ func rolledBackFrom(a AgentView, target string) bool {
 }
 
 // failedTarget reports whether a failed target in an attempt that began at
-// or after since.
+// or after since. An unreachable agent has not failed: what it last said is
+// out of date.
 func failedTarget(a AgentView, target string, since time.Time) bool {
+	if a.Unreachable {
+		return false
+	}
 	recent := a.StartTime.IsZero() || !a.StartTime.Before(since)
 	if !recent {
 		return false
@@ -88,7 +133,15 @@ func failedTarget(a AgentView, target string, since time.Time) bool {
 	if rolledBackFrom(a, target) {
 		return true
 	}
-	return a.Error != "" && a.ActiveVersion != target
+	return a.Error != "" && a.ActiveVersion != target && !blocked(a)
+}
+
+// badArtifact reports whether a, not on target, reports that the release
+// site served it a bad artifact (checksum, signature, hostile archive) in
+// an attempt that began at or after since: the group halts at once, since
+// every host would fetch the same bytes.
+func badArtifact(a AgentView, target string, since time.Time) bool {
+	return failedTarget(a, target, since) && a.ErrorClass == FailureArtifact && !a.Rollback
 }
 
 // healthyOn reports whether a runs target without a reported problem.
@@ -100,7 +153,15 @@ func describeFailure(a AgentView, target string) string {
 	if rolledBackFrom(a, target) {
 		return fmt.Sprintf("rolled back from %s to %s", target, a.ActiveVersion)
 	}
-	return fmt.Sprintf("error on %s: %s", versionOrNone(a.ActiveVersion), truncate(a.Error, 200))
+	class := ""
+	if a.ErrorClass != "" {
+		class = " (" + a.ErrorClass
+		if a.ErrorCause != "" {
+			class += ": " + truncate(a.ErrorCause, 64)
+		}
+		class += ")"
+	}
+	return fmt.Sprintf("error on %s%s: %s", versionOrNone(a.ActiveVersion), class, truncate(a.Error, 200))
 }
 
 func versionOrNone(v string) string {

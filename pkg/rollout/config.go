@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sync"
@@ -31,6 +32,12 @@ type Config struct {
 	// Omitted when false, so a config without it reads the same for a
 	// controller older than the field.
 	RequireReason bool `json:"require_reason,omitempty"`
+	// QuarantineAfter quarantines a version fleet-wide once this many
+	// distinct agents, in any groups, rolled back from it with a release
+	// failure (see QuarantineFrom): 1-MaxQuarantineAfter, or 0 for no
+	// automatic quarantine (operators still quarantine by hand). Absent:
+	// DefaultQuarantineAfter.
+	QuarantineAfter int `json:"quarantine_after"`
 }
 
 // GroupConfig is the schedule of one group.
@@ -62,6 +69,20 @@ type GroupConfig struct {
 	// MinHealthyTime is how long a canary must be seen healthy on the target
 	// (agents also stay healthy this long before they record success).
 	MinHealthyTime Duration `json:"min_healthy_time"`
+	// UpdateTimeout is how long an agent may take over an update, from when
+	// it reports starting it (download, install, health wait and
+	// min_healthy_time included). An agent still updating to the target
+	// after it is timed out: it counts as failed towards failure_threshold
+	// and no longer holds a place in the max_in_flight window. 0 is
+	// DefaultUpdateTimeout (see EffectiveUpdateTimeout).
+	UpdateTimeout Duration `json:"update_timeout"`
+	// InfrastructureHold holds the group's progress (no new agents are
+	// told to update, nothing fails, nothing halts) while more than this
+	// share of its agents in flight, or of its canaries, are blocked on
+	// infrastructure: a release site that is down, a full disk, a held
+	// lock. The agents retry by themselves and the group moves on when
+	// they recover. 0% holds on the first blocked agent, 100% never holds.
+	InfrastructureHold Percent `json:"infrastructure_hold"`
 	// DependsOn names the groups that must be done first. Omitted or null:
 	// the group before this one in Groups (none for the first). An explicit
 	// empty list: no dependency.
@@ -79,6 +100,10 @@ const (
 	DefaultFailureThreshold = Percent(5)
 	DefaultHealthTimeout    = Duration(5 * time.Minute)
 	DefaultMinHealthyTime   = Duration(5 * time.Minute)
+	DefaultUpdateTimeout    = Duration(30 * time.Minute)
+	// DefaultInfrastructureHold: the group holds while more than half
+	// of its agents in flight are blocked on infrastructure.
+	DefaultInfrastructureHold = Percent(50)
 )
 
 // Limits checked by Validate.
@@ -98,6 +123,13 @@ var (
 	minHealthTimeout  = 10 * time.Second
 	maxHealthTimeout  = time.Hour
 	maxMinHealthyTime = 24 * time.Hour
+	// update_timeout: at least a minute (less times out a download on a
+	// slow link), at most a week (MaxChain: a group stuck longer than a
+	// rollout may take in all is stuck), and longer than the agent's own
+	// waits, health_timeout + min_healthy_time, or every update that
+	// passes them would time out.
+	minUpdateTimeout = time.Minute
+	maxUpdateTimeout = 7 * 24 * time.Hour
 )
 
 // DefaultConfig is the config fleetwave uses when fleet_config has none: one
@@ -108,12 +140,16 @@ func DefaultConfig() Config {
 		Mode:     ModeEnabled,
 		Timezone: DefaultTimezone,
 		Groups:   []GroupConfig{DefaultGroup(DefaultGroupName)},
+
+		QuarantineAfter: DefaultQuarantineAfter,
 	}
 }
 
 // DefaultGroup is a group with every setting at its default: all days, start
 // hour 0, no wait, jitter 5s, 5 canaries, 20% in flight, alert after 4h, halt
-// above 5% failed, 5m health timeout and minimum healthy time.
+// above 5% failed, 5m health timeout and minimum healthy time, 30m update
+// timeout, hold while more than 50% of those in flight are blocked on
+// infrastructure.
 func DefaultGroup(name string) GroupConfig {
 	return GroupConfig{
 		Name:             name,
@@ -125,7 +161,35 @@ func DefaultGroup(name string) GroupConfig {
 		FailureThreshold: DefaultFailureThreshold,
 		HealthTimeout:    DefaultHealthTimeout,
 		MinHealthyTime:   DefaultMinHealthyTime,
+		UpdateTimeout:    DefaultUpdateTimeout,
+
+		InfrastructureHold: DefaultInfrastructureHold,
 	}
+}
+
+// EffectiveUpdateTimeout is the update_timeout the engine applies:
+// UpdateTimeout, or when it is not set (0, which Validate refuses)
+// DefaultUpdateTimeout, raised to health_timeout + min_healthy_time +
+// DefaultUpdateTimeout when the agent's own waits take 30m or more. A
+// group decoded without update_timeout (a config written before the field
+// existed) gets the same, so that an old config stays valid and never
+// times out updates that pass the agent's waits.
+func (g GroupConfig) EffectiveUpdateTimeout() time.Duration {
+	if g.UpdateTimeout > 0 {
+		return g.UpdateTimeout.D()
+	}
+	return defaultUpdateTimeout(g)
+}
+
+// absentDuration marks a duration field the JSON did not set (no JSON
+// duration decodes to it short of the most negative one).
+const absentDuration = Duration(math.MinInt64)
+
+func defaultUpdateTimeout(g GroupConfig) time.Duration {
+	if waits := g.HealthTimeout.D() + g.MinHealthyTime.D(); waits >= DefaultUpdateTimeout.D() {
+		return waits + DefaultUpdateTimeout.D()
+	}
+	return DefaultUpdateTimeout.D()
 }
 
 // UnmarshalJSON decodes a config over DefaultConfig's values, rejecting
@@ -138,6 +202,8 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		"timezone":       &d.Timezone,
 		"groups":         &d.Groups,
 		"require_reason": &d.RequireReason,
+
+		"quarantine_after": &d.QuarantineAfter,
 	}, true)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -150,19 +216,22 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 // fields.
 func (g *GroupConfig) UnmarshalJSON(b []byte) error {
 	d := DefaultGroup("")
+	d.UpdateTimeout = absentDuration // absent: the default for the group's waits, below
 	err := decodeObject(b, map[string]any{
-		"name":              &d.Name,
-		"days":              &d.Days,
-		"start_hour":        &d.StartHour,
-		"wait_hours":        &d.WaitHours,
-		"jitter_seconds":    &d.JitterSeconds,
-		"canary_count":      &d.CanaryCount,
-		"max_in_flight":     &d.MaxInFlight,
-		"alert_after":       &d.AlertAfter,
-		"failure_threshold": &d.FailureThreshold,
-		"health_timeout":    &d.HealthTimeout,
-		"min_healthy_time":  &d.MinHealthyTime,
-		"depends_on":        &d.DependsOn,
+		"name":                &d.Name,
+		"days":                &d.Days,
+		"start_hour":          &d.StartHour,
+		"wait_hours":          &d.WaitHours,
+		"jitter_seconds":      &d.JitterSeconds,
+		"canary_count":        &d.CanaryCount,
+		"max_in_flight":       &d.MaxInFlight,
+		"alert_after":         &d.AlertAfter,
+		"failure_threshold":   &d.FailureThreshold,
+		"health_timeout":      &d.HealthTimeout,
+		"min_healthy_time":    &d.MinHealthyTime,
+		"update_timeout":      &d.UpdateTimeout,
+		"infrastructure_hold": &d.InfrastructureHold,
+		"depends_on":          &d.DependsOn,
 	}, true)
 	if err != nil {
 		// Name the group in the error even when another field failed first.
@@ -173,6 +242,9 @@ func (g *GroupConfig) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("group %q: %w", truncate(named.Name, 70), err)
 		}
 		return fmt.Errorf("group: %w", err)
+	}
+	if d.UpdateTimeout == absentDuration {
+		d.UpdateTimeout = Duration(defaultUpdateTimeout(d))
 	}
 	*g = d
 	return nil
@@ -232,6 +304,9 @@ func (c Config) Validate() error {
 	if _, err := c.Location(); err != nil {
 		bad("%v", err)
 	}
+	if c.QuarantineAfter < 0 || c.QuarantineAfter > MaxQuarantineAfter {
+		bad("quarantine_after %d must be 0 (off) or 1-%d", c.QuarantineAfter, MaxQuarantineAfter)
+	}
 	switch {
 	case len(c.Groups) == 0:
 		bad("groups: at least one group is needed (the default config has one named %q)", DefaultGroupName)
@@ -287,6 +362,9 @@ func (g GroupConfig) validate() []error {
 	if g.FailureThreshold < 0 || g.FailureThreshold > 100 {
 		bad("failure_threshold %q must be 0%%-100%%", g.FailureThreshold)
 	}
+	if g.InfrastructureHold < 0 || g.InfrastructureHold > 100 {
+		bad("infrastructure_hold %q must be 0%%-100%%", g.InfrastructureHold)
+	}
 	if d := g.AlertAfter.D(); d < minAlertAfter || d > maxAlertAfter {
 		bad("alert_after %q must be %s-%s", g.AlertAfter, Duration(minAlertAfter), Duration(maxAlertAfter))
 	}
@@ -295,6 +373,14 @@ func (g GroupConfig) validate() []error {
 	}
 	if d := g.MinHealthyTime.D(); d < 0 || d > maxMinHealthyTime {
 		bad("min_healthy_time %q must be 0s-%s", g.MinHealthyTime, Duration(maxMinHealthyTime))
+	}
+	waits := g.HealthTimeout.D() + g.MinHealthyTime.D()
+	switch d := g.UpdateTimeout.D(); {
+	case d < minUpdateTimeout || d > maxUpdateTimeout:
+		bad("update_timeout %q must be %s-%s", g.UpdateTimeout, Duration(minUpdateTimeout), Duration(maxUpdateTimeout))
+	case d <= waits:
+		bad("update_timeout %q must be longer than health_timeout + min_healthy_time (%s), or every update that waits them out times out",
+			g.UpdateTimeout, Duration(waits))
 	}
 	for _, dep := range g.DependsOn {
 		if dep == g.Name {

@@ -27,7 +27,11 @@ func TestDefaultConfig(t *testing.T) {
 			FailureThreshold: 5,
 			HealthTimeout:    Duration(5 * time.Minute),
 			MinHealthyTime:   Duration(5 * time.Minute),
+			UpdateTimeout:    Duration(30 * time.Minute),
+
+			InfrastructureHold: 50,
 		}},
+		QuarantineAfter: 3,
 	}
 	got := DefaultConfig()
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -61,7 +65,7 @@ func TestConfigJSON(t *testing.T) {
 	prod.WaitHours, prod.AlertAfter, prod.FailureThreshold, prod.DependsOn = 24, Duration(90*time.Minute), 2.5, []string{"staging"}
 	lab := DefaultGroup("lab")
 	lab.DependsOn = []string{}
-	want := Config{V: 1, Mode: ModePaused, Timezone: "Europe/Berlin", Groups: []GroupConfig{staging, prod, lab}}
+	want := Config{V: 1, Mode: ModePaused, Timezone: "Europe/Berlin", Groups: []GroupConfig{staging, prod, lab}, QuarantineAfter: DefaultQuarantineAfter}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Unmarshal (-want +got):\n%s", diff)
 	}
@@ -146,9 +150,20 @@ func TestConfigValidate(t *testing.T) {
 		{name: "max in flight high", config: func(c *Config) { c.Groups[0].MaxInFlight = 120 }, want: []string{`group "default": max_in_flight "120%" must be 1%-100%`}},
 		{name: "max in flight zero", config: func(c *Config) { c.Groups[0].MaxInFlight = 0 }, want: []string{`max_in_flight "0%" must be 1%-100%`}},
 		{name: "failure threshold", config: func(c *Config) { c.Groups[0].FailureThreshold = 101 }, want: []string{`failure_threshold "101%" must be 0%-100%`}},
+		{name: "infrastructure hold", config: func(c *Config) { c.Groups[0].InfrastructureHold = -1 }, want: []string{`infrastructure_hold "-1%" must be 0%-100%`}},
 		{name: "zero failure threshold", config: func(c *Config) { c.Groups[0].FailureThreshold = 0 }},
 		{name: "alert after", config: func(c *Config) { c.Groups[0].AlertAfter = Duration(30 * time.Second) }, want: []string{`alert_after "30s" must be 1m-168h`}},
 		{name: "health timeout", config: func(c *Config) { c.Groups[0].HealthTimeout = 0 }, want: []string{`health_timeout "0s" must be 10s-1h`}},
+		{name: "update timeout 0", config: func(c *Config) { c.Groups[0].UpdateTimeout = 0 }, want: []string{`update_timeout "0s" must be 1m-168h`}},
+		{name: "update timeout one minute", config: func(c *Config) {
+			c.Groups[0].UpdateTimeout, c.Groups[0].HealthTimeout, c.Groups[0].MinHealthyTime = Duration(time.Minute), Duration(30*time.Second), 0
+		}},
+		{name: "update timeout a week", config: func(c *Config) { c.Groups[0].UpdateTimeout = Duration(7 * 24 * time.Hour) }},
+		{name: "update timeout too short", config: func(c *Config) { c.Groups[0].UpdateTimeout = Duration(59 * time.Second) }, want: []string{`update_timeout "59s" must be 1m-168h`}},
+		{name: "update timeout too long", config: func(c *Config) { c.Groups[0].UpdateTimeout = Duration(7*24*time.Hour + time.Second) }, want: []string{`update_timeout "168h1s" must be 1m-168h`}},
+		{name: "update timeout negative", config: func(c *Config) { c.Groups[0].UpdateTimeout = Duration(-time.Minute) }, want: []string{`update_timeout "-1m0s" must be 1m-168h`}},
+		{name: "update timeout within the agent's waits", config: func(c *Config) { c.Groups[0].UpdateTimeout = Duration(10 * time.Minute) },
+			want: []string{`update_timeout "10m" must be longer than health_timeout + min_healthy_time (10m)`}},
 		{name: "min healthy time", config: func(c *Config) { c.Groups[0].MinHealthyTime = Duration(25 * time.Hour) }, want: []string{`min_healthy_time "25h" must be 0s-24h`}},
 		{name: "days empty", config: func(c *Config) { c.Groups[0].Days = []string{} }, want: []string{"days: empty"}},
 		{name: "days bad", config: func(c *Config) { c.Groups[0].Days = []string{"Monday"} }, want: []string{`days: "Monday" is not a day`}},
@@ -285,6 +300,44 @@ func TestCheckConfigChange(t *testing.T) {
 			}
 			if !errors.Is(err, ErrConfigChange) && !errors.Is(err, ErrBadConfig) {
 				t.Errorf("CheckConfigChange() = %v, want ErrConfigChange or ErrBadConfig", err)
+			}
+		})
+	}
+}
+
+// TestUpdateTimeoutDefault: a group without update_timeout (a config
+// written before it existed) decodes to 30m, or to health_timeout +
+// min_healthy_time + 30m when the agent's own waits take 30m or more, so
+// that an old config stays valid and never times out an update that passes
+// them; an explicit value is kept. A Go value with 0 gets the same.
+func TestUpdateTimeoutDefault(t *testing.T) {
+	tests := []struct {
+		name  string
+		group string
+		want  time.Duration
+	}{
+		{"absent", `{"name":"prod"}`, 30 * time.Minute},
+		{"absent, long waits", `{"name":"prod","health_timeout":"1h","min_healthy_time":"24h"}`, 25*time.Hour + 30*time.Minute},
+		{"absent, waits just under 30m", `{"name":"prod","health_timeout":"20m","min_healthy_time":"9m"}`, 30 * time.Minute},
+		{"explicit", `{"name":"prod","update_timeout":"2h"}`, 2 * time.Hour},
+		{"explicit 0 stays 0 (and is invalid)", `{"name":"prod","update_timeout":"0s"}`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c Config
+			if err := json.Unmarshal([]byte(`{"groups":[`+tt.group+`]}`), &c); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(); (err != nil) != (tt.want == 0) {
+				t.Fatalf("Validate() = %v", err)
+			}
+			g := c.Groups[0]
+			if got := g.UpdateTimeout.D(); got != tt.want {
+				t.Errorf("update_timeout = %v, want %v", got, tt.want)
+			}
+			g.UpdateTimeout = 0
+			if got := g.EffectiveUpdateTimeout(); got != tt.want && tt.want != 0 && tt.name != "explicit" {
+				t.Errorf("EffectiveUpdateTimeout() with 0 = %v, want %v", got, tt.want)
 			}
 		})
 	}

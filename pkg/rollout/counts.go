@@ -1,8 +1,9 @@
 package rollout
 
 // VersionCount is what the controllers report for one version in one group:
-// how many established agents run it, how many of those failed (rolled back or
-// report an error), and the lowest agent id among them. It is the value type
+// how many established agents run it, how many of those are unreachable,
+// how many of the reachable ones failed (rolled back or report an error),
+// and the lowest agent id among them. It is the value type
 // of the "versions" map in fleet_stats entries.
 type VersionCount struct {
 	Count       int `json:"count"`
@@ -12,6 +13,15 @@ type VersionCount struct {
 	// in Count. Informational: the rollout engine does not use it.
 	Updating int     `json:"updating,omitempty"`
 	LowestID AgentID `json:"lowest_id,omitempty"`
+	// Unreachable counts the agents at this version with no heartbeat for
+	// longer than UnreachableAfter; they are also in Count (they have not
+	// expired), and in neither FailedCount nor Updating.
+	Unreachable int `json:"unreachable,omitempty"`
+	// Blocked counts the reachable agents at this version whose last
+	// update attempt hit an infrastructure failure they retry by
+	// themselves (a release site down, a full disk): also in Count, not in
+	// FailedCount.
+	Blocked int `json:"blocked,omitempty"`
 }
 
 // Counts maps version → counts for one group. NoVersion is the key for agents

@@ -10,6 +10,8 @@ var (
 	ErrBadAgentID = errors.New("invalid agent id")
 	// ErrBadGroupName reports a group name unusable as a subject token and key.
 	ErrBadGroupName = errors.New("invalid group name")
+	// ErrBadSite reports a site name that breaks ValidateSite.
+	ErrBadSite = errors.New("invalid site name")
 	// ErrBadConfig reports a fleet_config value that breaks a rule of §3.1.
 	ErrBadConfig = errors.New("invalid config")
 	// ErrBadSpec reports a fleet_plan spec that breaks a rule of §3.2.

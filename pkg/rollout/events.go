@@ -20,8 +20,16 @@ const (
 	EventFrozen EventKind = "frozen"
 	// EventUnfrozen: enough agents are back and progress moves again.
 	EventUnfrozen EventKind = "unfrozen"
+	// EventHeld: progress is held because agents in flight are blocked on
+	// infrastructure (see GroupStatus.Held); not a failure.
+	EventHeld EventKind = "held"
+	// EventResumed: the blocked agents recovered and progress moves again.
+	EventResumed EventKind = "resumed"
 	// EventOperator: an operator action that kept the state (reset, run).
 	EventOperator EventKind = "operator"
+	// EventQuarantine: the controller quarantined a version fleet-wide
+	// (Group is "": published on fleet.events._fleet).
+	EventQuarantine EventKind = "quarantine"
 )
 
 // Event is published on fleet.events.<group> when a group's status changes
@@ -34,6 +42,12 @@ type Event struct {
 	To     State     `json:"to,omitempty"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+}
+
+// QuarantineEvent is the fleet-wide event of the controller quarantining
+// q.Version.
+func QuarantineEvent(q Quarantine) Event {
+	return newEvent("", EventQuarantine, "", "", "version "+q.Version+" quarantined: "+q.Reason, q.At)
 }
 
 func newEvent(group string, kind EventKind, from, to State, reason string, at time.Time) Event {

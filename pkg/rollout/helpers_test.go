@@ -46,6 +46,20 @@ func mustLoc(t *testing.T, name string) *time.Location {
 	return loc
 }
 
+// startedStatus is group staging's status in state (canary or active) for
+// v1 → v2, started at start with 10 agents: in active, progress 0.2; in
+// canary, progress 0 and canary the one canary.
+func startedStatus(state State, start time.Time, canary AgentID) GroupStatus {
+	st := GroupStatus{V: 1, Group: "staging", State: state, Since: start, Mode: ModeEnabled, TargetVersion: v2, StartVersion: v1,
+		InitialCount: 10, Progress: 0.2, FailuresSince: start, StartedAt: start,
+		JitterSeconds: 5, HealthTimeout: DefaultHealthTimeout, MinHealthyTime: DefaultMinHealthyTime}
+	if state == StateCanary {
+		st.Progress = 0
+		st.Canaries = []Canary{{ID: canary}}
+	}
+	return st
+}
+
 // onVersion returns agents with the given ids running v.
 func onVersion(ids []AgentID, v string) []AgentView {
 	out := make([]AgentView, len(ids))

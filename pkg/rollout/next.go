@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,14 +21,24 @@ type Input struct {
 	// (Plan.Predecessors); a missing one counts as not done.
 	Predecessors map[string]GroupStatus
 	// Counts are the group's per-version counts of present, established
-	// agents: the numbers for initial count, presence and progress.
+	// agents: the numbers for initial count, presence and progress. An
+	// unreachable agent (VersionCount.Unreachable) is present, for the
+	// initial count, the freeze rule (which is about agents that expired)
+	// and done (which waits for it), but never on the target for progress.
 	Counts Counts
 	// Agents are the same agents one by one: canaries are picked and judged,
 	// failures counted, and the agents in flight and waiting found from them
 	// (progress is capped so that at most the max_in_flight window is in
-	// flight, see Progress).
+	// flight, see Progress). Unreachable agents are never picked as
+	// canaries, a canary that is unreachable is missing, and they are
+	// neither failed nor in flight nor waiting. An agent updating to the
+	// target longer than update_timeout is timed out: failed, and out of
+	// the window.
 	Agents []AgentView
 	Now    time.Time
+	// Quarantine is fleet_plan/quarantine: a group whose target is
+	// quarantined halts (see quarantine).
+	Quarantine QuarantineList
 }
 
 // maxSteps bounds the transitions one call may cascade through (unstarted →
@@ -56,6 +67,9 @@ type machine struct {
 	gc     GroupConfig
 	loc    *time.Location
 	events []Event
+	// failed are the agents countFailures counted, for the sites a halt
+	// names.
+	failed []AgentView
 }
 
 func (m *machine) emit(kind EventKind, from, to State, reason string) {
@@ -125,6 +139,7 @@ func (m *machine) run() {
 	m.gc = gc
 	m.loc, _ = in.Config.Location() // valid: Validate checked it
 	m.st.JitterSeconds, m.st.HealthTimeout, m.st.MinHealthyTime = gc.JitterSeconds, gc.HealthTimeout, gc.MinHealthyTime
+	m.quarantine()
 	if m.st.Mode != ModeEnabled {
 		m.hold("mode " + string(m.st.Mode) + ": the rollout is frozen where it stands")
 		return
@@ -152,8 +167,28 @@ func (m *machine) hold(why string) {
 	}
 }
 
+// quarantine halts a group that has not finished rolling out a quarantined
+// target (unstarted, canary or active), whatever the mode: the halt rejects
+// the target, so the group never holds it and Decide never offers it to new
+// or unstarted hosts. A group that is done or rolled back is left alone.
+func (m *machine) quarantine() {
+	q, ok := m.in.Quarantine.Lookup(m.st.TargetVersion)
+	if !ok || m.st.Halted {
+		return
+	}
+	switch m.st.State {
+	case StateUnstarted, StateCanary, StateActive:
+		m.halt(q.HaltReason(m.in.Group))
+	}
+}
+
 func (m *machine) unstarted() bool {
 	in, st, gc := m.in, &m.st, m.gc
+	if st.Halted {
+		// Halted before it started (its target is quarantined): it waits
+		// for an operator (fleetctl reset or run) like any halted group.
+		return false
+	}
 	reason := "window open"
 	switch {
 	case st.RunRequested:
@@ -214,8 +249,9 @@ func (m *machine) unstarted() bool {
 	return true
 }
 
-// canaryViews are the views of the group's canaries that are present, by
-// id (judgeCanaries looks up at most canary_count agents).
+// canaryViews are the views of the group's canaries that are present and
+// reachable, by id (judgeCanaries looks up at most canary_count agents); an
+// unreachable canary is missing, as one that expired.
 func (m *machine) canaryViews() map[AgentID]AgentView {
 	canary := make(map[AgentID]bool, len(m.st.Canaries))
 	for _, c := range m.st.Canaries {
@@ -223,7 +259,7 @@ func (m *machine) canaryViews() map[AgentID]AgentView {
 	}
 	out := make(map[AgentID]AgentView, len(canary))
 	for _, a := range m.in.Agents {
-		if canary[a.ID] {
+		if canary[a.ID] && !a.Unreachable {
 			out[a.ID] = a
 		}
 	}
@@ -231,34 +267,67 @@ func (m *machine) canaryViews() map[AgentID]AgentView {
 }
 
 // countFailures counts the agents failing the target since FailuresSince
-// (see failedTarget), records the count and returns the lowest-id one.
+// (see failedTarget) and those timed out (see timedOut), records the counts
+// and returns the lowest-id one.
 func (m *machine) countFailures() AgentView {
 	st := &m.st
-	n := 0
+	n, timedOutN := 0, 0
 	var first AgentView
+	m.failed = m.failed[:0]
 	for _, a := range m.in.Agents {
-		if failedTarget(a, st.TargetVersion, st.FailuresSince) {
+		failed := failedTarget(a, st.TargetVersion, st.FailuresSince)
+		if !failed && m.timedOut(a) {
+			failed = true
+			timedOutN++
+		}
+		if failed {
 			if n == 0 || a.ID < first.ID {
 				first = a
 			}
 			n++
+			m.failed = append(m.failed, a)
 		}
 	}
-	st.FailedCount = n
+	st.FailedCount, st.TimedOutCount = n, timedOutN
 	return first
 }
 
+// timedOut is timedOut with the group's target, start and update_timeout.
+func (m *machine) timedOut(a AgentView) bool {
+	return timedOut(a, m.st.TargetVersion, m.st.FailuresSince, m.gc.EffectiveUpdateTimeout(), m.now)
+}
+
 // overThreshold halts the group when its failures exceed failure_threshold
-// of the initial count.
+// of the initial count, or at once when an agent got a bad artifact.
 func (m *machine) overThreshold(first AgentView) bool {
 	st := &m.st
+	var bad []AgentView
+	for _, a := range m.in.Agents {
+		if badArtifact(a, st.TargetVersion, st.FailuresSince) {
+			bad = append(bad, a)
+		}
+	}
+	if len(bad) > 0 {
+		a := bad[0]
+		m.halt(fmt.Sprintf("the release site served a bad artifact of %s to %s%s: %s; every host would get the same bytes, so the group halts at once (fix the release, then fleetctl reset --group %s)",
+			st.TargetVersion, a.ID, describeSites(bad), describeFailure(a, st.TargetVersion), st.Group))
+		return true
+	}
 	limit := m.gc.FailureThreshold.Of(st.InitialCount)
 	if float64(st.FailedCount) <= limit {
 		return false
 	}
-	m.halt(fmt.Sprintf("%d agents failed %s, more than failure_threshold %s of %d (%s); first: %s %s",
-		st.FailedCount, st.TargetVersion, m.gc.FailureThreshold, st.InitialCount, trimFloat(limit), first.ID, describeFailure(first, st.TargetVersion)))
+	m.halt(fmt.Sprintf("%d agents failed %s%s, more than failure_threshold %s of %d (%s); first: %s %s",
+		st.FailedCount, st.TargetVersion, describeSites(m.failed), m.gc.FailureThreshold, st.InitialCount, trimFloat(limit), first.ID, m.describeFailure(first)))
 	return true
+}
+
+// describeFailure says why a, which countFailures counted, failed.
+func (m *machine) describeFailure(a AgentView) string {
+	if !failedTarget(a, m.st.TargetVersion, m.st.FailuresSince) && m.timedOut(a) {
+		return describeTimeout(a, m.gc)
+	}
+	return describeFailure(a, m.st.TargetVersion)
 }
 
 func (m *machine) alertAfter() {
@@ -280,12 +349,29 @@ func (m *machine) canary() bool {
 		return false
 	}
 	// A failed canary is the more useful reason, so judge canaries first.
-	v := judgeCanaries(st, m.canaryViews(), m.gc, m.now)
+	views := m.canaryViews()
+	v := judgeCanaries(st, views, m.gc, m.now)
 	if v.halt != "" {
+		for _, a := range m.in.Agents {
+			if a.ID == v.agent {
+				v.halt += describeSites([]AgentView{a})
+				break
+			}
+		}
 		m.halt(v.halt)
 		return false
 	}
-	if m.overThreshold(first) || !v.healthy {
+	if m.overThreshold(first) {
+		return false
+	}
+	var inFlight []AgentView
+	for _, a := range views {
+		if a.ActiveVersion != st.TargetVersion {
+			inFlight = append(inFlight, a)
+		}
+	}
+	m.countBlocked()
+	if m.infraHold(inFlight, len(st.Canaries), "canaries") || !v.healthy {
 		return false
 	}
 	reason := "no canaries"
@@ -304,21 +390,43 @@ func (m *machine) active() bool {
 	}
 	st, in := &m.st, m.in
 	target := st.TargetVersion
-	settled, pendingCanaries := 0, 0
+	settled, pendingCanaries, released := 0, 0, 0
 	var pending []float64
+	var inFlight []AgentView // pending agents told to update, and pending canaries
 	for _, a := range in.Agents {
 		switch {
+		case a.Unreachable:
+			// Neither in flight nor waiting: it may be updating through
+			// /v1/find while cut off, or gone. It counts again from its
+			// next heartbeat.
+			if a.ID.Fraction() < st.Progress {
+				released++
+			}
 		case a.ActiveVersion == target:
 		case rolledBackFrom(a, target):
 			settled++
+		case m.timedOut(a):
+			// Failed (countFailures), and out of the window: its place
+			// goes to the next agent.
+			if a.ID.Fraction() < st.Progress || st.IsCanary(a.ID) {
+				released++
+			}
 		case st.IsCanary(a.ID):
 			pendingCanaries++
+			inFlight = append(inFlight, a)
 		default:
 			pending = append(pending, a.ID.Fraction())
+			if a.ID.Fraction() < st.Progress {
+				inFlight = append(inFlight, a)
+			}
 		}
 	}
 	slices.Sort(pending)
-	present, onTarget := in.Counts.Total(), in.Counts[target].Count
+	m.countBlocked()
+	held := m.infraHold(inFlight, InFlightWindow(m.gc.MaxInFlight, st.InitialCount), "agents in flight")
+	// Unreachable agents are present (the freeze rule is about agents that
+	// expired) but not on the target: what they run now is not known.
+	present, onTarget := in.Counts.Total(), in.Counts[target].Count-in.Counts[target].Unreachable
 	p, frozen := Progress(ProgressInput{
 		Strategy:        in.Spec.Strategy,
 		MaxInFlight:     m.gc.MaxInFlight,
@@ -327,9 +435,12 @@ func (m *machine) active() bool {
 		OnTarget:        onTarget,
 		Pending:         pending,
 		PendingCanaries: pendingCanaries,
+		Released:        released,
 		Prev:            st.Progress,
 	})
-	st.Progress = p
+	if !held {
+		st.Progress = p
+	}
 	switch {
 	case frozen && st.Frozen == "":
 		floor := float64(st.InitialCount) - m.gc.MaxInFlight.Of(st.InitialCount)
@@ -340,7 +451,7 @@ func (m *machine) active() bool {
 		st.Frozen = ""
 		m.emit(EventUnfrozen, st.State, st.State, "enough agents present again: progress moves")
 	}
-	if frozen || p < 1 || onTarget == 0 || onTarget+settled < present {
+	if frozen || held || p < 1 || onTarget == 0 || onTarget+settled < present {
 		return false
 	}
 	st.Progress, st.DoneAt = 1, m.now
@@ -351,6 +462,87 @@ func (m *machine) active() bool {
 	}
 	m.transition(StateDone, reason)
 	return true
+}
+
+// countBlocked records how many of the group's reachable agents not on
+// the target are blocked on infrastructure (retrying by themselves).
+func (m *machine) countBlocked() {
+	n := 0
+	for _, a := range m.in.Agents {
+		if !a.Unreachable && a.ActiveVersion != m.st.TargetVersion && blocked(a) {
+			n++
+		}
+	}
+	m.st.Blocked = n
+}
+
+// infraHold holds the group's progress while more than infrastructure_hold
+// of inFlight (the agents told to update that have not got there: the
+// agents in flight, or the canaries), counted against at least capacity
+// (the max_in_flight window, or the canary count), are blocked on
+// infrastructure, and
+// says so in Held with the count and the causes. Nothing fails and
+// nothing halts: the agents retry, and the hold ends by itself when fewer
+// are blocked. The first step held and the first step after emit an event.
+func (m *machine) infraHold(inFlight []AgentView, capacity int, what string) bool {
+	st := &m.st
+	n, causes := 0, map[string]int{}
+	for _, a := range inFlight {
+		if blocked(a) {
+			n++
+			causes[causeOf(a)]++
+		}
+	}
+	// The share is of the window (max_in_flight, or the canaries), not
+	// of what is in flight right now: one blocked host left alone in a
+	// window whose others finished must not stop the group for good.
+	held := n > 0 && float64(n) > m.gc.InfrastructureHold.Of(max(len(inFlight), capacity))
+	switch {
+	case held:
+		text := fmt.Sprintf("%d of %d %s blocked on infrastructure (%s), more than infrastructure_hold %s: progress held, nothing counted as failed; moves on when they recover",
+			n, len(inFlight), what, describeCauses(causes), m.gc.InfrastructureHold)
+		if st.Held == "" {
+			m.emit(EventHeld, st.State, st.State, text)
+		}
+		st.Held = text
+	case st.Held != "":
+		st.Held = ""
+		m.emit(EventResumed, st.State, st.State, "the agents blocked on infrastructure recovered: progress moves again")
+	}
+	return held
+}
+
+// causeOf is a blocked agent's cause for people: its error_cause, or its
+// error cut short when it sent none.
+func causeOf(a AgentView) string {
+	if a.ErrorCause != "" {
+		return truncate(a.ErrorCause, 64)
+	}
+	return truncate(a.Error, 64)
+}
+
+// describeCauses lists causes most frequent first (ties by name), at most
+// three, as "disk full: 3, download: HTTP 503: 1, 2 more".
+func describeCauses(causes map[string]int) string {
+	names := make([]string, 0, len(causes))
+	for c := range causes {
+		names = append(names, c)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if causes[a] != causes[b] {
+			return causes[b] - causes[a]
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for i, c := range names {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("%d more", len(names)-3))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d", c, causes[c]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func trimFloat(f float64) string {

@@ -26,6 +26,11 @@ type ProgressInput struct {
 	// have not finished with the target either. Decide tells canaries to
 	// update whatever the progress, so all of them are in flight.
 	PendingCanaries int
+	// Released is the number of present agents below Prev that are out of
+	// the window without being on the target: unreachable (what they do is
+	// not known) or timed out (update_timeout). They count in the formula
+	// as if they had finished, or the places they held would stay taken.
+	Released int
 	// Prev is the progress recorded so far for this target.
 	Prev float64
 }
@@ -48,9 +53,10 @@ func InFlightWindow(maxInFlight Percent, initial int) int {
 //
 // where formula is DESIGN §3.4's
 //
-//	(max_in_flight × initial + on_target) / initial
+//	(max_in_flight × initial + on_target + released) / initial
 //
-// the upper limit: progress never runs further ahead of the agents on the
+// (released: see Released; DESIGN has no such agents, so 0 there) the
+// upper limit: progress never runs further ahead of the agents on the
 // target than the window. That alone keeps about W agents in flight, on
 // average only: the number of random ids below a fraction varies, and agents
 // on the target above progress (canaries, hosts installed with the target)
@@ -92,7 +98,7 @@ func Progress(in ProgressInput) (progress float64, frozen bool) {
 	// Pending[:started] are in flight at prev; the rest wait.
 	started, _ := slices.BinarySearch(pending, prev)
 	inFlight := max(in.PendingCanaries, 0) + started
-	p := (window + float64(in.OnTarget)) / float64(initial)
+	p := (window + float64(in.OnTarget) + float64(max(in.Released, 0))) / float64(initial)
 	switch k := InFlightWindow(in.MaxInFlight, initial) - inFlight; {
 	case k <= 0:
 		p = prev // the window is full: hold

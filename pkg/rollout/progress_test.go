@@ -58,6 +58,17 @@ func TestProgress(t *testing.T) {
 			in.Prev, in.Present, in.OnTarget, in.Pending = 0.5, 85, 20, spread(35, 100, 100)
 		}, want: 0.5},
 		{name: "grouped is 1 at once", edit: func(in *ProgressInput) { in.Strategy = StrategyGrouped }, want: 1},
+		// 30 on the target, 10 below progress 0.4 unreachable or timed out,
+		// none in flight: the window goes above them to 0.6.
+		{name: "released agents do not keep the window shut", edit: func(in *ProgressInput) {
+			in.Prev, in.OnTarget, in.Released, in.Pending = 0.4, 30, 10, spread(40, 100, 100)
+		}, want: 0.6},
+		{name: "without them counted, the window stays shut by them", edit: func(in *ProgressInput) {
+			in.Prev, in.OnTarget, in.Pending = 0.4, 30, spread(40, 100, 100)
+		}, want: 0.5},
+		{name: "released agents never let more than the window in flight", edit: func(in *ProgressInput) {
+			in.Prev, in.OnTarget, in.Released, in.Pending = 0.4, 30, 60, spread(40, 100, 100)
+		}, want: spread(40, 100, 100)[20]}, // the cap: the 21st waiting agent
 		{name: "grouped ignores vanished agents", edit: func(in *ProgressInput) { in.Strategy, in.Present = StrategyGrouped, 3 }, want: 1},
 		{name: "grouped ignores the in-flight cap", edit: func(in *ProgressInput) { in.Strategy, in.Prev = StrategyGrouped, 0.5 }, want: 1},
 		{name: "100% in flight never freezes", edit: func(in *ProgressInput) { in.MaxInFlight, in.Present, in.Pending = 100, 0, nil }, want: 1},

@@ -96,9 +96,20 @@ type GroupStatus struct {
 	WaitingUntil time.Time `json:"waiting_until,omitzero"`
 	// Frozen, when set, says why progress is held: too many agents vanished.
 	Frozen string `json:"frozen,omitempty"`
+	// Held, when set, says why progress is held: more than
+	// infrastructure_hold of the agents in flight (or the canaries) are
+	// blocked on infrastructure (a release site down, a full disk). Nothing
+	// is failed or halted; the group moves on by itself when they
+	// recover. Blocked is how many agents of the group are blocked, held
+	// or not.
+	Held    string `json:"held,omitempty"`
+	Blocked int    `json:"blocked,omitempty"`
 	// RunRequested: an operator asked to start the group now (fleetctl run),
 	// regardless of window, wait_hours and predecessors.
 	RunRequested bool `json:"run_requested,omitempty"`
+	// Retry, when set, asks agents that rolled back from the target to try
+	// it once more (fleetctl retry; see RetryRequest).
+	Retry RetryRequest `json:"retry,omitzero"`
 
 	// InitialCount is the number of agents present when the group started.
 	InitialCount int `json:"initial_count"`
@@ -112,6 +123,10 @@ type GroupStatus struct {
 	// FailuresSince).
 	FailedCount   int       `json:"failed_count"`
 	FailuresSince time.Time `json:"failures_since,omitzero"`
+	// TimedOutCount is how many of FailedCount are agents still updating
+	// to the target longer than update_timeout (timed out: failed, and out
+	// of the max_in_flight window).
+	TimedOutCount int `json:"timed_out_count,omitempty"`
 	// Alerted: an alert has been raised for this rollout of the group
 	// (alert_after passed, or the group halted).
 	Alerted   bool      `json:"alerted"`
@@ -149,6 +164,7 @@ func (st GroupStatus) IsCanary(id AgentID) bool {
 func (st GroupStatus) Clone() GroupStatus {
 	st.Canaries = slices.Clone(st.Canaries)
 	st.RejectedVersions = slices.Clone(st.RejectedVersions)
+	st.Retry.Agents = slices.Clone(st.Retry.Agents)
 	return st
 }
 
@@ -217,7 +233,7 @@ func (st GroupStatus) Validate() error {
 	for _, n := range []struct {
 		field string
 		n     int
-	}{{"initial_count", st.InitialCount}, {"failed_count", st.FailedCount}, {"jitter_seconds", st.JitterSeconds}} {
+	}{{"initial_count", st.InitialCount}, {"failed_count", st.FailedCount}, {"timed_out_count", st.TimedOutCount}, {"jitter_seconds", st.JitterSeconds}} {
 		if n.n < 0 {
 			bad("%s %d must not be negative", n.field, n.n)
 		}
@@ -229,6 +245,9 @@ func (st GroupStatus) Validate() error {
 		if _, err := ParseAgentID(string(c.ID)); err != nil {
 			bad("canaries[%d]: %v", i, err)
 		}
+	}
+	if err := st.Retry.validate(); err != nil {
+		bad("retry: %v", err)
 	}
 	return errors.Join(errs...)
 }

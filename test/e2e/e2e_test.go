@@ -10,8 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -108,70 +106,6 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// proxy is a TCP forwarder the test can cut and restore, standing for the
-// network path between some agents and the bus.
-type proxy struct {
-	t      *testing.T
-	port   int
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]struct{}
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, port: natstest.FreePort(t), target: target, conns: map[net.Conn]struct{}{}}
-	p.Restore()
-	t.Cleanup(p.Cut)
-	return p
-}
-
-func (p *proxy) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", p.port) }
-
-// Restore listens again (on the same port) and forwards new connections.
-func (p *proxy) Restore() {
-	p.t.Helper()
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p.port))
-	if err != nil {
-		p.t.Fatalf("proxy listen: %v", err)
-	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-			p.mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
-}
-
-// Cut closes the listener and every connection through it.
-func (p *proxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = map[net.Conn]struct{}{}
-}
-
 // fleet is the running system.
 type fleet struct {
 	t       *testing.T
@@ -183,11 +117,13 @@ type fleet struct {
 	rel     *releases.Server
 	agents  []*agent
 	groups  []string // of the test's config
-	proxy   *proxy
+	proxy   *natstest.Proxy
 	started int    // agents started, for their dirs and hostnames
 	authDir string // fleetctl auth init's, with creds/admin.creds
 	dir     string // the test's temp dir: agent roots and logs
 	relURL  string // the release site
+	// agentFlags are extra agentd flags of every agent (setup may set them).
+	agentFlags []string
 
 	mu     sync.Mutex
 	beats  []heartbeat.Heartbeat
@@ -199,6 +135,10 @@ type agent struct {
 	group string
 	cut   bool // connects through the proxy
 	id    rollout.AgentID
+	n     int      // its number, for its log's name
+	args  []string // agentd's, without extra flags
+	cmd   *exec.Cmd
+	runs  int // restarts so far
 }
 
 func (f *fleet) record(nc *nats.Conn) {
@@ -387,7 +327,7 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 	}
 	sort.Strings(names)
 	f.groups = names
-	f.proxy = newProxy(t, fmt.Sprintf("127.0.0.1:%d", natsPort))
+	f.proxy = natstest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", natsPort))
 	for _, g := range names {
 		for n := range groups[g] {
 			f.agents = append(f.agents, f.startAgent(g, g == names[len(names)-1] && n < cutOff))
@@ -397,13 +337,13 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 }
 
 // startAgent mints creds for a new agent of group and starts its agentd,
-// connected through the proxy when cut.
-func (f *fleet) startAgent(group string, cut bool) *agent {
+// connected through the proxy when cut, with extra flags if any.
+func (f *fleet) startAgent(group string, cut bool, extra ...string) *agent {
 	t := f.t
 	t.Helper()
 	f.started++
 	i := f.started
-	a := &agent{root: filepath.Join(f.dir, fmt.Sprintf("agent-%d", i)), group: group, cut: cut}
+	a := &agent{root: filepath.Join(f.dir, fmt.Sprintf("agent-%d", i)), group: group, cut: cut, n: i}
 	url := f.natsURL
 	if a.cut {
 		url = f.proxy.URL()
@@ -422,9 +362,28 @@ func (f *fleet) startAgent(group string, cut bool) *agent {
 	a.id = id
 	creds := filepath.Join(f.authDir, "agents", string(id)+".creds")
 	runCmd(t, "fleetctl", "auth", "agent", "--dir", f.authDir, "--group", group, "--id", string(id))
-	start(t, filepath.Join(f.dir, fmt.Sprintf("agent-%d.log", i)), "agentd", "run", "--root", a.root, "--creds", creds,
+	a.args = []string{"run", "--root", a.root, "--creds", creds,
 		"--app", "app", "--bin-dir", filepath.Join(a.root, "bin"), "--hostname", fmt.Sprintf("host-%d", i),
 		"--heartbeat-interval", "1s", "--heartbeat-jitter", "100ms",
-		"--fallback-after", "2s", "--find-interval", "1s", "--log-level", "debug")
+		"--fallback-after", "2s", "--find-interval", "1s", "--log-level", "debug"}
+	a.args = append(a.args, f.agentFlags...)
+	a.cmd = start(t, filepath.Join(f.dir, fmt.Sprintf("agent-%d.log", i)), "agentd", append(a.args, extra...)...)
 	return a
+}
+
+// restartAgent stops a's agentd (SIGTERM, as systemd would) and starts it
+// again with its flags and extra ones.
+func (f *fleet) restartAgent(a *agent, extra ...string) {
+	t := f.t
+	t.Helper()
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _, _ = a.cmd.Process.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("agent %s did not stop within 15s of SIGTERM", a.id)
+	}
+	a.runs++
+	a.cmd = start(t, filepath.Join(f.dir, fmt.Sprintf("agent-%d.%d.log", a.n, a.runs)), "agentd", append(a.args, extra...)...)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -237,6 +238,8 @@ func TestPrometheusScrapesRollout(t *testing.T) {
 		return nil
 	})
 
+	grafanaQueriesAnswer(t, ctx, prom)
+
 	rules, err := prom.Rules(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -260,4 +263,82 @@ func TestPrometheusScrapesRollout(t *testing.T) {
 	if a := alerts["FleetwaveNoLeader"]; a.State != "inactive" {
 		t.Errorf("FleetwaveNoLeader is %s while a controller leads", a.State)
 	}
+}
+
+// grafanaQueriesAnswer runs every query of deploy/prometheus's Grafana
+// dashboard (the $group variable as every group) against the real
+// Prometheus: each must evaluate, and those about the controller's numbers
+// must return data; the $group variable's own query must list the groups.
+// (No Grafana here: what it would send Prometheus is what is tested.)
+func grafanaQueriesAnswer(t *testing.T, ctx context.Context, prom promv1.API) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("grafana-dashboard.json: %v", err)
+	}
+	// Series only agentd or failures produce: none in this run.
+	mayBeEmpty := []string{"fleetwave_agent_", "heartbeats_rejected", "find_request"}
+	n := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			if tg.Expr == "" {
+				continue
+			}
+			n++
+			q := strings.NewReplacer(`"$group"`, `".+"`, "$__rate_interval", "1m", "$__range", "1h").Replace(tg.Expr)
+			natstest.Eventually(t, time.Minute, func() error {
+				v, warnings, _, err := prom.Query(ctx, q, time.Now())
+				if err != nil {
+					return fmt.Errorf("panel %q: %s: %w", p.Title, q, err)
+				}
+				if len(warnings) > 0 {
+					return fmt.Errorf("panel %q: %s: warnings %v", p.Title, q, warnings)
+				}
+				vec, ok := v.(model.Vector)
+				if !ok {
+					return fmt.Errorf("panel %q: %s: a %s, want a vector", p.Title, q, v.Type())
+				}
+				for _, m := range mayBeEmpty {
+					if strings.Contains(q, m) {
+						return nil
+					}
+				}
+				if len(vec) == 0 {
+					return fmt.Errorf("panel %q: %s: no data from a controller mid-fleet", p.Title, q)
+				}
+				return nil
+			})
+		}
+	}
+	if n < 10 {
+		t.Errorf("the Grafana dashboard has %d queries; the file was not read right", n)
+	}
+	groups, _, _, err := prom.LabelValues(ctx, "group", []string{"fleetwave_group_progress"}, time.Now().Add(-time.Hour), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The controller's first pass may run on the default config before
+	// the test writes its own, leaving a status for group "default" (see
+	// waitDone): a group with a status is a group the variable lists.
+	var listed []string
+	for _, g := range groups {
+		if g != rollout.DefaultGroupName {
+			listed = append(listed, string(g))
+		}
+	}
+	if !slices.Equal(listed, []string{"canary", "prod"}) {
+		t.Errorf("the $group variable's query lists %v, want canary and prod", groups)
+	}
+	t.Logf("all %d Grafana panel queries evaluate on Prometheus", n)
 }

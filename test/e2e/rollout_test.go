@@ -282,7 +282,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 			t.Fatalf("cut-off agents published %d heartbeats while cut off: the proxy leaks", n-beatsBefore)
 		}
 		// Back on the bus: their first heartbeats carry 1.3.0 and prod finishes.
-		f.proxy.Restore()
+		f.proxy.Heal()
 		f.waitDone("1.3.0", 2*time.Minute)
 		last := f.lastBeats()
 		for _, a := range cut {

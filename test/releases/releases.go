@@ -87,6 +87,9 @@ type Server struct {
 	tarballs map[string][]byte
 	key      ed25519.PrivateKey
 	requests map[string]int
+	// failing, when not 0, is the status every request gets (an outage).
+	failing int
+	refused int
 }
 
 // NewServer returns an empty release site; key may be nil (no .sig).
@@ -118,6 +121,21 @@ func (s *Server) AddScript(version, script string) error {
 	return nil
 }
 
+// Fail makes every request answer code (503: the site is down) until
+// Fail(0).
+func (s *Server) Fail(code int) {
+	s.mu.Lock()
+	s.failing = code
+	s.mu.Unlock()
+}
+
+// Refused is how many requests Fail turned away.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
 // Downloads is how many times version's tarball was fetched (GET).
 func (s *Server) Downloads(version string) int {
 	s.mu.Lock()
@@ -134,6 +152,12 @@ func URLTemplate(base string) string {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	version, file, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	s.mu.Lock()
+	if code := s.failing; code != 0 {
+		s.refused++
+		s.mu.Unlock()
+		http.Error(w, "release site unavailable", code)
+		return
+	}
 	tb, known := s.tarballs[version]
 	key := s.key
 	if known && file == "app.tar.gz" && r.Method == http.MethodGet {

@@ -38,6 +38,13 @@ type agent struct {
 	installing bool
 	installTo  string
 	notified   bool // saw the spec of the current run
+
+	// An install blocked on infrastructure: the error it reports until
+	// its next attempt, when that is due, and until when its attempts of
+	// installTo are blocked (zero before its first).
+	blockedErr   string
+	retryAt      time.Time
+	blockedUntil time.Time
 }
 
 type eventKind uint8
@@ -45,6 +52,7 @@ type eventKind uint8
 const (
 	evBeat eventKind = iota
 	evInstallDone
+	evRetry // a blocked install's retry is due
 )
 
 type event struct {
@@ -261,6 +269,8 @@ func (sh *shard) step(ctx context.Context, now time.Time) {
 			sh.push(event{at: sh.nextBeat(now), idx: e.idx, kind: evBeat})
 		case evInstallDone:
 			sh.finishInstall(e.idx, now)
+		case evRetry:
+			sh.decide(e.idx, now)
 		}
 	}
 }
@@ -301,13 +311,26 @@ func (sh *shard) decide(i int, now time.Time) {
 	}
 	st := sh.plan.status[a.group]
 	version, update := rollout.Decide(a.id, sh.plan.spec, st, st.Mode)
-	if !rollout.Act(a.active, version, update) || version == a.badVersion {
+	if !rollout.Act(a.active, version, update) || version == a.badVersion || now.Before(a.retryAt) {
 		return
 	}
+	if version != a.installTo {
+		a.blockedUntil = time.Time{}
+	}
+	if a.blockedUntil.IsZero() {
+		a.blockedUntil = now.Add(sh.s.o.InfraFor)
+	}
+	a.blockedErr, a.retryAt = "", time.Time{} // agentd clears its error as an attempt starts
 	a.installing, a.installTo = true, version
 	a.startVersion, a.startTime = a.active, now
 	a.rollback, a.rollbackFrom = false, ""
 	sh.s.stats.installStarted(a.group, a.id, version, st, sh.s.o.FailRate[version] > 0)
+	if a.id.Fraction() < sh.s.o.Stuck[version] {
+		// Stuck in its health wait: no end event, updating_to forever.
+		sh.s.stats.installStuck(a.group)
+		sh.beat(i, now)
+		return
+	}
 	d := sh.s.o.InstallMin
 	if span := sh.s.o.InstallMax - sh.s.o.InstallMin; span > 0 {
 		d += time.Duration(sh.rng.Int64N(int64(span)))
@@ -323,6 +346,16 @@ func (sh *shard) finishInstall(i int, now time.Time) {
 	}
 	failed := failsOn(a.id, a.installTo, sh.s.o.FailRate[a.installTo])
 	a.installing = false
+	if now.Before(a.blockedUntil) && failsOn(a.id, "infrastructure "+a.installTo, sh.s.o.InfraFail[a.installTo]) {
+		// The release site answered 503: nothing changed on the host;
+		// it retries InfraRetry later, as agentd does (with backoff).
+		a.blockedErr, a.retryAt = "download "+a.installTo+": release site: HTTP 503", now.Add(sh.s.o.InfraRetry)
+		sh.s.stats.installBlocked(a.group, a.id)
+		sh.s.stats.installFinished(a.group, false, sh.plan.status[a.group])
+		sh.push(event{at: a.retryAt, idx: i, gen: a.gen, kind: evRetry})
+		sh.beat(i, now)
+		return
+	}
 	if failed {
 		a.rollback, a.rollbackFrom, a.badVersion = true, a.installTo, a.installTo
 	} else {
@@ -354,6 +387,12 @@ func (sh *shard) beat(i int, now time.Time) {
 		V: heartbeat.SchemaVersion, AgentID: a.id, Hostname: a.hostname, Group: sh.s.groups[a.group],
 		ActiveVersion: a.active, StartVersion: a.startVersion, StartTime: a.startTime,
 		Rollback: a.rollback, RollbackFrom: a.rollbackFrom, At: now, Seq: a.seq,
+	}
+	if a.installing {
+		hb.UpdatingTo = a.installTo // as agentd, for as long as the install runs
+	}
+	if a.blockedErr != "" {
+		hb.Error, hb.ErrorClass, hb.ErrorCause = a.blockedErr, heartbeat.ClassInfrastructure, "download failed (HTTP 503)"
 	}
 	data, err := heartbeat.Encode(&hb)
 	if err != nil {

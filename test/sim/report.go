@@ -19,7 +19,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "outcome %s after %v: %d agents on %d connections\n\n", r.Outcome, r.Duration.Round(time.Millisecond), r.Agents, r.Connections)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tINITIAL\tON TARGET\tWALL TIME\tMAX IN FLIGHT (ACTIVE/BOUND)\tCANARY PHASE\tBAD-VERSION HOSTS\tFAILED (SIM/CTRL/LIMIT)\tSTARTS AFTER HALT")
+	fmt.Fprintln(tw, "GROUP\tSTATE\tINITIAL\tON TARGET\tWALL TIME\tMAX IN FLIGHT (ACTIVE/BOUND)\tCANARY PHASE\tBAD-VERSION HOSTS\tFAILED (SIM/CTRL/LIMIT)\tSTARTS AFTER HALT\tSTUCK/TIMED OUT\tBLOCKED (HOSTS/MAX CTRL/HELD)")
 	for _, g := range r.Groups {
 		state := string(g.State)
 		if g.Halted {
@@ -29,8 +29,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if g.WallTime > 0 {
 			wall = g.WallTime.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d/%d\t%d\t%d\t%d/%d/%d\t%d\n", g.Name, state, g.InitialCount, g.OnTarget, wall,
-			g.MaxInFlightActive, g.Bound, g.MaxInFlightCanary, g.BadVersionHosts, g.Failed, g.FailedCount, g.FailureLimit, g.StartsAfterHalt)
+		held := "no"
+		if g.HeldSeen {
+			held = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d/%d\t%d\t%d\t%d/%d/%d\t%d\t%d/%d\t%d/%d/%s\n", g.Name, state, g.InitialCount, g.OnTarget, wall,
+			g.MaxInFlightActive, g.Bound, g.MaxInFlightCanary, g.BadVersionHosts, g.Failed, g.FailedCount, g.FailureLimit, g.StartsAfterHalt,
+			g.Stuck, g.TimedOut, g.BlockedHosts, g.MaxBlocked, held)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "plan write → agent notified\tp50 %v\tp99 %v\t(%d agents)\n", r.NotifyP50.Round(time.Microsecond), r.NotifyP99.Round(time.Microsecond), r.Notified)

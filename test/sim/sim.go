@@ -56,6 +56,31 @@ type Options struct {
 	// rolls back (rollback=true, rollback_from=version, active unchanged).
 	FailRate               map[string]float64
 	InstallMin, InstallMax time.Duration // uniform install duration: 300ms..1s
+	// Stuck is the share of hosts, per version, whose install of it never
+	// ends: stuck in the health wait, heartbeating updating_to forever. They
+	// are the hosts whose id fraction is below it, the first the rollout
+	// lets go (outside the canaries), so that they fill the max_in_flight
+	// window at once when they are as many. The controller times them out after
+	// UpdateTimeout, counts them failed and gives their places in the
+	// window to others; such a group never gets done (its stuck agents are
+	// not on the target), so a run with them ends "stuck" (see Run).
+	Stuck map[string]float64
+	// UpdateTimeout is the groups' update_timeout; 0: the default (30m).
+	UpdateTimeout time.Duration
+	// QuarantineAfter is the config's quarantine_after; 0: the default
+	// (3). NoQuarantine turns the rule off (quarantine_after 0), for runs
+	// about one group's failure_threshold.
+	QuarantineAfter int
+	NoQuarantine    bool
+	// InfraFail is the share of hosts, per version, whose installs of it
+	// are blocked on infrastructure (the release site answers 503 to
+	// them) for InfraFor from their first attempt: agentd's
+	// infrastructure failure, error_class "infrastructure", retried every
+	// InfraRetry (1s) until it succeeds. A fixed subset of hosts (by id),
+	// apart from FailRate's.
+	InfraFail  map[string]float64
+	InfraFor   time.Duration // 5s
+	InfraRetry time.Duration // 1s
 
 	// Churn is agents replaced per second (one leaves, a new one joins on
 	// the start version), from the spec write on, for ChurnFor (10s).
@@ -113,6 +138,8 @@ func (o Options) withDefaults() Options {
 	if o.TargetVersion == "" {
 		o.TargetVersion = "2.0.0"
 	}
+	def(&o.InfraFor, 5*time.Second)
+	def(&o.InfraRetry, time.Second)
 	def(&o.InstallMin, 300*time.Millisecond)
 	def(&o.InstallMax, time.Second)
 	o.InstallMax = max(o.InstallMax, o.InstallMin)
@@ -178,6 +205,18 @@ type GroupReport struct {
 	FailedCount     int `json:"controller_failed_count"`
 	FailureLimit    int `json:"failure_limit"` // failure_threshold × initial_count
 	OnTarget        int `json:"on_target"`
+	// Stuck counts the hosts whose install never ends (Options.Stuck);
+	// TimedOut is the controller's timed_out_count.
+	Stuck    int `json:"stuck"`
+	TimedOut int `json:"controller_timed_out_count"`
+	// Blocked counts install attempts blocked on infrastructure
+	// (Options.InfraFail) and BlockedHosts the distinct hosts;
+	// MaxBlocked is the most the controller counted blocked at once
+	// (group status "blocked"), HeldSeen whether it ever held the group.
+	Blocked      int  `json:"blocked"`
+	BlockedHosts int  `json:"blocked_hosts"`
+	MaxBlocked   int  `json:"controller_max_blocked"`
+	HeldSeen     bool `json:"held_seen"`
 }
 
 // Report is the outcome of one simulated rollout.
@@ -185,7 +224,7 @@ type Report struct {
 	Agents      int           `json:"agents"`
 	Connections int           `json:"connections"`
 	Duration    time.Duration `json:"duration_ns"` // spec write → end
-	Outcome     string        `json:"outcome"`     // done | halted | timeout
+	Outcome     string        `json:"outcome"`     // done | halted | stuck | timeout
 	Groups      []GroupReport `json:"groups"`
 
 	NotifyP50 time.Duration `json:"notify_p50_ns"` // spec write → agent saw it
@@ -310,8 +349,17 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	var haltQuiet time.Time
 	err = s.until(ctx, o.Timeout, func() (bool, error) {
 		sts, inFlight := s.stats.snapshot()
-		done, halted := true, false
-		for _, st := range sts {
+		stuck := s.stats.stuckCounts()
+		done, halted, timedOut := true, false, false
+		for i, st := range sts {
+			// A group whose only agents off the target are stuck, all
+			// timed out, and nothing else installing, is as far as it goes.
+			over := st.TargetVersion == o.TargetVersion && st.State == rollout.StateActive && !st.Halted &&
+				st.Progress == 1 && stuck[i].n > 0 && st.TimedOutCount == stuck[i].n && stuck[i].inFlight == stuck[i].n
+			if over {
+				timedOut = true
+				continue
+			}
 			if st.TargetVersion != o.TargetVersion || st.State != rollout.StateDone {
 				done = false
 			}
@@ -320,6 +368,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			}
 		}
 		switch {
+		case done && timedOut:
+			outcome = "stuck"
+			return true, nil
 		case done:
 			outcome = "done"
 			return true, nil
@@ -358,7 +409,16 @@ func (s *Sim) writeConfig(ctx context.Context, fleet *kv.Fleet) error {
 		g.FailureThreshold = s.o.FailureThreshold
 		g.HealthTimeout = rollout.Duration(10 * time.Second) // the minimum allowed
 		g.MinHealthyTime = rollout.Duration(s.o.MinHealthyTime)
+		if s.o.UpdateTimeout > 0 {
+			g.UpdateTimeout = rollout.Duration(s.o.UpdateTimeout)
+		}
 		cfg.Groups = append(cfg.Groups, g)
+	}
+	switch {
+	case s.o.NoQuarantine:
+		cfg.QuarantineAfter = 0
+	case s.o.QuarantineAfter > 0:
+		cfg.QuarantineAfter = s.o.QuarantineAfter
 	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("sim: config: %w", err)
@@ -433,6 +493,8 @@ func (s *Sim) report(ctrl *controller.Controller, d time.Duration, recv0 uint64,
 			StartsAfterHalt: gt.startsAfterHalt, FailedCount: st.FailedCount,
 			FailureLimit: int(math.Floor(s.o.FailureThreshold.Of(st.InitialCount))),
 			OnTarget:     onTarget[i],
+			Stuck:        gt.stuck, TimedOut: st.TimedOutCount,
+			Blocked: gt.blocked, BlockedHosts: len(gt.blockedHosts), MaxBlocked: gt.maxBlocked, HeldSeen: gt.heldSeen,
 		}
 		if st.State == rollout.StateDone && !st.StartedAt.IsZero() {
 			gr.WallTime = st.DoneAt.Sub(st.StartedAt)

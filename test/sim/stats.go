@@ -30,13 +30,19 @@ type groupTrack struct {
 	badStarts       map[rollout.AgentID]struct{}
 	startsAfterHalt int
 	failed          int
+	stuck           int // hosts whose install never ends (still in inFlight)
 	haltSeen        time.Time
+	blocked         int // attempts blocked on infrastructure
+	blockedHosts    map[rollout.AgentID]struct{}
+	maxBlocked      int  // the controller's blocked count, at most
+	heldSeen        bool // the controller held the group
 }
 
 func newTracker(groups int) *tracker {
 	t := &tracker{groups: make([]groupTrack, groups)}
 	for i := range t.groups {
 		t.groups[i].badStarts = map[rollout.AgentID]struct{}{}
+		t.groups[i].blockedHosts = map[rollout.AgentID]struct{}{}
 	}
 	return t
 }
@@ -63,6 +69,8 @@ func (t *tracker) observeStatus(g int, st rollout.GroupStatus, rev uint64) {
 		return
 	}
 	gt.status, gt.rev = st, rev
+	gt.maxBlocked = max(gt.maxBlocked, st.Blocked)
+	gt.heldSeen = gt.heldSeen || st.Held != ""
 	if st.Halted && gt.haltSeen.IsZero() {
 		gt.haltSeen = time.Now()
 	}
@@ -102,6 +110,35 @@ func (t *tracker) installFinished(g int, failed bool, st rollout.GroupStatus) {
 		gt.failed++
 	}
 	t.sample(g, st)
+}
+
+// installBlocked records an install attempt that ended blocked on
+// infrastructure (installFinished records its end).
+func (t *tracker) installBlocked(g int, id rollout.AgentID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.groups[g].blocked++
+	t.groups[g].blockedHosts[id] = struct{}{}
+}
+
+// installStuck records that an install just started will never end.
+func (t *tracker) installStuck(g int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.groups[g].stuck++
+}
+
+type stuckCount struct{ n, inFlight int }
+
+// stuckCounts are, per group, the stuck hosts and all installs in flight.
+func (t *tracker) stuckCounts() []stuckCount {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]stuckCount, len(t.groups))
+	for i, g := range t.groups {
+		out[i] = stuckCount{g.stuck, g.inFlight}
+	}
+	return out
 }
 
 func (t *tracker) installAborted(g int) {

@@ -36,16 +36,22 @@ func (f failRates) Set(s string) error {
 
 func main() {
 	var o sim.Options
-	fr := failRates{}
+	fr, stuck, infra := failRates{}, failRates{}, failRates{}
 	mif := flag.Float64("max-in-flight", 20, "max_in_flight percent of each group")
 	fth := flag.Float64("failure-threshold", 5, "failure_threshold percent of each group")
 	canaries := flag.Int("canaries", 5, "canary_count of each group (0-10)")
+	quarantine := flag.Int("quarantine-after", 3, "quarantine_after: agents rolled back from a version before it is quarantined fleet-wide (0: off)")
 	out := flag.String("o", "table", "output: table|json")
 	verbose := flag.Bool("v", false, "log the controller")
 	flag.IntVar(&o.Agents, "agents", 2000, "virtual agents")
 	flag.IntVar(&o.Groups, "groups", 3, "groups g1..gN, each after the one before")
 	flag.IntVar(&o.AgentsPerConn, "agents-per-conn", 5000, "virtual agents per NATS connection")
 	flag.Var(fr, "fail-rate", "VERSION=P: installs of VERSION fail on this fraction of hosts (repeatable)")
+	flag.Var(stuck, "stuck", "VERSION=P: installs of VERSION never end (stuck in the health wait) on this fraction of hosts (repeatable)")
+	flag.Var(infra, "infra-fail", "VERSION=P: installs of VERSION are blocked on infrastructure (release site 503) on this fraction of hosts, for --infra-for from their first attempt (repeatable)")
+	flag.DurationVar(&o.InfraFor, "infra-for", 5*time.Second, "how long each --infra-fail host stays blocked")
+	flag.DurationVar(&o.InfraRetry, "infra-retry", time.Second, "how often a blocked host retries")
+	flag.DurationVar(&o.UpdateTimeout, "update-timeout", 0, "update_timeout of each group (1m..; 0: the default, 30m)")
 	flag.DurationVar(&o.InstallMin, "install-min", 300*time.Millisecond, "shortest install")
 	flag.DurationVar(&o.InstallMax, "install-max", time.Second, "longest install (uniform between)")
 	flag.Float64Var(&o.Churn, "churn", 0, "agents replaced per second (leave + join) during the rollout")
@@ -66,7 +72,8 @@ func main() {
 	}
 	o.MaxInFlight, o.FailureThreshold = rollout.Percent(*mif), rollout.Percent(*fth)
 	o.CanaryCount, o.NoCanaries = *canaries, *canaries == 0
-	o.FailRate = fr
+	o.QuarantineAfter, o.NoQuarantine = *quarantine, *quarantine == 0
+	o.FailRate, o.Stuck, o.InfraFail = fr, stuck, infra
 	if *verbose {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

@@ -1,0 +1,677 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetwave/fleetwave/internal/clock"
+	"github.com/fleetwave/fleetwave/internal/view"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// The dashboard's paths. Everything under them is read-only (GET, HEAD).
+const (
+	PathUI         = "/"
+	PathUIAssets   = "/ui/"
+	PathAPIStatus  = "/api/v1/status"
+	PathAPIAgents  = "/api/v1/agents"
+	PathAPIHistory = "/api/v1/timeline"
+	PathAPIStream  = "/api/v1/stream"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// Dashboard limits.
+const (
+	// DefaultUIRefresh is how often the page's numbers are recomputed and
+	// pushed to the open pages, and the timeline read for new entries.
+	DefaultUIRefresh = time.Second
+	// timelineKeep is how many of the newest timeline entries the page
+	// gets: fleetctl history has the rest.
+	timelineKeep = 200
+	// maxStreams bounds the pages following the live stream at once; the
+	// ones after it are told to retry later.
+	maxStreams = 256
+	// maxPerPage bounds one page of the agents table.
+	maxPerPage = 500
+	// defaultPerPage is a page of the agents table when not asked.
+	defaultPerPage = 50
+	// streamWriteTimeout bounds one write to a live stream.
+	streamWriteTimeout = 10 * time.Second
+	// maxQuery bounds a search or filter value.
+	maxQuery = 256
+)
+
+// Dashboard serves the controller's web page: the rollout as fleetctl
+// status shows it (from the same code, internal/view), the timeline of
+// FLEET_AUDIT, live over Server-Sent Events, and the agents of the
+// inventory, filtered and paginated on the server. It is read-only.
+//
+// One loop (Run) recomputes the numbers and reads the timeline every
+// Refresh, once for all pages however many are open, and only while one is.
+type Dashboard struct {
+	C      *Controller
+	Mirror *PlanMirror
+	// Refresh is how often the numbers are pushed. Default DefaultUIRefresh.
+	Refresh time.Duration
+	// Ticker paces the pushes; default the controller's clock (which also
+	// tells the time the numbers are computed at).
+	Ticker clock.Clock
+	Log    *slog.Logger
+	// Disabled, when not empty, is why the page is not served: the UI
+	// paths answer 403 with it (the /v1/find and /metrics paths are not
+	// the dashboard's).
+	Disabled string
+
+	readMu   sync.Mutex // serializes readTimeline
+	mu       sync.Mutex
+	streams  map[chan streamMsg]struct{}
+	timeline []view.TimelineRow // the newest, oldest first
+	lastSeq  uint64             // of the timeline read so far
+	loaded   bool               // the timeline's first read succeeded
+	wake     chan struct{}
+	stop     chan struct{} // closed when Run returns: the streams end
+}
+
+type streamMsg struct {
+	event string
+	data  []byte
+}
+
+// Overview is the JSON of /api/v1/status and of the stream's "status"
+// events: what the top of the page shows.
+type Overview struct {
+	At         time.Time `json:"at"`
+	Controller string    `json:"controller"`
+	// Leader: this controller drives the rollout (others only count).
+	Leader bool `json:"leader"`
+	// Ready is "" once the plan has been read and the bus is connected,
+	// else why the numbers may be old.
+	Ready string `json:"ready,omitempty"`
+	// Header describes the plan as fleetctl status's header does; absent
+	// with no plan.
+	Header *view.PlanHeader `json:"header,omitempty"`
+	// Rows are the rollout table's rows (fleetctl status and watch show
+	// the same cells).
+	Rows []view.GroupRow `json:"rows"`
+	// Versions are, per group, the agents per version, newest first.
+	Versions []GroupVersions `json:"versions"`
+	// Agents is how many agents the inventory holds (counted or not yet).
+	Agents int `json:"agents"`
+	// Status is the whole report, as fleetctl status -o json has it.
+	Status view.StatusReport `json:"status"`
+}
+
+// GroupVersions is one group's version distribution.
+type GroupVersions struct {
+	Group    string            `json:"group"`
+	Agents   int               `json:"agents"`
+	Versions []view.VersionRow `json:"versions"`
+}
+
+// AgentsPage is the JSON of /api/v1/agents.
+type AgentsPage struct {
+	// Total is how many agents match the filters; Page (from 1) of Pages
+	// holds Agents.
+	Total   int         `json:"total"`
+	Page    int         `json:"page"`
+	Pages   int         `json:"pages"`
+	PerPage int         `json:"per_page"`
+	Agents  []AgentItem `json:"agents"`
+	// Versions are every version the inventory's agents run (for the
+	// filter), newest first.
+	Versions []string `json:"versions"`
+	// Groups are the groups the inventory's agents are in.
+	Groups []string `json:"groups"`
+}
+
+// AgentItem is one agent in the agents table.
+type AgentItem struct {
+	ID       rollout.AgentID `json:"id"`
+	Group    string          `json:"group"`
+	Hostname string          `json:"hostname"`
+	Version  string          `json:"version"`
+	// Class is view.AgentClass; State the STATE cell of fleetctl agents ls.
+	Class       string    `json:"class"`
+	State       string    `json:"state"`
+	Error       string    `json:"error,omitempty"`
+	LastSeen    time.Time `json:"last_seen"`
+	Seen        string    `json:"seen"`
+	Established bool      `json:"established"`
+}
+
+// Overview computes the page's numbers at now.
+func (d *Dashboard) Overview(now time.Time) Overview {
+	c := d.C
+	counts, sites := c.agg.CountsWithSites(now)
+	entries := make([]kv.Stats, 0, len(counts))
+	for group, vc := range counts {
+		entries = append(entries, kv.Stats{V: 1, ControllerID: c.o.ID, Group: group, At: now.UTC(), Agents: vc.Total(), Versions: vc, Sites: sites[group]})
+	}
+	ov := Overview{At: now.UTC(), Controller: c.o.ID, Leader: c.leading.Load(), Agents: c.agg.Len()}
+	var cfg *rollout.Config
+	var st *kv.State
+	if m := d.Mirror; m != nil {
+		if err := m.Ready(); err != nil {
+			ov.Ready = err.Error()
+		}
+		cfg = m.config.Load()
+		if p := m.Store.Get(); p != nil && p.HasSpec && cfg != nil {
+			st = &kv.State{Config: kv.Entry[rollout.Config]{Value: *cfg}, Spec: kv.Entry[rollout.Spec]{Value: p.Spec}, HasSpec: true,
+				Groups: make(map[string]kv.Entry[rollout.GroupStatus], len(p.Groups))}
+			for g, s := range p.Groups {
+				st.Groups[g] = kv.Entry[rollout.GroupStatus]{Value: s}
+			}
+		}
+	}
+	ov.Status = view.BuildRolloutStatus(entries, st, now)
+	if ov.Status.Plan != nil {
+		h := view.Header(ov.Status.Plan)
+		ov.Header = &h
+	}
+	ov.Rows = view.Rows(ov.Status, cfg, now)
+	for _, g := range ov.Status.Groups {
+		if g.Agents > 0 {
+			ov.Versions = append(ov.Versions, GroupVersions{Group: g.Name, Agents: g.Agents, Versions: view.VersionRows(g)})
+		}
+	}
+	if ov.Versions == nil {
+		ov.Versions = []GroupVersions{}
+	}
+	return ov
+}
+
+// AgentsFilter selects agents for the table; empty fields match all.
+type AgentsFilter struct {
+	Group, Version, Class string
+	// Query matches a substring of the id or the hostname, any case.
+	Query   string
+	Page    int
+	PerPage int
+}
+
+// Agents is one page of the inventory's agents matching f, sorted by group
+// then id. The matching pass copies only the sort keys, so a page of 50
+// out of 100,000 agents copies 50 heartbeats, and only the page is sorted
+// (pageOf), not every match.
+func (d *Dashboard) Agents(f AgentsFilter, now time.Time) AgentsPage {
+	interval := d.C.o.HeartbeatInterval
+	q := strings.ToLower(f.Query)
+	type key struct{ group, id string }
+	var keys []key
+	if f == (AgentsFilter{Page: f.Page, PerPage: f.PerPage}) {
+		keys = make([]key, 0, d.C.agg.Len()) // every agent matches
+	}
+	var versions, groups stringSet
+	d.C.agg.EachAgent(now, func(hb *heartbeat.Heartbeat, lastSeen time.Time, _ bool) {
+		v := hb.Version()
+		versions.add(v)
+		groups.add(hb.Group)
+		switch {
+		case f.Group != "" && hb.Group != f.Group,
+			f.Version != "" && v != f.Version,
+			f.Class != "" && view.AgentClass(hb, lastSeen, now, interval) != f.Class,
+			q != "" && !strings.Contains(strings.ToLower(string(hb.AgentID)), q) && !strings.Contains(strings.ToLower(hb.Hostname), q):
+			return
+		}
+		keys = append(keys, key{hb.Group, string(hb.AgentID)})
+	})
+	per := f.PerPage
+	if per <= 0 {
+		per = defaultPerPage
+	}
+	per = min(per, maxPerPage)
+	pages := max((len(keys)+per-1)/per, 1)
+	page := min(max(f.Page, 1), pages)
+	out := AgentsPage{Total: len(keys), Page: page, Pages: pages, PerPage: per, Agents: []AgentItem{}}
+	lo, hi := min((page-1)*per, len(keys)), min(page*per, len(keys))
+	for _, k := range pageOf(keys, lo, hi, func(a, b key) int {
+		if c := strings.Compare(a.group, b.group); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	}) {
+		a, ok := d.C.agg.Lookup(rollout.AgentID(k.id), now)
+		if !ok {
+			continue // expired since the pass
+		}
+		hb := &a.Heartbeat
+		out.Agents = append(out.Agents, AgentItem{ID: hb.AgentID, Group: hb.Group, Hostname: hb.Hostname, Version: hb.Version(),
+			Class: view.AgentClass(hb, a.LastSeen, now, interval), State: view.AgentState(hb, now), Error: hb.Error,
+			LastSeen: a.LastSeen.UTC(), Seen: view.Age(now, a.LastSeen), Established: a.Established})
+	}
+	out.Versions = versions.list()
+	slices.SortFunc(out.Versions, func(a, b string) int {
+		if view.VersionLess(a, b) {
+			return -1
+		}
+		if view.VersionLess(b, a) {
+			return 1
+		}
+		return 0
+	})
+	out.Groups = groups.list()
+	slices.Sort(out.Groups)
+	return out
+}
+
+// stringSet collects the few distinct values (groups, versions) of many
+// agents. A fleet has a handful: a look through a short list is cheaper
+// than hashing every agent's value, which was a third of a page's cost.
+type stringSet struct {
+	few  []string
+	many map[string]bool // once few is long
+}
+
+func (s *stringSet) add(v string) {
+	switch {
+	case s.many != nil:
+		s.many[v] = true
+	case slices.Contains(s.few, v):
+	case len(s.few) < 32:
+		s.few = append(s.few, v)
+	default:
+		s.many = make(map[string]bool, 2*len(s.few))
+		for _, f := range s.few {
+			s.many[f] = true
+		}
+		s.many[v] = true
+	}
+}
+
+// list is the values, in no order; never nil.
+func (s *stringSet) list() []string {
+	if s.many == nil {
+		return append([]string{}, s.few...)
+	}
+	out := make([]string, 0, len(s.many))
+	for v := range s.many {
+		out = append(out, v)
+	}
+	return out
+}
+
+// pageOf is s[lo:hi] as it would be if s were sorted by cmp, whose
+// elements must be distinct. It reorders s to get there in linear time on
+// average (a quickselect at lo and at hi, then a sort of the page only): a
+// full sort of 100,000 agents was most of a page's cost.
+func pageOf[T any](s []T, lo, hi int, cmp func(a, b T) int) []T {
+	if lo >= hi {
+		return nil
+	}
+	if lo > 0 {
+		nth(s, lo, cmp)
+	}
+	if hi < len(s) {
+		nth(s[lo:], hi-lo, cmp)
+	}
+	page := s[lo:hi]
+	slices.SortFunc(page, cmp)
+	return page
+}
+
+// nth reorders s so that s[k] is what a sort would put there, nothing after
+// it smaller and nothing before it greater (Hoare's quickselect, pivot the
+// median of three; the elements must be distinct).
+func nth[T any](s []T, k int, cmp func(a, b T) int) {
+	lo, hi := 0, len(s)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if cmp(s[mid], s[lo]) < 0 {
+			s[mid], s[lo] = s[lo], s[mid]
+		}
+		if cmp(s[hi], s[lo]) < 0 {
+			s[hi], s[lo] = s[lo], s[hi]
+		}
+		if cmp(s[mid], s[hi]) < 0 {
+			s[mid], s[hi] = s[hi], s[mid]
+		}
+		// s[hi] is the median of the three: partition around it.
+		p := lo
+		for i := lo; i < hi; i++ {
+			if cmp(s[i], s[hi]) < 0 {
+				s[i], s[p] = s[p], s[i]
+				p++
+			}
+		}
+		s[p], s[hi] = s[hi], s[p]
+		switch {
+		case k < p:
+			hi = p - 1
+		case k > p:
+			lo = p + 1
+		default:
+			return
+		}
+	}
+}
+
+// Timeline is the newest entries of FLEET_AUDIT read so far, oldest first;
+// never nil (the JSON is a list, empty or not).
+func (d *Dashboard) Timeline() []view.TimelineRow {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]view.TimelineRow{}, d.timeline...) // [] when empty, for JSON
+}
+
+// readTimeline reads the entries added to FLEET_AUDIT since the last read
+// (at the first, the newest timelineKeep) and returns them.
+func (d *Dashboard) readTimeline(ctx context.Context) ([]view.TimelineRow, error) {
+	d.readMu.Lock() // one reader at a time: two would append the same entries
+	defer d.readMu.Unlock()
+	f := d.C.fleet
+	d.mu.Lock()
+	from, loaded := d.lastSeq+1, d.loaded
+	d.mu.Unlock()
+	if !loaded {
+		last, err := f.LastTimelineSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		from = max(last, timelineKeep) - timelineKeep + 1
+	}
+	entries, _, last, err := f.ReadTimelineFrom(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]view.TimelineRow, 0, len(entries))
+	for _, e := range entries {
+		rows = append(rows, view.TimelineRowOf(e))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.loaded = true
+	d.lastSeq = max(d.lastSeq, last)
+	d.timeline = append(d.timeline, rows...)
+	if n := len(d.timeline); n > timelineKeep {
+		d.timeline = slices.Clone(d.timeline[n-timelineKeep:])
+	}
+	return rows, nil
+}
+
+// Run pushes the numbers and new timeline entries to the open pages every
+// Refresh until ctx ends. With no page open it does nothing.
+func (d *Dashboard) Run(ctx context.Context) error {
+	d.init()
+	refresh := d.Refresh
+	if refresh <= 0 {
+		refresh = DefaultUIRefresh
+	}
+	defer close(d.stop)
+	clk := d.C.o.Clock
+	ticker := d.Ticker
+	if ticker == nil {
+		ticker = clk
+	}
+	t := ticker.NewTimer(refresh)
+	defer t.Stop()
+	var lastErr string
+	for {
+		// A wake is a page that just opened its stream with the numbers
+		// of now: it needs the timeline read, not the numbers again.
+		tick := false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+			t.Reset(refresh)
+			tick = true
+		case <-d.wake:
+		}
+		d.mu.Lock()
+		n := len(d.streams)
+		d.mu.Unlock()
+		if n == 0 {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rows, err := d.readTimeline(rctx)
+		cancel()
+		if err != nil && err.Error() != lastErr && ctx.Err() == nil {
+			d.log().Warn("dashboard: cannot read the timeline", slog.Any("err", err))
+		}
+		lastErr = ""
+		if err != nil {
+			lastErr = err.Error()
+		}
+		for _, r := range rows {
+			d.broadcast("timeline", r)
+		}
+		if tick {
+			d.broadcast("status", d.Overview(clk.Now()))
+		}
+	}
+}
+
+func (d *Dashboard) init() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.streams == nil {
+		d.streams = map[chan streamMsg]struct{}{}
+		d.wake = make(chan struct{}, 1)
+		d.stop = make(chan struct{})
+	}
+}
+
+func (d *Dashboard) log() *slog.Logger {
+	if d.Log != nil {
+		return d.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// broadcast sends v to every open stream; a page too slow to take it
+// misses it (the next status replaces it).
+func (d *Dashboard) broadcast(event string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for ch := range d.streams {
+		select {
+		case ch <- streamMsg{event, data}:
+		default:
+		}
+	}
+}
+
+// ServeHTTP serves the page, its assets and the API.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.init()
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	// Errors in JSON for the API, in text for the page.
+	fail := http.Error
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		fail = writeJSONError
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.Set("Allow", "GET, HEAD")
+		fail(w, "method not allowed: the dashboard is read-only; use fleetctl to change the rollout", http.StatusMethodNotAllowed)
+		return
+	}
+	if d.Disabled != "" {
+		fail(w, "the dashboard is not served here: "+d.Disabled, http.StatusForbidden)
+		return
+	}
+	now := d.C.o.Clock.Now()
+	switch p := r.URL.Path; {
+	case p == PathUI:
+		d.serveAsset(w, r, "web/index.html")
+	case strings.HasPrefix(p, PathUIAssets):
+		d.serveAsset(w, r, "web/"+strings.TrimPrefix(p, PathUIAssets))
+	case p == PathAPIStatus:
+		writeJSON(w, d.Overview(now))
+	case p == PathAPIAgents:
+		f, err := parseAgentsFilter(r)
+		if err != nil {
+			writeJSONError(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, d.Agents(f, now))
+	case p == PathAPIHistory:
+		// Catch up first (one direct get when nothing is new): with no
+		// page streaming, Run does not read the timeline.
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		rows, err := d.readTimeline(ctx)
+		cancel()
+		if err != nil {
+			writeJSONError(w, "cannot read the timeline: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		for _, row := range rows { // the open pages get them too
+			d.broadcast("timeline", row)
+		}
+		writeJSON(w, d.Timeline())
+	case p == PathAPIStream:
+		d.serveStream(w, r)
+	default:
+		writeJSONError(w, fmt.Sprintf("no such page: %s", p), http.StatusNotFound)
+	}
+}
+
+func (d *Dashboard) serveAsset(w http.ResponseWriter, r *http.Request, name string) {
+	data, err := fs.ReadFile(webFS, name)
+	if err != nil || strings.Contains(name, "..") {
+		writeJSONError(w, "no such file", http.StatusNotFound)
+		return
+	}
+	switch {
+	case strings.HasSuffix(name, ".html"):
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	case strings.HasSuffix(name, ".js"):
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	case strings.HasSuffix(name, ".css"):
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	case strings.HasSuffix(name, ".svg"):
+		w.Header().Set("Content-Type", "image/svg+xml")
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
+}
+
+// serveStream is the live stream: the numbers and the timeline at once,
+// then what Run pushes, and a comment every 15s so proxies keep it open.
+func (d *Dashboard) serveStream(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	// The server's write timeout is for answers, not for a stream: each
+	// write below gets its own deadline instead.
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) }
+	deadline()
+	ch := make(chan streamMsg, 16)
+	d.mu.Lock()
+	if len(d.streams) >= maxStreams {
+		d.mu.Unlock()
+		w.Header().Set("Retry-After", "10")
+		writeJSONError(w, fmt.Sprintf("%d pages follow this controller already; try again later", maxStreams), http.StatusServiceUnavailable)
+		return
+	}
+	d.streams[ch] = struct{}{}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.streams, ch)
+		d.mu.Unlock()
+	}()
+	select { // read the timeline now rather than in a second
+	case d.wake <- struct{}{}:
+	default:
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(event string, data []byte) bool {
+		deadline()
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if data, err := json.Marshal(d.Overview(d.C.o.Clock.Now())); err == nil && !send("status", data) {
+		return
+	}
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-d.stop:
+			return
+		case m := <-ch:
+			if !send(m.event, m.data) {
+				return
+			}
+		case <-keepalive.C:
+			deadline()
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+func parseAgentsFilter(r *http.Request) (AgentsFilter, error) {
+	q := r.URL.Query()
+	f := AgentsFilter{Group: q.Get("group"), Version: q.Get("version"), Class: q.Get("state"), Query: strings.TrimSpace(q.Get("q"))}
+	// In a fixed order, so that several bad values get the same error
+	// every time.
+	for _, p := range []struct{ name, v string }{{"group", f.Group}, {"version", f.Version}, {"state", f.Class}, {"q", f.Query}} {
+		if len(p.v) > maxQuery {
+			return f, fmt.Errorf("%s: longer than %d bytes", p.name, maxQuery)
+		}
+	}
+	if f.Class != "" && !slices.Contains(view.AgentClasses, f.Class) {
+		return f, fmt.Errorf("state %q: want one of %s", f.Class, strings.Join(view.AgentClasses, ", "))
+	}
+	for _, p := range []struct {
+		name string
+		dst  *int
+	}{{"page", &f.Page}, {"per_page", &f.PerPage}} {
+		if s := q.Get(p.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return f, fmt.Errorf("%s %q: want a whole number from 1", p.name, s)
+			}
+			*p.dst = n
+		}
+	}
+	if f.PerPage > maxPerPage {
+		return f, fmt.Errorf("per_page %d: at most %d", f.PerPage, maxPerPage)
+	}
+	return f, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v) // a page gone away is not an error
+}
+
+// writeJSONError answers {"error": msg} with code (http.Error's order).
+func writeJSONError(w http.ResponseWriter, msg string, code int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}

@@ -1,0 +1,442 @@
+// Package view turns what the bus holds (counts, the plan, group statuses,
+// heartbeats, the audit trail) into what people read: the reports of
+// fleetctl status and the rows of fleetctl watch and the controller's
+// dashboard. One package, so that the terminal and the page never disagree.
+package view
+
+import (
+	"sort"
+	"time"
+
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// StatusReport is the JSON of "fleetctl status -o json" and of the
+// dashboard's /api/v1/status. Stable: fields are only ever added.
+type StatusReport struct {
+	// Plan is the plan spec and the effective mode; absent when there is no
+	// plan (then groups carry no rollout either).
+	Plan   *PlanReport   `json:"plan,omitempty"`
+	Groups []GroupReport `json:"groups"`
+	// Problems are the stored values that were skipped because they are
+	// not what their key should hold: a bad count leaves its group's counts
+	// out, a bad config or spec leaves the plan out, a bad group status
+	// marks the group's rollout status_invalid. Absent when there are none.
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// PlanReport is the plan part of a StatusReport.
+type PlanReport struct {
+	// Mode is the effective mode, the lower of ConfigMode and PlanMode.
+	Mode          rollout.Mode     `json:"mode"`
+	ConfigMode    rollout.Mode     `json:"config_mode"`
+	PlanMode      rollout.Mode     `json:"plan_mode"`
+	StartVersion  string           `json:"start_version"`
+	TargetVersion string           `json:"target_version"`
+	Strategy      rollout.Strategy `json:"strategy"`
+	Schedule      rollout.Schedule `json:"schedule"`
+	Critical      bool             `json:"critical"`
+}
+
+// GroupReport is one group in a StatusReport.
+type GroupReport struct {
+	Name   string `json:"name"`
+	Agents int    `json:"agents"`
+	Failed int    `json:"failed"`
+	// Unreachable counts the agents, also in Agents, with no heartbeat for
+	// three intervals (rollout.Unreachable); absent when none are.
+	Unreachable int `json:"unreachable,omitempty"`
+	// Blocked counts the agents, also in Agents and in none of Failed and
+	// Unreachable, blocked on infrastructure (retrying by themselves);
+	// absent when none are.
+	Blocked  int                      `json:"blocked,omitempty"`
+	Versions map[string]VersionReport `json:"versions"`
+	// Controllers is how many controllers report the group; At is when the
+	// entry shown was written (absent when no controller counted the group).
+	Controllers int       `json:"controllers"`
+	At          time.Time `json:"at,omitzero"`
+	// Rollout is the group's rollout; absent when there is no plan.
+	Rollout *GroupRollout `json:"rollout,omitempty"`
+	// Sites break the group's agents down by the site their heartbeats
+	// name, by name ("(none)": agents naming none, "(other)": sites past
+	// the 100 kept, both last); absent when no agent names a site.
+	Sites []SiteReport `json:"sites,omitempty"`
+}
+
+// SiteReport counts one site's agents in one group.
+type SiteReport struct {
+	Site        string                   `json:"site"`
+	Agents      int                      `json:"agents"`
+	Failed      int                      `json:"failed"`
+	Unreachable int                      `json:"unreachable,omitempty"`
+	Versions    map[string]VersionReport `json:"versions"`
+	// Split divides the site's agents as the group's rollout.agents does
+	// (timed_out is not known per site: 0); absent when there is no plan.
+	Split *AgentSplit `json:"split,omitempty"`
+}
+
+// GroupRollout is where one group stands in the rollout of the plan's target.
+type GroupRollout struct {
+	// InConfig: the group is in fleet_config. Agents of a group that is not
+	// are not rolled out.
+	InConfig bool `json:"in_config"`
+	// Requires are the groups that must be done before this one starts.
+	Requires []string `json:"requires"`
+	// Hold is the version the group holds until its turn (what its
+	// unstarted and new hosts get, and what a rollback returns to): the
+	// last version it completed, or the plan's start version for a group
+	// with no history (rollout.GroupStatus.Hold). Empty: none, agents keep
+	// what they have.
+	Hold string `json:"hold"`
+	// RejectedVersions are the versions the group halted on or was rolled
+	// back from; it never holds one.
+	RejectedVersions []string `json:"rejected_versions,omitempty"`
+	// State and the fields after it are the controller's group status;
+	// State is absent when it has written none yet, or when the stored
+	// status is not valid (StatusInvalid).
+	State rollout.State `json:"state,omitempty"`
+	// StatusInvalid: the stored status is not valid (see the report's
+	// problems); the controller does not move the group until it is
+	// replaced (fleetctl reset --group G).
+	StatusInvalid bool      `json:"status_invalid,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	Since         time.Time `json:"since,omitzero"`
+	// Stale: the status is about StatusTarget, not the plan's target; the
+	// controller has not caught up, and agents treat the group as unstarted.
+	Stale        bool      `json:"stale,omitempty"`
+	StatusTarget string    `json:"status_target,omitempty"`
+	Halted       bool      `json:"halted"`
+	HaltReason   string    `json:"halt_reason,omitempty"`
+	HaltedAt     time.Time `json:"halted_at,omitzero"`
+	Waiting      string    `json:"waiting,omitempty"`
+	WaitingUntil time.Time `json:"waiting_until,omitzero"`
+	Frozen       string    `json:"frozen,omitempty"`
+	// Held says why progress is held: agents in flight blocked on
+	// infrastructure (rollout.GroupStatus.Held); nothing is failed.
+	Held         string `json:"held,omitempty"`
+	Alerted      bool   `json:"alerted"`
+	RunRequested bool   `json:"run_requested,omitempty"`
+	// Retry is the operator's last retry request (fleetctl retry), absent
+	// when there is none.
+	Retry *rollout.RetryRequest `json:"retry,omitempty"`
+	// Progress in [0,1] (DESIGN §3.4).
+	Progress     float64 `json:"progress"`
+	InitialCount int     `json:"initial_count"`
+	// FailedCount is the controller's count of agents failing the target
+	// that counts towards failure_threshold.
+	FailedCount int `json:"failed_count"`
+	// UpdatesTimedOut is how many of FailedCount are agents still updating
+	// to the target longer than update_timeout (absent when none are).
+	UpdatesTimedOut int       `json:"updates_timed_out,omitempty"`
+	StartedAt       time.Time `json:"started_at,omitzero"`
+	DoneAt          time.Time `json:"done_at,omitzero"`
+	Canaries        int       `json:"canaries"`
+	// TimedOut counts canaries missing for longer than health_timeout. It
+	// is only known in the canary state; absent otherwise.
+	TimedOut *int `json:"timed_out,omitempty"`
+	// Agents splits the group's counted agents.
+	Agents AgentSplit `json:"agents"`
+}
+
+// AgentSplit divides a group's counted agents (GroupReport.Agents) in four:
+// unreachable (no heartbeat for three intervals: what they run now is not
+// known), and of the others on the target, failed (not on the target, and
+// rolled back or reporting an error), and unchanged (the rest). Unchanged
+// splits further into updating (installing a version right now:
+// downloading, or waiting for the new version to prove healthy) and waiting
+// (the rest: not told to update yet), and blocked (their last attempt hit
+// an infrastructure failure, a release site down or a full disk, that they
+// retry by themselves: neither failed nor waiting). TimedOut are the updating ones the
+// controller counts as timed out (longer than update_timeout): failed for
+// failure_threshold, out of the max_in_flight window.
+type AgentSplit struct {
+	Updated     int `json:"updated"`
+	Unchanged   int `json:"unchanged"`
+	Failed      int `json:"failed"`
+	Updating    int `json:"updating"`
+	Waiting     int `json:"waiting"`
+	Blocked     int `json:"blocked"`
+	Unreachable int `json:"unreachable"`
+	TimedOut    int `json:"timed_out"`
+}
+
+// VersionReport counts one version in one group.
+type VersionReport struct {
+	Count  int `json:"count"`
+	Failed int `json:"failed"`
+	// Updating counts the agents at this version installing another one
+	// right now (also in Count); absent when none are.
+	Updating int             `json:"updating,omitempty"`
+	LowestID rollout.AgentID `json:"lowest_id,omitempty"`
+	// Unreachable counts the agents at this version with no heartbeat for
+	// three intervals (also in Count, in neither Failed nor Updating);
+	// absent when none are.
+	Unreachable int `json:"unreachable,omitempty"`
+	// Blocked counts the agents at this version blocked on
+	// infrastructure (also in Count, not in Failed); absent when none are.
+	Blocked int `json:"blocked,omitempty"`
+}
+
+// BuildStatus turns fleet_stats entries into the report at now.
+func BuildStatus(entries []kv.Stats, now time.Time) StatusReport {
+	rep := StatusReport{Groups: []GroupReport{}}
+	for _, gs := range kv.MergeStats(entries, now) {
+		gr := GroupReport{Name: gs.Group, Versions: map[string]VersionReport{}, Controllers: gs.Reporting, At: gs.At}
+		for v, c := range gs.Versions {
+			gr.Versions[v] = VersionReport{Count: c.Count, Failed: c.FailedCount, Updating: c.Updating, LowestID: c.LowestID, Unreachable: c.Unreachable,
+				Blocked: c.Blocked}
+			gr.Agents += c.Count
+			gr.Failed += c.FailedCount
+			gr.Unreachable += c.Unreachable
+			gr.Blocked += c.Blocked
+		}
+		gr.Sites = siteReports(gs.Sites)
+		rep.Groups = append(rep.Groups, gr)
+	}
+	return rep
+}
+
+// BuildRolloutStatus is BuildStatus plus the rollout: when st has a plan
+// spec, the report gets the plan and every group its rollout, in config
+// order, then groups with a status (or a status that is not valid) but no
+// config, then groups with only agents (each set by name). A config that is
+// not valid (in st.Problems) leaves the rollout out, as no spec does: the
+// controller moves nothing then, and the report has no config to place the
+// groups by. The caller adds st.Problems to the report.
+func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusReport {
+	rep := BuildStatus(entries, now)
+	if st == nil || !st.HasSpec {
+		return rep
+	}
+	if _, bad := st.Problem(kv.BucketConfig, kv.KeyConfig); bad {
+		return rep
+	}
+	cfg, spec := st.Config.Value, st.Spec.Value
+	rep.Plan = &PlanReport{
+		Mode:          rollout.EffectiveMode(cfg.Mode, spec.Mode),
+		ConfigMode:    OrEnabled(cfg.Mode),
+		PlanMode:      OrEnabled(spec.Mode),
+		StartVersion:  spec.StartVersion,
+		TargetVersion: spec.TargetVersion,
+		Strategy:      spec.Strategy,
+		Schedule:      spec.Schedule,
+		Critical:      spec.Critical,
+	}
+	counted := map[string]GroupReport{}
+	for _, g := range rep.Groups {
+		counted[g.Name] = g
+	}
+	var names []string
+	seen := map[string]bool{}
+	add := func(n string) {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, g := range cfg.Groups {
+		add(g.Name)
+	}
+	withStatus := make([]string, 0, len(st.Groups))
+	for n := range st.Groups {
+		withStatus = append(withStatus, n)
+	}
+	invalid := map[string]bool{}
+	for _, p := range st.Problems {
+		if n, ok := kv.GroupFromKey(p.Key); ok && p.Bucket == kv.BucketPlan {
+			invalid[n] = true
+			withStatus = append(withStatus, n)
+		}
+	}
+	sort.Strings(withStatus)
+	for _, n := range withStatus {
+		add(n)
+	}
+	for _, g := range rep.Groups { // sorted by name
+		add(g.Name)
+	}
+	groups := make([]GroupReport, 0, len(names))
+	for _, n := range names {
+		gr, ok := counted[n]
+		if !ok {
+			gr = GroupReport{Name: n, Versions: map[string]VersionReport{}}
+		}
+		e, hasStatus := st.Groups[n]
+		gr.Rollout = groupRollout(gr, cfg, spec, e.Value, hasStatus, now)
+		gr.Rollout.StatusInvalid = invalid[n]
+		for i := range gr.Sites {
+			split := splitAgents(gr.Sites[i].Versions, gr.Sites[i].Agents, spec.TargetVersion)
+			gr.Sites[i].Split = &split
+		}
+		groups = append(groups, gr)
+	}
+	rep.Groups = groups
+	return rep
+}
+
+func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollout.GroupStatus, hasStatus bool, now time.Time) *GroupRollout {
+	gc, inConfig := cfg.Group(gr.Name)
+	r := &GroupRollout{InConfig: inConfig, Requires: []string{}}
+	if inConfig {
+		r.Requires = append(r.Requires, cfg.Dependencies(gr.Name)...)
+	}
+	r.Agents = splitAgents(gr.Versions, gr.Agents, spec.TargetVersion)
+	r.Hold, r.RejectedVersions = s.Hold(spec), s.RejectedVersions
+	if !hasStatus {
+		return r
+	}
+	r.State, r.Reason, r.Since = s.State, s.Reason, s.Since
+	if s.TargetVersion != spec.TargetVersion {
+		r.Stale, r.StatusTarget = true, s.TargetVersion
+	}
+	r.Halted, r.HaltReason, r.HaltedAt = s.Halted, s.HaltReason, s.HaltedAt
+	r.Waiting, r.WaitingUntil, r.Frozen, r.Held = s.Waiting, s.WaitingUntil, s.Frozen, s.Held
+	r.Alerted, r.RunRequested = s.Alerted, s.RunRequested
+	if s.Retry.Token != "" {
+		r.Retry = &s.Retry
+	}
+	r.Progress, r.InitialCount, r.FailedCount, r.UpdatesTimedOut = s.Progress, s.InitialCount, s.FailedCount, s.TimedOutCount
+	if !r.Stale {
+		r.Agents.TimedOut = min(s.TimedOutCount, r.Agents.Updating)
+	}
+	r.StartedAt, r.DoneAt, r.Canaries = s.StartedAt, s.DoneAt, len(s.Canaries)
+	if s.State == rollout.StateCanary && !r.Stale {
+		timeout := s.HealthTimeout.D()
+		if timeout <= 0 && inConfig {
+			timeout = gc.HealthTimeout.D()
+		}
+		if timeout > 0 {
+			n := 0
+			for _, c := range s.Canaries {
+				if !c.MissingSince.IsZero() && now.Sub(c.MissingSince) >= timeout {
+					n++
+				}
+			}
+			r.TimedOut = &n
+		}
+	}
+	return r
+}
+
+// splitAgents divides agents, counted per version in versions, for a
+// rollout to target (see AgentSplit; TimedOut is the caller's).
+func splitAgents(versions map[string]VersionReport, agents int, target string) AgentSplit {
+	var a AgentSplit
+	for v, c := range versions {
+		a.Unreachable += c.Unreachable
+		if v == target {
+			a.Updated += c.Count - c.Unreachable
+		} else {
+			a.Failed += c.Failed
+			a.Updating += c.Updating
+			a.Blocked += c.Blocked
+		}
+	}
+	a.Unchanged = max(agents-a.Updated-a.Failed-a.Unreachable, 0)
+	// An agent installing is not failed (its error is cleared as it starts).
+	a.Updating = min(a.Updating, a.Unchanged)
+	a.Blocked = min(a.Blocked, a.Unchanged-a.Updating)
+	a.Waiting = a.Unchanged - a.Updating - a.Blocked
+	return a
+}
+
+// siteReports are the SiteReports of sc, by name, "(none)" and "(other)"
+// last; nil for none.
+func siteReports(sc rollout.SiteCounts) []SiteReport {
+	if len(sc) == 0 {
+		return nil
+	}
+	out := make([]SiteReport, 0, len(sc))
+	for site, counts := range sc {
+		sr := SiteReport{Site: site, Versions: map[string]VersionReport{}}
+		for v, c := range counts {
+			sr.Versions[v] = VersionReport{Count: c.Count, Failed: c.FailedCount, Updating: c.Updating, Unreachable: c.Unreachable, Blocked: c.Blocked}
+			sr.Agents += c.Count
+			sr.Failed += c.FailedCount
+			sr.Unreachable += c.Unreachable
+		}
+		out = append(out, sr)
+	}
+	rank := func(s string) int {
+		switch s {
+		case rollout.NoSite:
+			return 1
+		case rollout.OtherSites:
+			return 2
+		}
+		return 0
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if ri, rj := rank(out[i].Site), rank(out[j].Site); ri != rj {
+			return ri < rj
+		}
+		return out[i].Site < out[j].Site
+	})
+	return out
+}
+
+// OrEnabled is m, or enabled when m is unset (what an unset mode means).
+func OrEnabled(m rollout.Mode) rollout.Mode {
+	if m == "" {
+		return rollout.ModeEnabled
+	}
+	return m
+}
+
+// Problem is a stored value a reader skipped because it is not what its key
+// should hold (it does not decode or validate, belongs under another key,
+// or is a JetStream response stored by mistake). It is the JSON of the
+// "problems" lists of status, agents ls and history.
+type Problem struct {
+	// Key is bucket/key ("fleet_stats/prod.c1"), or FLEET_HB/subject for a
+	// heartbeat.
+	Key string `json:"key"`
+	// Revision is the stream sequence of the bad value.
+	Revision uint64 `json:"revision,omitempty"`
+	// Error says what is wrong with it.
+	Error string `json:"error"`
+	// Fix is the command that repairs it, or how it goes away.
+	Fix string `json:"fix"`
+}
+
+// ProblemOf is p as a report's Problem.
+func ProblemOf(p *kv.Problem) Problem {
+	return Problem{Key: p.Where(), Revision: p.Revision, Error: p.Err.Error(), Fix: p.Fix()}
+}
+
+// ProblemsOf is ProblemOf of each.
+func ProblemsOf(ps []kv.Problem) []Problem {
+	var out []Problem
+	for i := range ps {
+		out = append(out, ProblemOf(&ps[i]))
+	}
+	return out
+}
+
+// VersionRow is one version's count in a group.
+type VersionRow struct {
+	Version string `json:"version"`
+	VersionReport
+}
+
+// VersionRows are g's versions, newest first, "none" last.
+func VersionRows(g GroupReport) []VersionRow {
+	out := make([]VersionRow, 0, len(g.Versions))
+	for v, c := range g.Versions {
+		out = append(out, VersionRow{Version: v, VersionReport: c})
+	}
+	sort.Slice(out, func(i, j int) bool { return VersionLess(out[i].Version, out[j].Version) })
+	return out
+}
+
+// VersionLess orders newest version first, "none" last.
+func VersionLess(a, b string) bool {
+	switch {
+	case a == rollout.NoVersion:
+		return false
+	case b == rollout.NoVersion:
+		return true
+	}
+	return rollout.CompareVersions(a, b) > 0
+}

@@ -1,0 +1,116 @@
+package view
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// TimelineRow is one entry of the audit trail as fleetctl history and the
+// dashboard's timeline show it: an operator's write or a rollout event.
+type TimelineRow struct {
+	// Seq is the entry's sequence in FLEET_AUDIT: the timeline's order.
+	Seq uint64    `json:"seq"`
+	At  time.Time `json:"at"`
+	// Kind is "audit" (a write fleetctl made) or "event" (the rollout's).
+	Kind string `json:"kind"`
+	// Group is the group the entry is about; absent for fleet-wide writes.
+	Group string `json:"group,omitempty"`
+	// Actor is who: the operator, or "controller" for events.
+	Actor string `json:"actor"`
+	// What is the command ("plan set") or the event's kind ("halt").
+	What string `json:"what"`
+	// Change is what changed, on one line.
+	Change string `json:"change"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Timeline kinds.
+const (
+	KindAudit = "audit"
+	KindEvent = "event"
+)
+
+// TimelineRowOf renders one entry of FLEET_AUDIT.
+func TimelineRowOf(e kv.TimelineEntry) TimelineRow {
+	r := TimelineRow{Seq: e.Seq, At: e.At(), Group: e.Group()}
+	if a := e.Audit; a != nil {
+		r.Kind, r.Actor, r.What, r.Reason, r.Change = KindAudit, a.Actor, a.Command, a.Reason, DescribeDiff(a)
+		return r
+	}
+	ev := e.Event
+	r.Kind, r.Actor, r.What, r.Reason, r.Change = KindEvent, "controller", string(ev.Kind), ev.Reason, EventMove(*ev, true)
+	if ev.From != "" && ev.From == ev.To {
+		r.Change = "in " + string(ev.From) // a halt or an alert: no move
+	}
+	return r
+}
+
+// EventMove is an event's states as "from → to", "→ to" (arrow: with
+// arrow) or "to"; "" (dash: "-") when it names none.
+func EventMove(ev rollout.Event, arrow bool) string {
+	switch {
+	case ev.From != "" && ev.To != "" && ev.From != ev.To:
+		return string(ev.From) + " → " + string(ev.To)
+	case ev.To != "" && ev.From == "" && arrow:
+		return "→ " + string(ev.To)
+	case ev.To != "":
+		return string(ev.To)
+	case ev.From != "":
+		return string(ev.From)
+	}
+	return ""
+}
+
+// DescribeDiff is an audit record's changes on one line.
+func DescribeDiff(a *kv.AuditRecord) string {
+	if a.Deleted {
+		return "deleted " + a.Bucket + "/" + a.Key
+	}
+	if len(a.Before) == 0 {
+		return "created " + a.Bucket + "/" + a.Key
+	}
+	var parts []string
+	// A group's state first: it is what people look for.
+	diff := slices.Clone(a.Diff)
+	slices.SortStableFunc(diff, func(x, y kv.FieldChange) int {
+		return cmp.Compare(boolInt(x.Path != "state"), boolInt(y.Path != "state"))
+	})
+	for _, c := range diff {
+		parts = append(parts, fmt.Sprintf("%s %s → %s", c.Path, showOrNone(c.Before), showOrNone(c.After)))
+	}
+	if len(parts) == 0 {
+		return "no change"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func showOrNone(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "(none)"
+	}
+	return ShowJSON(raw)
+}
+
+// ShowJSON is a JSON value for people: a string without its quotes, else
+// the JSON itself.
+func ShowJSON(raw json.RawMessage) string {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
