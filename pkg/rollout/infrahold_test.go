@@ -185,3 +185,57 @@ func TestNextInfrastructureHoldThenCompletes(t *testing.T) {
 		t.Fatalf("held %d steps, state %s, held %q: want held 10+ steps, then done with no hold", heldSteps, st.State, st.Held)
 	}
 }
+
+// TestNextBlockedHostNeverStopsGroup: one host in ten is blocked for good
+// (a full disk) with the lowest id, so it is in flight from the first
+// step; the nine others have ids above the formula's first window. They
+// must all be told to update, one at least whenever nothing else is in
+// flight, with never more than the window in flight, no hold (one blocked
+// host of a window of three is under infrastructure_hold), no halt and
+// nothing counted failed. The group stays active: the blocked host is not
+// on the target.
+func TestNextBlockedHostNeverStopsGroup(t *testing.T) {
+	start := mustTime(t, "2024-03-05T03:00:00Z")
+	cfg := testConfig()
+	cfg.Groups[0].CanaryCount, cfg.Groups[0].MaxInFlight = 0, 30
+	spec := DefaultSpec(v1, v2)
+	spec.Schedule = ScheduleImmediate
+	ids := append([]AgentID{idAt(0.05)}, spreadIDs(20, 0.5)[11:]...)
+	agents := onVersion(ids, v1)
+	st := GroupStatus{}
+	now := start
+	for range 40 {
+		st, _ = Next(Input{Config: cfg, Group: "staging", Spec: spec, Prev: st, Agents: agents, Counts: CountAgents(agents), Now: now})
+		now = now.Add(time.Minute)
+		inFlight := 0
+		for i, a := range agents {
+			if a.ActiveVersion == v2 {
+				continue
+			}
+			if _, update := Decide(a.ID, spec, st, ModeEnabled); !update {
+				continue
+			}
+			inFlight++
+			if i == 0 {
+				agents[i] = AgentView{ID: a.ID, ActiveVersion: v1, Error: "fetch: not enough free space", ErrorClass: FailureInfrastructure,
+					ErrorCause: "disk full", StartTime: now}
+			} else {
+				agents[i] = AgentView{ID: a.ID, ActiveVersion: v2, StartTime: now}
+			}
+		}
+		if w := InFlightWindow(cfg.Groups[0].MaxInFlight, len(ids)); inFlight > w {
+			t.Fatalf("%d agents told to update at progress %v, more than the window %d", inFlight, st.Progress, w)
+		}
+		if st.Halted || st.FailedCount != 0 || st.Held != "" {
+			t.Fatalf("halted %v (%s), failed %d, held %q with one blocked host", st.Halted, st.HaltReason, st.FailedCount, st.Held)
+		}
+	}
+	for _, a := range agents[1:] {
+		if a.ActiveVersion != v2 {
+			t.Errorf("agent %s (%.3f) still on %s at progress %v: one blocked host stopped the group", a.ID, a.ID.Fraction(), a.ActiveVersion, st.Progress)
+		}
+	}
+	if st.State != StateActive || st.Blocked != 1 {
+		t.Errorf("state %s, blocked %d; want active with the 1 blocked host", st.State, st.Blocked)
+	}
+}

@@ -424,6 +424,12 @@ func (m *machine) active() bool {
 	slices.Sort(pending)
 	m.countBlocked()
 	held := m.infraHold(inFlight, InFlightWindow(m.gc.MaxInFlight, st.InitialCount), "agents in flight")
+	blockedInFlight := 0
+	for _, a := range inFlight {
+		if blocked(a) {
+			blockedInFlight++
+		}
+	}
 	// Unreachable agents are present (the freeze rule is about agents that
 	// expired) but not on the target: what they run now is not known.
 	present, onTarget := in.Counts.Total(), in.Counts[target].Count-in.Counts[target].Unreachable
@@ -436,6 +442,7 @@ func (m *machine) active() bool {
 		Pending:         pending,
 		PendingCanaries: pendingCanaries,
 		Released:        released,
+		Blocked:         blockedInFlight,
 		Prev:            st.Progress,
 	})
 	if !held {

@@ -31,6 +31,14 @@ type ProgressInput struct {
 	// not known) or timed out (update_timeout). They count in the formula
 	// as if they had finished, or the places they held would stay taken.
 	Released int
+	// Blocked is how many of the agents in flight at Prev (Pending below
+	// Prev, and PendingCanaries) are blocked on infrastructure, retrying
+	// by themselves. They keep their places in the window (their next try
+	// may work), but they do not move the formula on: when every agent in
+	// flight is blocked, the guard lets the next waiting agent go as when
+	// nothing is in flight, or one host whose disk stays full would stop
+	// the group for good.
+	Blocked int
 	// Prev is the progress recorded so far for this target.
 	Prev float64
 }
@@ -70,11 +78,13 @@ func InFlightWindow(maxInFlight Percent, initial int) int {
 // or joined with ids already below progress, which progress cannot take
 // back; they are counted, so nobody new starts while they are in flight.)
 //
-// When nothing is in flight and the lowest waiting agent is at or above
-// that, progress is raised just above its fraction (Decide tells an agent to
-// update when its fraction is strictly below progress): the next agent can
-// always go even if no id falls in the window, so there is no statistical
-// deadlock, and as W ≥ 1 the guard never breaks the bound.
+// When nothing is in flight (or all that is in flight is blocked, see
+// Blocked) and the lowest waiting agent is at or above that, progress is
+// raised just above its fraction (Decide tells an agent to update when its
+// fraction is strictly below progress): the next agent can always go even
+// if no id falls in the window, so there is no statistical deadlock. The
+// guard needs a free place (k ≥ 1, always so when nothing is in flight, as
+// W ≥ 1), so it never breaks the bound.
 //
 // When fewer than initial − max_in_flight × initial agents are present, too
 // many vanished to tell in-flight from lost, and progress is frozen at Prev.
@@ -99,13 +109,15 @@ func Progress(in ProgressInput) (progress float64, frozen bool) {
 	started, _ := slices.BinarySearch(pending, prev)
 	inFlight := max(in.PendingCanaries, 0) + started
 	p := (window + float64(in.OnTarget) + float64(max(in.Released, 0))) / float64(initial)
-	switch k := InFlightWindow(in.MaxInFlight, initial) - inFlight; {
+	k := InFlightWindow(in.MaxInFlight, initial) - inFlight
+	switch {
 	case k <= 0:
 		p = prev // the window is full: hold
 	case k < len(pending)-started:
 		p = min(p, pending[started+k])
 	}
-	if inFlight == 0 && started < len(pending) && pending[started] >= p {
+	moving := inFlight - max(in.Blocked, 0) // in flight and not blocked
+	if moving <= 0 && k > 0 && started < len(pending) && pending[started] >= p {
 		p = math.Nextafter(pending[started], math.Inf(1))
 	}
 	return max(clamp01(p), prev), false

@@ -137,6 +137,42 @@ func TestProgress(t *testing.T) {
 			name: "cap: guard waits for an updating canary", edit: func(in *ProgressInput) { in.MaxInFlight, in.PendingCanaries, in.Pending = 1, 1, []float64{0.3, 0.4} },
 			want: 0,
 		},
+		// One host in ten blocked for good (its disk is full) at 0.05, in
+		// flight below progress 0.3; the nine others wait above the
+		// formula's 0.3. The guard must not wait for the blocked host.
+		{
+			name: "guard: only blocked agents in flight lets the next go", edit: func(in *ProgressInput) {
+				in.MaxInFlight, in.Initial, in.Present, in.Prev, in.Blocked = 30, 10, 10, 0.3, 1
+				in.Pending = append([]float64{0.05}, spread(11, 20, 20)...)
+			},
+			want: math.Nextafter(spread(11, 20, 20)[0], 2),
+		},
+		{
+			// The same with the blocked host not known as blocked: it
+			// would finish, so progress waits (what the group did before).
+			name: "guard: an agent in flight that may finish is waited for", edit: func(in *ProgressInput) {
+				in.MaxInFlight, in.Initial, in.Present, in.Prev = 30, 10, 10, 0.3
+				in.Pending = append([]float64{0.05}, spread(11, 20, 20)...)
+			},
+			want: 0.3,
+		},
+		{
+			// A blocked host and one installing: the installing one moves
+			// the formula on when it finishes.
+			name: "guard: a blocked agent beside a moving one waits", edit: func(in *ProgressInput) {
+				in.MaxInFlight, in.Initial, in.Present, in.Prev, in.Blocked = 30, 10, 10, 0.3, 1
+				in.Pending = append([]float64{0.05, 0.1}, spread(11, 20, 20)...)
+			},
+			want: 0.3,
+		},
+		{
+			// Three blocked fill the window of 3: nobody more may go.
+			name: "guard: a window full of blocked agents holds", edit: func(in *ProgressInput) {
+				in.MaxInFlight, in.Initial, in.Present, in.Prev, in.Blocked = 30, 10, 10, 0.3, 3
+				in.Pending = append([]float64{0.05, 0.1, 0.2}, spread(11, 20, 20)...)
+			},
+			want: 0.3,
+		},
 		{
 			name: "cap: pending in any order", edit: func(in *ProgressInput) {
 				in.Prev, in.OnTarget, in.Pending = 0.3, 30, slices.Clone(cluster)
