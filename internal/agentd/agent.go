@@ -183,6 +183,11 @@ type Agent struct {
 	// updatingTo is the version an install in progress moves to ("" when
 	// none is): heartbeats carry it as updating_to.
 	updatingTo string
+	// blocked is the infrastructure failure the agent retries (retry.go),
+	// which heartbeats carry while the retry runs, until its download
+	// starts: an attempt that begins is not a recovery, and a group held
+	// on blocked agents must not resume and hold again at every retry.
+	blocked blockedNote
 	// busConn is the bus connection (set by Run), and domainSite the
 	// last JetStream domain of a server the agent was connected to, with
 	// domainBad the last one that is not a valid site (logged once); see
@@ -537,7 +542,10 @@ func (a *Agent) setupInstaller() error {
 			StallTimeout: app.DownloadStallTimeout, Deadline: app.DownloadDeadline, Log: a.o.Log,
 			SpaceMargin:   int64(app.KeepFree),
 			ProgressEvery: app.ProgressInterval,
-			OnProgress:    a.metrics.progress,
+			OnProgress: func(p install.DownloadProgress) {
+				a.metrics.progress(p)
+				a.transferStarted()
+			},
 		},
 		Runner: a.runner,
 		Health: install.Health{URL: app.HealthURL, Command: app.HealthCommand},
@@ -582,6 +590,12 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 		UpdaterVersion: version.Version,
 	}
 	hb.Site, _ = a.siteLocked()
+	if b := a.blocked; st.Error == "" && a.updatingTo != "" && b.target == a.updatingTo {
+		// A retry of an infrastructure failure is under way and has not
+		// got past it yet: still blocked.
+		st.Error, st.ErrorClass, st.ErrorCause = b.err, install.ClassInfrastructure, b.cause
+		hb.Error = heartbeat.CleanText(st.Error, heartbeat.MaxErrorLen)
+	}
 	if st.Error != "" && st.ErrorClass.Valid() {
 		// A class this build does not know (update.yaml of a newer
 		// agentd) is left out: the controller would refuse the heartbeat.

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/fleetwave/fleetwave/internal/agentd"
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/natstest"
@@ -78,6 +80,7 @@ type classEnv struct {
 	a     *agentd.Agent
 	root  string
 	logs  *natstest.Buffer
+	srv   *natstest.Server
 }
 
 func startClassEnv(t *testing.T, setup func(*agentd.Agent)) *classEnv {
@@ -104,7 +107,7 @@ func startClassEnv(t *testing.T, setup func(*agentd.Agent)) *classEnv {
 	if err := uf.Save(root); err != nil {
 		t.Fatal(err)
 	}
-	e := &classEnv{t: t, ctx: ctx, fleet: fleet, site: site, clk: clock.NewManual(time.Now()), root: root, logs: &natstest.Buffer{}}
+	e := &classEnv{t: t, ctx: ctx, fleet: fleet, site: site, clk: clock.NewManual(time.Now()), root: root, logs: &natstest.Buffer{}, srv: srv}
 	e.a, err = agentd.New(agentd.Options{
 		Root: root, NATSURL: srv.URL(), Interval: time.Hour, Clock: e.clk,
 		Log: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -273,6 +276,65 @@ func TestAgentRetriesInfrastructureFailure(t *testing.T) {
 	if got := e.site.attempts("2.0.0"); got != 5 {
 		t.Errorf("%d attempts, want 5 (4 failed, 1 installed)", got)
 	}
+}
+
+// TestHeartbeatsStayBlockedDuringRetry: while a retry of a blocked install
+// runs and has not got past what blocked it, the heartbeats still say
+// blocked (class infrastructure, the cause), not "updating" with no error:
+// a group held on its blocked agents would otherwise resume and hold again
+// at every retry. Once the site answers, the install goes through.
+func TestHeartbeatsStayBlockedDuringRetry(t *testing.T) {
+	e := startClassEnv(t, nil)
+	var mu sync.Mutex
+	var beats []heartbeat.Heartbeat
+	nc := e.srv.Conn("watcher")
+	if _, err := nc.Subscribe(heartbeat.SubjectPrefix+"blue.>", func(m *nats.Msg) {
+		if hb, err := heartbeat.DecodeFrom(m.Subject, m.Data); err == nil {
+			mu.Lock()
+			beats = append(beats, *hb)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.site.set(true, "")
+	setPlan(t, e.ctx, e.fleet, "1.0.0", "2.0.0")
+	e.failedBeat(heartbeat.ClassInfrastructure, "download failed (HTTP 503)")
+	for attempt := 1; attempt <= 3; attempt++ {
+		e.clk.Advance(e.retryIn(attempt))
+		natstest.Eventually(t, 20*time.Second, func() error {
+			if got := e.site.attempts("2.0.0"); got != attempt+1 {
+				return fmt.Errorf("%d attempts, want %d", got, attempt+1)
+			}
+			return nil
+		})
+		e.failedBeat(heartbeat.ClassInfrastructure, "download failed (HTTP 503)")
+	}
+	mu.Lock()
+	first, retrying := -1, 0
+	for i, hb := range beats {
+		if first < 0 && hb.ErrorClass == heartbeat.ClassInfrastructure {
+			first = i
+		}
+		if first < 0 || hb.UpdatingTo == "" {
+			continue
+		}
+		retrying++
+		if hb.ErrorClass != heartbeat.ClassInfrastructure || hb.ErrorCause != "download failed (HTTP 503)" || hb.Error == "" {
+			t.Errorf("heartbeat %d during a retry: updating_to %q, error %q, class %q, cause %q; want still blocked on HTTP 503",
+				i, hb.UpdatingTo, hb.Error, hb.ErrorClass, hb.ErrorCause)
+		}
+	}
+	mu.Unlock()
+	if retrying == 0 {
+		t.Fatalf("no heartbeat during the 3 retries said updating_to: nothing was checked")
+	}
+	e.site.set(false, "")
+	e.clk.Advance(e.retryIn(4))
+	e.installed("2.0.0")
 }
 
 // retryCapForTest is past any retry wait (10 minutes + 20%).

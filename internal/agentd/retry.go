@@ -49,12 +49,34 @@ type retryState struct {
 	logged bool
 }
 
+// blockedNote is the infrastructure failure of target an agent retries:
+// the error and cause its heartbeats carry while a retry runs (see
+// Agent.blocked).
+type blockedNote struct{ target, err, cause string }
+
+// setBlocked records what heartbeats say while a retry of an
+// infrastructure failure runs (the zero note: nothing).
+func (a *Agent) setBlocked(b blockedNote) {
+	a.mu.Lock()
+	a.blocked = b
+	a.mu.Unlock()
+}
+
+// transferStarted is called as a download moves: the release site answered
+// and the disk had room, so a retry has got past what blocked it.
+func (a *Agent) transferStarted() {
+	a.mu.Lock()
+	a.blocked = blockedNote{}
+	a.mu.Unlock()
+}
+
 // failed records how an install of target ended (err nil: installed) and
 // says when to try again: zero time for "as today" (the next plan change
 // or recheck), or the time an infrastructure retry is due.
 func (a *Agent) failed(target string, err error) time.Time {
 	if err == nil {
 		a.retry = retryState{}
+		a.setBlocked(blockedNote{})
 		return time.Time{}
 	}
 	class, cause := install.ClassOf(err), install.Cause(err)
@@ -67,15 +89,18 @@ func (a *Agent) failed(target string, err error) time.Time {
 		n := prev.failures + 1
 		wait := jittered(retryDelay(n, a.o.RetryBase, a.o.RetryMax), rand.Float64())
 		a.retry = retryState{target: target, class: class, failures: n, at: a.o.Clock.Now().Add(wait)}
+		a.setBlocked(blockedNote{target: target, err: err.Error(), cause: cause})
 		a.o.Log.Warn("install blocked by an infrastructure failure; retrying later", slog.String("version", target),
 			slog.String("cause", cause), slog.Int("attempt", n), slog.Duration("retry_in", wait))
 		return a.retry.at
 	case install.ClassArtifact:
 		a.retry = retryState{target: target, class: class}
+		a.setBlocked(blockedNote{})
 		a.o.Log.Error("the release site served a bad artifact; not retrying until the target changes or agentd restarts",
 			slog.String("version", target), slog.String("cause", cause))
 	default:
 		a.retry = retryState{}
+		a.setBlocked(blockedNote{})
 	}
 	return time.Time{}
 }

@@ -203,6 +203,7 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 		a.o.Log.Info("the plan moved on; cancelled the download of an outdated target", slog.String("version", target),
 			slog.String("plan_version", w.moved.version), slog.Bool("update", w.moved.update), slog.String("source", w.moved.source))
 		a.retry = retryState{} // not a failure: the target changed
+		a.setBlocked(blockedNote{})
 		return w.last, time.Time{}
 	case errors.Is(err, install.ErrSkipped), errors.Is(err, context.Canceled):
 		return w.last, time.Time{}

@@ -320,8 +320,12 @@ func (sh *shard) decide(i int, now time.Time) {
 	if a.blockedUntil.IsZero() {
 		a.blockedUntil = now.Add(sh.s.o.InfraFor)
 	}
-	a.blockedErr, a.retryAt = "", time.Time{} // agentd clears its error as an attempt starts
-	a.installing, a.installTo = true, version
+	a.installing, a.installTo, a.retryAt = true, version, time.Time{}
+	if !sh.infraBlocked(a, now) {
+		// As agentd: a retry's heartbeats say blocked until its download
+		// starts, which it does once the outage is over.
+		a.blockedErr = ""
+	}
 	a.startVersion, a.startTime = a.active, now
 	a.rollback, a.rollbackFrom = false, ""
 	sh.s.stats.installStarted(a.group, a.id, version, st, sh.s.o.FailRate[version] > 0)
@@ -346,7 +350,7 @@ func (sh *shard) finishInstall(i int, now time.Time) {
 	}
 	failed := failsOn(a.id, a.installTo, sh.s.o.FailRate[a.installTo])
 	a.installing = false
-	if now.Before(a.blockedUntil) && failsOn(a.id, "infrastructure "+a.installTo, sh.s.o.InfraFail[a.installTo]) {
+	if sh.infraBlocked(a, now) {
 		// The release site answered 503: nothing changed on the host;
 		// it retries InfraRetry later, as agentd does (with backoff).
 		a.blockedErr, a.retryAt = "download "+a.installTo+": release site: HTTP 503", now.Add(sh.s.o.InfraRetry)
@@ -356,6 +360,7 @@ func (sh *shard) finishInstall(i int, now time.Time) {
 		sh.beat(i, now)
 		return
 	}
+	a.blockedErr = ""
 	if failed {
 		a.rollback, a.rollbackFrom, a.badVersion = true, a.installTo, a.installTo
 	} else {
@@ -364,6 +369,13 @@ func (sh *shard) finishInstall(i int, now time.Time) {
 	sh.s.stats.installFinished(a.group, failed, sh.plan.status[a.group])
 	sh.beat(i, now)
 	sh.decide(i, now) // e.g. a rolled back group sends it back
+}
+
+// infraBlocked reports whether a's install of installTo meets the release
+// site down at now (InfraFail of its hosts, for InfraFor from their first
+// attempt).
+func (sh *shard) infraBlocked(a *agent, now time.Time) bool {
+	return now.Before(a.blockedUntil) && failsOn(a.id, "infrastructure "+a.installTo, sh.s.o.InfraFail[a.installTo])
 }
 
 // failsOn reports whether an install of version fails on agent id: a fixed
