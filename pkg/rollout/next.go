@@ -55,9 +55,16 @@ const maxSteps = 4
 // enabled holds the group where it is (Waiting says why) with progress
 // frozen; otherwise the state's rules run, cascading while states change.
 func Next(in Input) (GroupStatus, []Event) {
+	st, events, _ := step(in)
+	return st, events
+}
+
+// step is Next, also saying what kind of wait holds the group (see
+// WaitKind; "" when it does not wait): the forecast reads it.
+func step(in Input) (GroupStatus, []Event, WaitKind) {
 	m := machine{in: in, st: in.Prev.Clone(), now: in.Now}
 	m.run()
-	return m.st, m.events
+	return m.st, m.events, m.waitKind
 }
 
 type machine struct {
@@ -70,6 +77,8 @@ type machine struct {
 	// failed are the agents countFailures counted, for the sites a halt
 	// names.
 	failed []AgentView
+	// waitKind is what the group waits for (waitFor), for the forecast.
+	waitKind WaitKind
 }
 
 func (m *machine) emit(kind EventKind, from, to State, reason string) {
@@ -92,6 +101,12 @@ func (m *machine) halt(reason string) {
 
 func (m *machine) wait(why string, until time.Time) {
 	m.st.Waiting, m.st.WaitingUntil = why, until
+}
+
+// waitFor is wait, recording the kind of wait for the forecast.
+func (m *machine) waitFor(kind WaitKind, why string, until time.Time) {
+	m.waitKind = kind
+	m.wait(why, until)
 }
 
 func (m *machine) run() {
@@ -163,7 +178,7 @@ func (m *machine) run() {
 // hold keeps the group where it is, saying why unless it is finished.
 func (m *machine) hold(why string) {
 	if !m.st.State.Terminal() {
-		m.wait(truncate(why, 300), time.Time{})
+		m.waitFor(WaitHold, truncate(why, 300), time.Time{})
 	}
 }
 
@@ -201,17 +216,17 @@ func (m *machine) unstarted() bool {
 			p, ok := in.Predecessors[dep]
 			switch {
 			case !ok || p.V == 0:
-				m.wait(fmt.Sprintf("waiting for group %q to finish (it has no status yet)", dep), time.Time{})
+				m.waitFor(WaitPredecessor, fmt.Sprintf("waiting for group %q to finish (it has no status yet)", dep), time.Time{})
 				return false
 			case p.TargetVersion != in.Spec.TargetVersion:
-				m.wait(fmt.Sprintf("waiting for group %q to finish (its status is for %s)", dep, versionOrNone(p.TargetVersion)), time.Time{})
+				m.waitFor(WaitPredecessor, fmt.Sprintf("waiting for group %q to finish (its status is for %s)", dep, versionOrNone(p.TargetVersion)), time.Time{})
 				return false
 			case p.State != StateDone:
 				what := string(p.State)
 				if p.Halted {
 					what += ", halted"
 				}
-				m.wait(fmt.Sprintf("waiting for group %q to finish (%s)", dep, what), time.Time{})
+				m.waitFor(WaitPredecessor, fmt.Sprintf("waiting for group %q to finish (%s)", dep, what), time.Time{})
 				return false
 			}
 			if p.DoneAt.After(lastDone) {
@@ -221,20 +236,20 @@ func (m *machine) unstarted() bool {
 		if gc.WaitHours > 0 && !lastDone.IsZero() {
 			until := lastDone.Add(time.Duration(gc.WaitHours) * time.Hour)
 			if m.now.Before(until) {
-				m.wait(fmt.Sprintf("wait_hours: %dh after the last predecessor finished", gc.WaitHours), until)
+				m.waitFor(WaitHours, fmt.Sprintf("wait_hours: %dh after the last predecessor finished", gc.WaitHours), until)
 				return false
 			}
 		}
 		if in.Spec.Critical {
 			reason = "critical: windows ignored"
 		} else if open := gc.NextWindow(m.now, m.loc); open.After(m.now) || open.IsZero() {
-			m.wait("window: next opens "+open.In(m.loc).Format("Mon 2006-01-02 15:04 MST")+" ("+describeWindow(gc, m.loc)+")", open)
+			m.waitFor(WaitWindow, "window: next opens "+open.In(m.loc).Format("Mon 2006-01-02 15:04 MST")+" ("+describeWindow(gc, m.loc)+")", open)
 			return false
 		}
 	}
 	total := in.Counts.Total()
 	if total == 0 {
-		m.wait("no agents present: the group starts when its agents are (or mark it done to skip it)", time.Time{})
+		m.waitFor(WaitAgents, "no agents present: the group starts when its agents are (or mark it done to skip it)", time.Time{})
 		return false
 	}
 	ids := SelectCanaries(in.Agents, gc.CanaryCount, in.Spec.TargetVersion)
