@@ -25,9 +25,10 @@ func newPlanCmd(g *Global) *cobra.Command {
 		Long: `The plan spec (fleet_plan/spec) says what to roll out: the start and target
 versions, the schedule (regular or immediate), the strategy (backpressure or
 grouped), whether the release is critical, and the plan's mode (see pause and
-resume). Agents read it directly.`,
+resume). Agents read it directly. "plan forecast" simulates when each group
+would start and be done.`,
 	}
-	cmd.AddCommand(newPlanShowCmd(g), newPlanSetCmd(g))
+	cmd.AddCommand(newPlanShowCmd(g), newPlanSetCmd(g), newPlanForecastCmd(g))
 	return cmd
 }
 
