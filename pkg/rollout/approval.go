@@ -41,13 +41,13 @@ const approvalHelp = `start, after_canary (a list, or "manual" for start, "none"
 // Valid reports whether s is one of ApprovalStages.
 func (s ApprovalStage) Valid() bool { return slices.Contains(ApprovalStages, s) }
 
-// purpose says what the approval lets the group do, for people.
-func (s ApprovalStage) purpose() string {
+// Purpose says what the approval lets the group do, for people: "to start".
+func (s ApprovalStage) Purpose() string {
 	switch s {
 	case ApprovalStart:
 		return "to start"
 	case ApprovalAfterCanary:
-		return "to go active, its canaries healthy"
+		return "to go active after its canaries"
 	}
 	return "at " + string(s)
 }
@@ -199,7 +199,7 @@ func (st GroupStatus) validateApprovals() error {
 // AwaitingText is the Waiting text of a group awaiting its approval at
 // stage: what it waits for and the command that ends the wait.
 func AwaitingText(group string, stage ApprovalStage) string {
-	return fmt.Sprintf("awaiting approval %s (fleetctl approve --group %s --reason TEXT)", stage.purpose(), group)
+	return fmt.Sprintf("awaiting approval %s (fleetctl approve --group %s --reason TEXT)", stage.Purpose(), group)
 }
 
 // awaiting reports whether the group is waiting for its approval at stage
@@ -318,7 +318,7 @@ func Approve(st GroupStatus, stage ApprovalStage, by, reason string, now time.Ti
 		return st, Event{}, fmt.Errorf("%w: approve group %q: it is not awaiting approval (it is %s); a group awaits one only where its config's approval asks for it, once it gets there (fleetctl status shows it)",
 			ErrBadAction, st.Group, describeStanding(st))
 	case stage != "" && stage != w.Stage:
-		return st, Event{}, fmt.Errorf("%w: approve group %q: --stage %s, but it awaits approval %s (stage %s)", ErrBadAction, st.Group, stage, w.Stage.purpose(), w.Stage)
+		return st, Event{}, fmt.Errorf("%w: approve group %q: --stage %s, but it awaits approval %s (stage %s)", ErrBadAction, st.Group, stage, w.Stage.Purpose(), w.Stage)
 	}
 	if a, ok := st.ApprovalFor(w.Stage); ok {
 		return st, Event{}, fmt.Errorf("%w: approve group %q: stage %s is already approved (by %s at %s: %s); the controller moves the group at its next step",
@@ -327,7 +327,7 @@ func Approve(st GroupStatus, stage ApprovalStage, by, reason string, now time.Ti
 	st = st.Clone()
 	a := Approval{Stage: w.Stage, By: truncate(by, 200), Reason: truncate(reason, 300), At: now.UTC()}
 	st.Approvals = append(st.Approvals, a)
-	text := fmt.Sprintf("operator approve: %s (approval %s given by %s; the group moves at the controller's next step)", a.Reason, w.Stage.purpose(), a.By)
+	text := fmt.Sprintf("operator approve: %s (approval %s given by %s; the group moves at the controller's next step)", a.Reason, w.Stage.Purpose(), a.By)
 	return st, newEvent(st.Group, EventOperator, st.State, st.State, text, now), nil
 }
 

@@ -129,7 +129,7 @@ func runApprovalSteps(t *testing.T, gates ApprovalGates, alertOnWait bool, steps
 func TestNextApproval(t *testing.T) {
 	const (
 		startWait  = "awaiting approval to start (fleetctl approve --group staging --reason TEXT)"
-		canaryWait = "awaiting approval to go active, its canaries healthy (fleetctl approve --group staging --reason TEXT)"
+		canaryWait = "awaiting approval to go active after its canaries (fleetctl approve --group staging --reason TEXT)"
 	)
 	newTarget := "transition:→unstarted"
 	reset := func(st GroupStatus, note string, now time.Time) (GroupStatus, Event, error) {
@@ -323,7 +323,7 @@ func TestApprove(t *testing.T) {
 			wantEv: "operator approve: change 42 (approval to start given by alice; the group moves at the controller's next step)"},
 		{name: "after_canary, stage named", prev: waiting(ApprovalAfterCanary), stage: ApprovalAfterCanary, by: "alice", reason: "metrics fine",
 			want:   []Approval{{Stage: ApprovalAfterCanary, By: "alice", Reason: "metrics fine", At: now}},
-			wantEv: "approval to go active, its canaries healthy given by alice"},
+			wantEv: "approval to go active after its canaries given by alice"},
 		{name: "not awaiting", prev: notWaiting, by: "alice", reason: "x",
 			wantErr: []string{`approve group "staging": it is not awaiting approval (it is active)`}},
 		{name: "another stage than the awaited one", prev: waiting(ApprovalStart), stage: ApprovalAfterCanary, by: "alice", reason: "x",
