@@ -228,7 +228,7 @@ var (
 	descHalted = prometheus.NewDesc("fleetwave_group_halted",
 		"1 while the group is halted.", []string{"group"}, nil)
 	descAlerted = prometheus.NewDesc("fleetwave_group_alerted",
-		"1 once the group has been in progress longer than its alert_after.", []string{"group"}, nil)
+		"1 once the group has been in progress longer than its alert_after (or, with alert_on_approval_wait, awaited its start approval that long).", []string{"group"}, nil)
 	descStateSeconds = prometheus.NewDesc("fleetwave_group_state_seconds",
 		"Seconds since the group entered its current state.", []string{"group"}, nil)
 	descCanaries = prometheus.NewDesc("fleetwave_group_canaries",

@@ -57,6 +57,9 @@ func approvalNotes(g GroupReport, now time.Time) []string {
 				w.Stage.Purpose(), Age(now, w.Since), g.Name))
 		}
 	}
+	if r.Alerted && !r.Halted && r.State == rollout.StateUnstarted && r.AwaitingApproval != nil {
+		out = append(out, "alert raised: awaiting approval longer than alert_after (alert_on_approval_wait)")
+	}
 	if r.State.InProgress() {
 		for _, a := range r.Approvals {
 			if w := r.AwaitingApproval; w != nil && w.Approved != nil && w.Approved.Stage == a.Stage {

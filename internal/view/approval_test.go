@@ -55,6 +55,13 @@ func TestApprovalView(t *testing.T) {
 		t.Errorf("edge row: %+v", rows[1])
 	}
 	want := []PendingApproval{{Group: "prod", Stage: rollout.ApprovalStart, Since: since, For: "3h"}}
+	// alert_on_approval_wait raised the alert of a group awaiting its start.
+	alerted := state.Groups["prod"]
+	alerted.Value.Alerted = true
+	state.Groups["prod"] = alerted
+	if notes := Rows(BuildRolloutStatus(nil, state, now), &cfg, now)[0].Notes; !strings.Contains(strings.Join(notes, "\n"), "alert raised: awaiting approval longer than alert_after") {
+		t.Errorf("alerted while awaiting approval: notes %q", notes)
+	}
 	if diff := cmp.Diff(want, PendingApprovals(rows, now)); diff != "" {
 		t.Errorf("pending approvals (-want +got):\n%s", diff)
 	}
