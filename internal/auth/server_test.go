@@ -363,6 +363,11 @@ func TestAgentGrantsAndDenials(t *testing.T) {
 			{"KV put a retry request into own group status", jsPublish("$KV.fleet_plan.group.blue",
 				[]byte(`{"v":1,"group":"blue","state":"active","target_version":"2.0.0","retry":{"token":"20260101T000000.000000000Z","at":"2026-01-01T00:00:00Z"}}`)),
 				"$KV.fleet_plan.group.blue", false},
+			// fleetctl approve's approval lives in the group status too: no
+			// agent may approve its own group's rollout.
+			{"KV put an approval into own group status", jsPublish("$KV.fleet_plan.group.blue",
+				[]byte(`{"v":1,"group":"blue","state":"unstarted","target_version":"2.0.0","awaiting_approval":{"stage":"start","since":"2026-01-01T00:00:00Z"},"approvals":[{"stage":"start","by":"agent","reason":"self","at":"2026-01-01T00:00:00Z"}]}`)),
+				"$KV.fleet_plan.group.blue", false},
 			{"KV delete spec", func(ctx context.Context, a *agentConn) error {
 				m := nats.NewMsg("$KV.fleet_plan.spec")
 				m.Header.Set("KV-Operation", "DEL")

@@ -112,6 +112,9 @@ type Overview struct {
 	Versions []GroupVersions `json:"versions"`
 	// Agents is how many agents the inventory holds (counted or not yet).
 	Agents int `json:"agents"`
+	// PendingApprovals are the groups awaiting an operator's approval
+	// (fleetctl approve) not given yet, in the rows' order.
+	PendingApprovals []view.PendingApproval `json:"pending_approvals"`
 	// Status is the whole report, as fleetctl status -o json has it.
 	Status view.StatusReport `json:"status"`
 }
@@ -184,6 +187,7 @@ func (d *Dashboard) Overview(now time.Time) Overview {
 		ov.Header = &h
 	}
 	ov.Rows = view.Rows(ov.Status, cfg, now)
+	ov.PendingApprovals = view.PendingApprovals(ov.Rows, now)
 	for _, g := range ov.Status.Groups {
 		if g.Agents > 0 {
 			ov.Versions = append(ov.Versions, GroupVersions{Group: g.Name, Agents: g.Agents, Versions: view.VersionRows(g)})

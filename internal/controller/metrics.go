@@ -228,7 +228,7 @@ var (
 	descHalted = prometheus.NewDesc("fleetwave_group_halted",
 		"1 while the group is halted.", []string{"group"}, nil)
 	descAlerted = prometheus.NewDesc("fleetwave_group_alerted",
-		"1 once the group has been in progress longer than its alert_after.", []string{"group"}, nil)
+		"1 once the group has been in progress longer than its alert_after (or, with alert_on_approval_wait, awaited its start approval that long).", []string{"group"}, nil)
 	descStateSeconds = prometheus.NewDesc("fleetwave_group_state_seconds",
 		"Seconds since the group entered its current state.", []string{"group"}, nil)
 	descCanaries = prometheus.NewDesc("fleetwave_group_canaries",
@@ -243,13 +243,17 @@ var (
 		"The controller's count of the group's agents blocked on infrastructure (retrying by themselves; not failed).", []string{"group"}, nil)
 	descOffTarget = prometheus.NewDesc("fleetwave_group_agents_off_target",
 		"Counted agents of the group not on its target version.", []string{"group"}, nil)
+	descAwaitingApproval = prometheus.NewDesc("fleetwave_group_awaiting_approval",
+		"1 while the group waits for an operator's approval (fleetctl approve) at the stage (start, after_canary), 0 for the other stages.",
+		[]string{"group", "stage"}, nil)
 )
 
 var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, rollout.StateActive, rollout.StateDone, rollout.StateRolledBack}
 
 func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAgents, descGroupState, descGroupInfo, descProgress, descInFlight, descInFlightBound,
-		descInitial, descHalted, descAlerted, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descHeld, descBlocked, descOffTarget} {
+		descInitial, descHalted, descAlerted, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descHeld, descBlocked, descOffTarget,
+		descAwaitingApproval} {
 		ch <- d
 	}
 }
@@ -334,6 +338,9 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descHeld, b(st.Held != ""), name)
 		gauge(descBlocked, float64(st.Blocked), name)
 		gauge(descOffTarget, float64(offTarget[name]), name)
+		for _, s := range rollout.ApprovalStages {
+			ch <- constMetric(descAwaitingApproval, prometheus.GaugeValue, b(st.AwaitingApproval.Stage == s), name, string(s))
+		}
 	}
 }
 

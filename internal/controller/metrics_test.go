@@ -128,6 +128,13 @@ func metricsMatchStatus(samples map[string]float64, rep fleetctl.StatusReport) e
 				diffs = append(diffs, fmt.Sprintf("%s = %v (present %v), status says %v", key, got, ok, want))
 			}
 		}
+		for _, stage := range rollout.ApprovalStages {
+			key := fmt.Sprintf("fleetwave_group_awaiting_approval{%s,stage=%q}", gl, stage)
+			want := b2f(r.AwaitingApproval != nil && r.AwaitingApproval.Stage == stage)
+			if got, ok := samples[key]; !ok || got != want {
+				diffs = append(diffs, fmt.Sprintf("%s = %v (present %v), status says %v", key, got, ok, want))
+			}
+		}
 	}
 	if len(diffs) > 0 {
 		sort.Strings(diffs)

@@ -134,6 +134,10 @@ type ConfigSetOptions struct {
 	// DependsOn: "a,b"; "" for none; "-" for the default (the group listed
 	// before this one).
 	DependsOn *string
+	// Approval: "start,after_canary", "manual", "none"; AlertOnApprovalWait
+	// sets alert_on_approval_wait.
+	Approval            *string
+	AlertOnApprovalWait *bool
 	// Output is text or json (a WriteResult).
 	Output string
 }
@@ -151,6 +155,7 @@ func (o *ConfigSetOptions) groupSettings() []string {
 		{"--alert-after", o.AlertAfter != nil}, {"--health-timeout", o.HealthTimeout != nil},
 		{"--min-healthy-time", o.MinHealthyTime != nil}, {"--update-timeout", o.UpdateTimeout != nil},
 		{"--depends-on", o.DependsOn != nil},
+		{"--approval", o.Approval != nil}, {"--alert-on-approval-wait", o.AlertOnApprovalWait != nil},
 	} {
 		if s.given {
 			set = append(set, s.flag)
@@ -175,6 +180,7 @@ done, rolled back or reset by a new target.
 		Example: `  fleetctl config set --group staging --start-hour 3 --jitter-seconds 60
   fleetctl config set --group prod --days Mon,Tue,Wed,Thu --max-in-flight 10% --depends-on staging
   fleetctl config set --group canary --depends-on ''
+  fleetctl config set --group prod --approval start,after_canary
   fleetctl config set --mode paused
   fleetctl config set --timezone Europe/Berlin
   fleetctl config set --quarantine-after 5
@@ -277,6 +283,16 @@ func groupSettingFlags(cmd *cobra.Command, o *ConfigSetOptions) []func() {
 		optionalString(cmd, &o.MinHealthyTime, "min-healthy-time", `time the app must stay healthy ("0s"-"24h")`),
 		optionalString(cmd, &o.UpdateTimeout, "update-timeout", `time an update may take before it counts as failed ("1m"-"168h")`),
 		optionalString(cmd, &o.DependsOn, "depends-on", `groups that must be done first: "a,b"; '' none; '-' the group listed before`),
+		optionalString(cmd, &o.Approval, "approval", `wait for fleetctl approve at: "start", "after_canary", "start,after_canary" ("manual" is start; "none" for no approval)`),
+		func() func() {
+			v := new(bool)
+			fs.BoolVar(v, "alert-on-approval-wait", false, "count the time awaiting approval towards alert_after (--alert-on-approval-wait=false to undo)")
+			return func() {
+				if fs.Changed("alert-on-approval-wait") {
+					o.AlertOnApprovalWait = v
+				}
+			}
+		}(),
 	}
 }
 
@@ -474,6 +490,14 @@ func (o *ConfigSetOptions) parse() (func(*rollout.GroupConfig), error) {
 		}
 		edits = append(edits, func(g *rollout.GroupConfig) { g.DependsOn = deps })
 	}
+	if o.Approval != nil {
+		gates := rollout.ParseApprovalGates(*o.Approval) // unknown stages: Validate names them
+		edits = append(edits, func(g *rollout.GroupConfig) { g.Approval = gates })
+	}
+	if o.AlertOnApprovalWait != nil {
+		v := *o.AlertOnApprovalWait
+		edits = append(edits, func(g *rollout.GroupConfig) { g.AlertOnApprovalWait = v })
+	}
 	return func(g *rollout.GroupConfig) {
 		for _, e := range edits {
 			e(g)
@@ -496,6 +520,7 @@ func cloneConfig(c rollout.Config) rollout.Config {
 	for i := range c.Groups {
 		c.Groups[i].Days = slices.Clone(c.Groups[i].Days)
 		c.Groups[i].DependsOn = slices.Clone(c.Groups[i].DependsOn)
+		c.Groups[i].Approval = slices.Clone(c.Groups[i].Approval)
 	}
 	return c
 }

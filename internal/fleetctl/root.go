@@ -80,6 +80,7 @@ docs/cli.md).
 		newRunCmd(g), newRollbackCmd(g), newMarkDoneCmd(g), newResetCmd(g), newRetryCmd(g),
 		newHistoryCmd(g), newAuthCmd(g), newEdgeCmd(g), newBusCmd(g),
 		newQuarantineCmd(g),
+		newApproveCmd(g),
 	)
 	registerCompletions(root, g)
 	return root

@@ -290,6 +290,10 @@ func TestEventLine(t *testing.T) {
 		{"alert without states", "fleet.events.prod",
 			`{"v":1,"group":"prod","kind":"alert","reason":"not done after 4h","at":"2026-11-23T12:00:00+01:00"}`,
 			"2026-11-23T11:00:00Z  prod          alert       -                       not done after 4h"},
+		// Wider than the kind column: the line goes on, shifted.
+		{"approval needed", "fleet.events.prod",
+			`{"v":1,"group":"prod","kind":"approval_needed","from":"unstarted","to":"unstarted","reason":"awaiting approval to start (fleetctl approve --group prod --reason TEXT)","at":"2026-11-23T12:00:00Z"}`,
+			"2026-11-23T12:00:00Z  prod          approval_needed  unstarted               awaiting approval to start (fleetctl approve --group prod --reason TEXT)"},
 		{"garbage", "fleet.events.prod", `{"v":1,`, `fleet.events.prod: not an event (unexpected end of JSON input): {"v":1,`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,7 +92,7 @@ func stripV(v string) string {
 var groupFields = []string{
 	"name", "days", "start_hour", "wait_hours", "jitter_seconds", "canary_count", "max_in_flight",
 	"alert_after", "failure_threshold", "health_timeout", "min_healthy_time", "update_timeout",
-	"infrastructure_hold", "depends_on",
+	"infrastructure_hold", "depends_on", "approval", "alert_on_approval_wait",
 }
 
 // fieldsOf returns v's JSON fields.
@@ -110,6 +110,15 @@ func fieldsOf(v any) map[string]json.RawMessage {
 
 // show renders a JSON value for a one-line summary: strings without quotes.
 func show(raw json.RawMessage) string { return view.ShowJSON(raw) }
+
+// showSet is show of a field that may be absent (omitted when unset, as
+// approval is): "none" then.
+func showSet(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "none"
+	}
+	return show(raw)
+}
 
 // describeConfigChange lists what next changes in prev, one item per line,
 // for the operator to check what was written.
@@ -145,7 +154,7 @@ func describeConfigChange(prev, next rollout.Config) []string {
 		var changes []string
 		for _, f := range groupFields {
 			if string(a[f]) != string(b[f]) {
-				changes = append(changes, fmt.Sprintf("%s %s → %s", f, show(a[f]), show(b[f])))
+				changes = append(changes, fmt.Sprintf("%s %s → %s", f, showSet(a[f]), showSet(b[f])))
 			}
 		}
 		if len(changes) > 0 {

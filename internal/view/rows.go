@@ -57,10 +57,11 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 	if r.Halted {
 		out = append(out, fmt.Sprintf("halted %s ago: %s", Age(now, r.HaltedAt), r.HaltReason))
 	}
+	out = append(out, approvalNotes(g, now)...)
 	if hold := holdNote(r, p); hold != "" {
 		out = append(out, hold)
 	}
-	if r.Waiting != "" {
+	if r.Waiting != "" && !awaitingApprovalText(r.Waiting) {
 		if strings.HasPrefix(r.Waiting, "waiting") {
 			out = append(out, r.Waiting)
 		} else {
@@ -161,6 +162,12 @@ type GroupRow struct {
 	// Sites are the group's counts by site (GroupReport.Sites), as cells;
 	// absent when no agent names a site.
 	Sites []SiteRow `json:"sites,omitempty"`
+	// AwaitingApproval is the stage the group awaits an operator's
+	// approval at, since AwaitingSince; Approved: it has been given, the
+	// controller's next step consumes it. Absent when it awaits none.
+	AwaitingApproval rollout.ApprovalStage `json:"awaiting_approval,omitempty"`
+	AwaitingSince    time.Time             `json:"awaiting_since,omitzero"`
+	Approved         bool                  `json:"approved,omitempty"`
 }
 
 // SiteRow is one site's line under its group: the AgentSplit as cells, as
@@ -221,6 +228,9 @@ func Rows(rep StatusReport, cfg *rollout.Config, now time.Time) []GroupRow {
 				row.State += "*"
 			case r.Halted:
 				row.State += " (halted)"
+			case r.AwaitingApproval != nil:
+				row.State += " (awaiting approval)"
+				row.AwaitingApproval, row.AwaitingSince, row.Approved = r.AwaitingApproval.Stage, r.AwaitingApproval.Since, r.AwaitingApproval.Approved != nil
 			}
 			if !r.Stale {
 				// Rounded down (with slack for float error), so 100% means

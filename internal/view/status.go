@@ -120,6 +120,11 @@ type GroupRollout struct {
 	// Retry is the operator's last retry request (fleetctl retry), absent
 	// when there is none.
 	Retry *rollout.RetryRequest `json:"retry,omitempty"`
+	// AwaitingApproval is the group's wait for an operator's approval
+	// (fleetctl approve), absent when it awaits none; Approvals are the
+	// approvals given for the target (who approved which stage).
+	AwaitingApproval *ApprovalReport    `json:"awaiting_approval,omitempty"`
+	Approvals        []rollout.Approval `json:"approvals,omitempty"`
 	// Progress in [0,1] (DESIGN §3.4).
 	Progress     float64 `json:"progress"`
 	InitialCount int     `json:"initial_count"`
@@ -295,6 +300,9 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	r.Alerted, r.RunRequested = s.Alerted, s.RunRequested
 	if s.Retry.Token != "" {
 		r.Retry = &s.Retry
+	}
+	if !r.Stale {
+		approvalRollout(r, s, now)
 	}
 	r.Progress, r.InitialCount, r.FailedCount, r.UpdatesTimedOut = s.Progress, s.InitialCount, s.FailedCount, s.TimedOutCount
 	if !r.Stale {

@@ -37,6 +37,7 @@ func (st *GroupStatus) clearHalt() {
 func (st *GroupStatus) settle() {
 	st.clearHalt()
 	st.RunRequested, st.Waiting, st.WaitingUntil, st.Frozen = false, "", time.Time{}, ""
+	st.AwaitingApproval = ApprovalWait{}
 }
 
 // restart is st back in unstarted with a run requested, as new for the
@@ -80,7 +81,9 @@ func Rollback(st GroupStatus, note string, now time.Time) (GroupStatus, Event, e
 // so the next step starts it at once with canaries picked afresh (those that
 // rolled back are no longer candidates) and a new initial count. An
 // unstarted group halted before it started (its target was quarantined)
-// loses the halt and starts when its turn comes.
+// loses the halt and starts when its turn comes. A reset drops the
+// approvals given (fleetctl approve): a group that asks for them asks
+// again.
 func Reset(st GroupStatus, note string, now time.Time) (GroupStatus, Event, error) {
 	reason := operatorReason("reset", note)
 	st = st.Clone()
@@ -90,6 +93,7 @@ func Reset(st GroupStatus, note string, now time.Time) (GroupStatus, Event, erro
 		return restarted, ev, nil
 	case StateActive:
 		st.clearHalt()
+		st.clearApprovals()
 		st.FailuresSince, st.FailedCount, st.TimedOutCount = now, 0, 0
 		st.Reason, st.Since = reason, now
 		return st, newEvent(st.Group, EventOperator, st.State, st.State, reason, now), nil
@@ -98,6 +102,7 @@ func Reset(st GroupStatus, note string, now time.Time) (GroupStatus, Event, erro
 			// Halted before it started (a quarantined target): the
 			// group starts when its turn comes, as if never halted.
 			st.clearHalt()
+			st.clearApprovals()
 			return st, newEvent(st.Group, EventOperator, st.State, st.State, reason, now), nil
 		}
 	}

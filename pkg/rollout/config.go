@@ -87,6 +87,15 @@ type GroupConfig struct {
 	// the group before this one in Groups (none for the first). An explicit
 	// empty list: no dependency.
 	DependsOn []string `json:"depends_on"`
+	// Approval lists the stages at which the group waits for an
+	// operator's approval (fleetctl approve): "start" (before it starts)
+	// and "after_canary" (its canaries healthy, before it goes active).
+	// Empty: none. See approval.go.
+	Approval ApprovalGates `json:"approval,omitempty"`
+	// AlertOnApprovalWait makes the time the group awaits an approval
+	// count towards alert_after (by default it does not: see
+	// machine.alertElapsed).
+	AlertOnApprovalWait bool `json:"alert_on_approval_wait,omitempty"`
 }
 
 // Default values (RFD 169 where it has one).
@@ -232,6 +241,9 @@ func (g *GroupConfig) UnmarshalJSON(b []byte) error {
 		"update_timeout":      &d.UpdateTimeout,
 		"infrastructure_hold": &d.InfrastructureHold,
 		"depends_on":          &d.DependsOn,
+
+		"approval":               &d.Approval,
+		"alert_on_approval_wait": &d.AlertOnApprovalWait,
 	}, true)
 	if err != nil {
 		// Name the group in the error even when another field failed first.
@@ -386,6 +398,9 @@ func (g GroupConfig) validate() []error {
 		if dep == g.Name {
 			bad("depends_on: a group cannot depend on itself")
 		}
+	}
+	if err := g.Approval.validate(); err != nil {
+		bad("%v", err)
 	}
 	return errs
 }

@@ -27,6 +27,9 @@ const (
 	EventResumed EventKind = "resumed"
 	// EventOperator: an operator action that kept the state (reset, run).
 	EventOperator EventKind = "operator"
+	// EventApprovalNeeded: the group began to wait for an operator's
+	// approval (fleetctl approve); not a failure.
+	EventApprovalNeeded EventKind = "approval_needed"
 	// EventQuarantine: the controller quarantined a version fleet-wide
 	// (Group is "": published on fleet.events._fleet).
 	EventQuarantine EventKind = "quarantine"

@@ -34,6 +34,11 @@ func TestJSONGolden(t *testing.T) {
 		TargetVersion: "1.4.0", StartVersion: "1.3.2", Waiting: "window: next opens Tue 2024-03-05 22:00 CET (* 22:00-23:00 Europe/Berlin)",
 		WaitingUntil: at.Add(18 * time.Hour), JitterSeconds: 5, HealthTimeout: DefaultHealthTimeout, MinHealthyTime: DefaultMinHealthyTime,
 	}
+	awaiting := status
+	awaiting.State, awaiting.Progress, awaiting.Reason = StateCanary, 0, "window open: starting with 432 agents, 2 canaries; approved by alice: CHG-1234"
+	awaiting.AwaitingApproval = ApprovalWait{Stage: ApprovalAfterCanary, Since: at.Add(20 * time.Minute)}
+	awaiting.Waiting = AwaitingText("prod", ApprovalAfterCanary)
+	awaiting.Approvals = []Approval{{Stage: ApprovalStart, By: "alice", Reason: "CHG-1234", At: at.Add(-time.Minute)}}
 	halted := status
 	halted.FailedCount, halted.Halted, halted.HaltReason, halted.HaltedAt, halted.Alerted = 23, true, "23 agents failed 1.4.0, more than failure_threshold 5% of 432 (21.60); first: …", at.Add(time.Hour), true
 	tests := []struct {
@@ -46,6 +51,7 @@ func TestJSONGolden(t *testing.T) {
 		{"status_active", status, &GroupStatus{}},
 		{"status_waiting", waiting, &GroupStatus{}},
 		{"status_halted", halted, &GroupStatus{}},
+		{"status_awaiting_approval", awaiting, &GroupStatus{}},
 		{"event_halt", newEvent("prod", EventHalt, StateActive, StateActive, halted.HaltReason, at.Add(time.Hour)), &Event{}},
 	}
 	for _, tt := range tests {

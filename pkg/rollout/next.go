@@ -94,6 +94,7 @@ func (m *machine) transition(to State, reason string) {
 func (m *machine) halt(reason string) {
 	m.st.Halted, m.st.HaltReason, m.st.HaltedAt = true, reason, m.now
 	m.st.Alerted = true
+	m.st.AwaitingApproval = ApprovalWait{} // a halted group awaits an operator's reset, not an approval
 	m.st.reject(m.st.TargetVersion)
 	m.emit(EventHalt, m.st.State, m.st.State, reason)
 	m.emit(EventAlert, m.st.State, m.st.State, "halted: "+reason)
@@ -210,6 +211,10 @@ func (m *machine) unstarted() bool {
 		reason = "run requested by an operator"
 	case in.Spec.Schedule == ScheduleImmediate:
 		reason = "schedule immediate"
+	case m.awaiting(ApprovalStart):
+		// Its schedule let it start when the wait began: a window
+		// that closed meanwhile does not send it back.
+		reason = ""
 	default:
 		var lastDone time.Time
 		for _, dep := range in.Config.Dependencies(in.Group) {
@@ -252,6 +257,11 @@ func (m *machine) unstarted() bool {
 		m.waitFor(WaitAgents, "no agents present: the group starts when its agents are (or mark it done to skip it)", time.Time{})
 		return false
 	}
+	approved, ok := m.gate(ApprovalStart)
+	if !ok {
+		return false
+	}
+	reason = joinReason(reason, approved)
 	ids := SelectCanaries(in.Agents, gc.CanaryCount, in.Spec.TargetVersion)
 	st.Canaries = nil
 	for _, id := range ids {
@@ -350,9 +360,9 @@ func (m *machine) alertAfter() {
 	if st.Alerted || st.StartedAt.IsZero() {
 		return
 	}
-	if m.now.Sub(st.StartedAt) >= m.gc.AlertAfter.D() {
+	if elapsed, took := m.alertElapsed(); elapsed >= m.gc.AlertAfter.D() {
 		st.Alerted = true
-		m.emit(EventAlert, st.State, st.State, fmt.Sprintf("not done %s after it started (alert_after %s); the rollout continues", Duration(m.now.Sub(st.StartedAt).Truncate(time.Second)), m.gc.AlertAfter))
+		m.emit(EventAlert, st.State, st.State, fmt.Sprintf("%s (alert_after %s); the rollout continues", took, m.gc.AlertAfter))
 	}
 }
 
@@ -389,11 +399,15 @@ func (m *machine) canary() bool {
 	if m.infraHold(inFlight, len(st.Canaries), "canaries") || !v.healthy {
 		return false
 	}
+	approved, ok := m.gate(ApprovalAfterCanary)
+	if !ok {
+		return false
+	}
 	reason := "no canaries"
 	if len(st.Canaries) > 0 {
 		reason = fmt.Sprintf("all %d canaries healthy on %s for min_healthy_time %s", len(st.Canaries), st.TargetVersion, m.gc.MinHealthyTime)
 	}
-	m.transition(StateActive, reason)
+	m.transition(StateActive, joinReason(reason, approved))
 	return true
 }
 

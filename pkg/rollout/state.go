@@ -110,6 +110,15 @@ type GroupStatus struct {
 	// Retry, when set, asks agents that rolled back from the target to try
 	// it once more (fleetctl retry; see RetryRequest).
 	Retry RetryRequest `json:"retry,omitzero"`
+	// AwaitingApproval, when set, is the stage at which the group waits
+	// for an operator's approval, and since when (see approval.go);
+	// Approvals are the approvals given for this target (fleetctl
+	// approve), which the next step consumes; ApprovalWaited is how long
+	// the group waited for its after_canary approval, which alert_after
+	// does not count unless alert_on_approval_wait.
+	AwaitingApproval ApprovalWait `json:"awaiting_approval,omitzero"`
+	Approvals        []Approval   `json:"approvals,omitempty"`
+	ApprovalWaited   Duration     `json:"approval_waited,omitempty"`
 
 	// InitialCount is the number of agents present when the group started.
 	InitialCount int `json:"initial_count"`
@@ -165,6 +174,7 @@ func (st GroupStatus) Clone() GroupStatus {
 	st.Canaries = slices.Clone(st.Canaries)
 	st.RejectedVersions = slices.Clone(st.RejectedVersions)
 	st.Retry.Agents = slices.Clone(st.Retry.Agents)
+	st.Approvals = slices.Clone(st.Approvals)
 	return st
 }
 
@@ -248,6 +258,9 @@ func (st GroupStatus) Validate() error {
 	}
 	if err := st.Retry.validate(); err != nil {
 		bad("retry: %v", err)
+	}
+	if err := st.validateApprovals(); err != nil {
+		bad("%v", err)
 	}
 	return errors.Join(errs...)
 }

@@ -26,6 +26,7 @@
     const ready = $("ready");
     ready.hidden = !ov.ready;
     ready.textContent = ov.ready ? "numbers may be old: " + ov.ready : "";
+    renderApprovals(ov.pending_approvals || []);
     renderGroups(ov.rows || []);
     renderVersions(ov.versions || []);
     mark("fleetwave-status");
@@ -40,8 +41,20 @@
     performance.mark(name);
   }
 
+  // Groups awaiting an operator's approval, in the header: they wait for
+  // someone to run fleetctl approve.
+  function renderApprovals(pending) {
+    const a = $("approvals");
+    a.hidden = pending.length === 0;
+    a.dataset.count = pending.length;
+    a.textContent = pending.length === 0 ? "" : (pending.length === 1 ? "1 approval pending: " : pending.length + " approvals pending: ") +
+      pending.map((p) => p.group + " (" + p.stage.replace("_", " ") + ", " + p.for + ")").join(", ");
+    a.title = "fleetctl approve --group G --reason TEXT";
+  }
+
   function stateClass(row) {
     if (row.halted) return "halted";
+    if (row.awaiting_approval) return "awaiting";
     return (row.raw_state || "none").replace(/[^a-z_]/g, "");
   }
 
@@ -60,6 +73,7 @@
       tr.dataset.group = r.group;
       tr.dataset.state = r.raw_state || "";
       tr.dataset.halted = r.halted ? "true" : "false";
+      if (r.awaiting_approval) tr.dataset.awaiting = r.awaiting_approval;
       tr.appendChild(el("td", "name", r.group));
       const st = el("td", "state");
       st.appendChild(el("span", "badge " + stateClass(r), r.state));
@@ -104,7 +118,8 @@
         td.colSpan = 7;
         for (const n of r.notes) {
           const halt = n.startsWith("halted ");
-          const p = el("div", halt ? "note halt-reason" : "note", n);
+          const approval = n.startsWith("awaiting approval ");
+          const p = el("div", halt ? "note halt-reason" : approval ? "note approval-note" : "note", n);
           td.appendChild(p);
         }
         nr.appendChild(td);
