@@ -231,7 +231,7 @@ func (m *machine) gate(stage ApprovalStage) (approved string, pass bool) {
 		st.AwaitingApproval = ApprovalWait{Stage: stage, Since: m.now}
 		m.emit(EventApprovalNeeded, st.State, st.State, AwaitingText(st.Group, stage))
 	}
-	m.wait(AwaitingText(st.Group, stage), time.Time{})
+	m.waitFor(WaitApproval, AwaitingText(st.Group, stage), time.Time{})
 	m.alertOnApprovalWait()
 	return "", false
 }

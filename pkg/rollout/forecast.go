@@ -69,12 +69,20 @@ const maxForecastSteps = 100_000
 // (false, and st unchanged, otherwise).
 type ApprovalHook func(gc GroupConfig, st GroupStatus, now time.Time) (GroupStatus, bool)
 
-// AssumeApproval is the forecast's one place for manual approval gates: it
-// recognises a group that waits for an approval and grants it at now, as if
-// an operator approved at once. Until approval gates exist no status waits
-// for one, so it grants nothing.
+// AssumeApproval is the forecast's one place for manual approval gates: a
+// group awaiting an approval its config asks for gets it at now, through
+// the same Approve an operator's fleetctl approve uses, as if an operator
+// approved at once; the next step's gate consumes it. Any other status is
+// returned unchanged, with false.
 func AssumeApproval(gc GroupConfig, st GroupStatus, now time.Time) (GroupStatus, bool) {
-	return st, false
+	if w := st.AwaitingApproval.Stage; w == "" || !gc.Approval.Has(w) {
+		return st, false
+	}
+	approved, _, err := Approve(st, "", "forecast", "assumed at once by the forecast", now)
+	if err != nil {
+		return st, false
+	}
+	return approved, true
 }
 
 // ForecastInput is what a forecast starts from: the controller's inputs at

@@ -519,11 +519,31 @@ func TestForecastSaysApprovalAssumed(t *testing.T) {
 	}
 }
 
-func TestAssumeApprovalGrantsNothingYet(t *testing.T) {
+// TestForecastAssumesRealApprovals: a group that asks for approval before
+// it starts and after its canaries (the real gate of approval.go) is
+// forecast as approved at once at both stages, and finishes; a status that
+// awaits nothing is granted nothing.
+func TestForecastAssumesRealApprovals(t *testing.T) {
+	g := fgroup("a", []string{"*"}, 14, canaries(1))
+	g.Approval = ApprovalGates{ApprovalStart, ApprovalAfterCanary}
+	cfg := Config{V: 1, Mode: ModeEnabled, Timezone: "UTC", Groups: []GroupConfig{g}}
+	fc := Simulate(ForecastInput{Config: cfg, Spec: DefaultSpec(v1, v2), Counts: onV1(10, "a"), Now: mustParse("2026-11-23T12:00:00Z")})
+	r := fc.Groups[0]
+	if r.Outcome != OutcomeFinishes {
+		t.Fatalf("outcome %s (%s), want finishes with both approvals assumed", r.Outcome, r.Reason)
+	}
+	approvals := 0
+	for _, w := range r.Waits {
+		if w.Kind == WaitApproval {
+			approvals++
+		}
+	}
+	if approvals != 2 {
+		t.Errorf("waits %+v: %d approvals assumed, want 2 (start and after_canary)", r.Waits, approvals)
+	}
 	st := GroupStatus{V: 1, Group: "a", State: StateUnstarted, Waiting: "window: next opens …"}
-	got, ok := AssumeApproval(DefaultGroup("a"), st, mustParse("2026-11-23T12:00:00Z"))
-	if ok || !cmp.Equal(got, st) {
-		t.Errorf("AssumeApproval = %+v, %v; want the status unchanged and false", got, ok)
+	if got, ok := AssumeApproval(g, st, mustParse("2026-11-23T12:00:00Z")); ok || !cmp.Equal(got, st) {
+		t.Errorf("AssumeApproval of a status awaiting nothing = %+v, %v; want it unchanged and false", got, ok)
 	}
 }
 
