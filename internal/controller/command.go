@@ -53,7 +53,9 @@ type RunOptions struct {
 	// non-loopback address without TLS on a secured bus.
 	UI         bool
 	UIInsecure bool
-	Log        cliutil.LogFlags
+	// Webhook: the leader POSTs rollout events (docs/controller.md#webhooks).
+	Webhook WebhookFlags
+	Log     cliutil.LogFlags
 }
 
 // exitCodesHelp lists the codes the controller returns: it waits on no
@@ -124,7 +126,15 @@ dashboard at / (docs/dashboard.md): the rollout as fleetctl status shows it,
 the audit trail's timeline, and the agents, searchable. On a secured bus
 (--auth-dir or --creds) the dashboard is refused on a non-loopback address
 without TLS: bind 127.0.0.1 behind your SSO proxy, give --http-tls-cert and
---http-tls-key, or say --ui-insecure.`,
+--http-tls-key, or say --ui-insecure.
+
+With --webhook URL (repeatable) the leader POSTs every transition, halt,
+alert, approval-needed and quarantine event to URL as JSON, with an id
+receivers dedupe on and an X-Fleetwave-Signature HMAC-SHA256 keyed with the
+contents of --webhook-secret-file; slack=URL posts a Slack message instead.
+Deliveries follow the audit trail from a cursor on the bus, retry with
+backoff for --webhook-max-age, and survive a change of leader; a receiver
+that is down never holds the rollout (docs/controller.md#webhooks).`,
 		Example: `  # one-command system on this host
   controller run --store-dir /var/lib/fleetwave/nats
 
@@ -133,7 +143,12 @@ without TLS: bind 127.0.0.1 behind your SSO proxy, give --http-tls-cert and
 
   # against an existing cluster, with credentials and a private CA
   controller run --nats nats://nats-1:4222,nats://nats-2:4222 --creds controller.creds \
-    --tls-ca /etc/fleetwave/ca.pem --replicas 3`,
+    --tls-ca /etc/fleetwave/ca.pem --replicas 3
+
+  # POST events to an incident tool (signed) and to a Slack channel
+  controller run --webhook https://hooks.example.com/fleetwave \
+    --webhook slack=https://hooks.slack.com/services/T000/B000/XXXX \
+    --webhook-secret-file /etc/fleetwave/webhook.secret`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("nats") && strings.TrimSpace(o.NATSURL) == "" {
@@ -168,6 +183,7 @@ without TLS: bind 127.0.0.1 behind your SSO proxy, give --http-tls-cert and
 	f.StringVar(&o.HTTPKey, "http-tls-key", "", "TLS key for --http-addr")
 	f.BoolVar(&o.UI, "ui", true, "serve the read-only dashboard at / on --http-addr (see docs/dashboard.md)")
 	f.BoolVar(&o.UIInsecure, "ui-insecure", false, "serve the dashboard on a non-loopback --http-addr without TLS although the bus is secured (behind a TLS-terminating SSO proxy)")
+	o.Webhook.Register(f)
 	o.Log.Register(cmd)
 	return cmd
 }
@@ -175,6 +191,12 @@ without TLS: bind 127.0.0.1 behind your SSO proxy, give --http-tls-cert and
 // Run is "controller run".
 func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	if err := o.validate(); err != nil {
+		return err
+	}
+	// The secret file is read before anything starts: a missing one fails
+	// at once.
+	notify, err := o.Webhook.Notify(log)
+	if err != nil {
 		return err
 	}
 	url, creds, serverConfig := o.NATSURL, o.Creds, o.ServerConfig
@@ -266,7 +288,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	waiting.ready()
 	c, err := New(fleet, Options{
 		ID: o.ID, StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
-		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, Log: log,
+		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, Notify: notify, Log: log,
 	})
 	if err != nil {
 		return err
@@ -377,6 +399,9 @@ func (o *RunOptions) validate() error {
 		return cliutil.Usagef("--server-config configures the embedded server, and --nats means there is none: give one of them")
 	}
 	if err := o.TLS.Validate(); err != nil {
+		return err
+	}
+	if err := o.Webhook.Validate(); err != nil {
 		return err
 	}
 	if o.Replicas < 1 || o.Replicas > 5 {

@@ -33,8 +33,11 @@ type Options struct {
 	// LeaseTTL is how long leadership outlives a silent leader; it must be
 	// longer than ReconcileInterval, which renews it.
 	LeaseTTL time.Duration
-	Clock    clock.Clock
-	Log      *slog.Logger
+	// Notify lists the webhooks the leader POSTs rollout events to
+	// (webhook.go); none: no POST.
+	Notify Notify
+	Clock  clock.Clock
+	Log    *slog.Logger
 }
 
 // Defaults.
@@ -65,6 +68,7 @@ type Controller struct {
 	leading atomic.Bool // the same, for the metrics
 
 	m      *metrics
+	wm     *webhookMetrics            // nil without webhooks
 	mirror atomic.Pointer[PlanMirror] // the plan the group metrics read
 
 	// badValues maps bucket/key of each stored value the last rollout pass
@@ -101,6 +105,10 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
+	if err := o.Notify.validate(); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	o.Notify = o.Notify.withDefaults()
 	c := &Controller{
 		lease:    &kv.Lease{Bucket: fleet.Stats, JS: fleet.JS, Key: kv.KeyLeader, Holder: o.ID, TTL: o.LeaseTTL},
 		fleet:    fleet,
@@ -110,6 +118,9 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 		statsRev: make(map[string]uint64),
 	}
 	c.m = newMetrics(c)
+	if len(o.Notify.Webhooks) > 0 {
+		c.wm = newWebhookMetrics(c.m.reg, o.Notify.Webhooks)
+	}
 	return c, nil
 }
 
@@ -148,6 +159,22 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.o.Log.Warn("releasing the leader lease failed; another controller takes over after its TTL", slog.Any("err", err))
 		}
 	}()
+	if len(c.o.Notify.Webhooks) > 0 {
+		// The webhook senders run beside the rollout loop, never in it, and
+		// stop before the lease is released (deferred above), so that
+		// the next leader does not start while this one still sends.
+		wctx, stopWebhooks := context.WithCancel(ctx)
+		webhooksDone := make(chan struct{})
+		go func() {
+			defer close(webhooksDone)
+			c.runWebhooks(wctx)
+		}()
+		defer func() {
+			stopWebhooks()
+			<-webhooksDone
+		}()
+	}
+
 	stats := c.o.Clock.NewTimer(c.o.StatsInterval)
 	defer stats.Stop()
 	reconcile := c.o.Clock.NewTimer(0)

@@ -43,6 +43,8 @@ type fixture struct {
 	clk   *clock.Manual
 	live  map[rollout.AgentID]*runningAgent
 	ctrls []*runningController
+	// notify is the webhooks of the controllers started from now on.
+	notify controller.Notify
 }
 
 type runningAgent struct {
@@ -82,7 +84,7 @@ func (f *fixture) startControllerWith(id string, log *slog.Logger) *runningContr
 	f.t.Helper()
 	c, err := controller.New(f.fleet, controller.Options{
 		ID: id, StatsInterval: statsEvery, HeartbeatInterval: interval, AgentExpiry: expiry,
-		Clock: f.clk, Log: log,
+		Notify: f.notify, Clock: f.clk, Log: log,
 	})
 	if err != nil {
 		f.t.Fatal(err)

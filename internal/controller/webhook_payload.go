@@ -1,0 +1,154 @@
+package controller
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// Headers of every webhook POST.
+const (
+	// HeaderWebhookEventID is the event's id, also in the body: receivers
+	// drop an id they have seen (a delivery is at least once).
+	HeaderWebhookEventID = "X-Fleetwave-Event-Id"
+	// HeaderWebhookSignature is "sha256=" and the hex HMAC-SHA256 of the
+	// body, keyed with the --webhook-secret-file's contents; absent when
+	// no secret is configured.
+	HeaderWebhookSignature = "X-Fleetwave-Signature"
+)
+
+// WebhookPayload is the body of a json webhook: one message of FLEET_AUDIT,
+// a rollout event or (with audit records forwarded) an operator's write.
+// The same message is the same body, byte for byte, whichever controller
+// sends it and however often.
+type WebhookPayload struct {
+	V int `json:"v"`
+	// ID identifies the message: the stream, its sequence there and the
+	// time the stream stored it, so a stream re-created from scratch does
+	// not reuse the ids of the one before.
+	ID string `json:"id"`
+	// Type is "event" or "audit".
+	Type string `json:"type"`
+	// Kind is the event's kind (halt, alert, transition, …), or "audit".
+	Kind string `json:"kind"`
+	// Group is the group the message is about; absent for fleet-wide ones
+	// (a quarantine, a config change).
+	Group string `json:"group,omitempty"`
+	// Time is when it happened by its own account (the event's at).
+	Time time.Time `json:"time"`
+	// Stream and Sequence say where it is stored: nats stream get
+	// FLEET_AUDIT <sequence> shows it.
+	Stream   string `json:"stream"`
+	Sequence uint64 `json:"sequence"`
+	// Text is one readable line, the one the slack format sends.
+	Text  string          `json:"text"`
+	Event *rollout.Event  `json:"event,omitempty"`
+	Audit *kv.AuditRecord `json:"audit,omitempty"`
+}
+
+// slackPayload is the body of a slack webhook: what a Slack incoming
+// webhook (and Mattermost's, and Rocket.Chat's) posts as a message.
+type slackPayload struct {
+	Text string `json:"text"`
+}
+
+// webhookEventID is the id of the message stored at seq in stream at
+// stored.
+func webhookEventID(stream string, seq uint64, stored time.Time) string {
+	return fmt.Sprintf("%s-%d-%d", stream, seq, stored.UnixNano())
+}
+
+// webhookPayloadOf builds the payload of one timeline entry read from m.
+func webhookPayloadOf(e kv.TimelineEntry, m kv.StoredMsg) WebhookPayload {
+	p := WebhookPayload{V: 1, ID: webhookEventID(m.Stream, m.Sequence, m.Time), Group: e.Group(), Time: e.At().UTC(),
+		Stream: m.Stream, Sequence: m.Sequence, Text: webhookText(e), Event: e.Event, Audit: e.Audit}
+	if e.Audit != nil {
+		p.Type, p.Kind = "audit", "audit"
+	} else {
+		p.Type, p.Kind = "event", string(e.Event.Kind)
+	}
+	return p
+}
+
+// webhookBody renders p in format.
+func webhookBody(p WebhookPayload, format WebhookFormat) ([]byte, error) {
+	if format == WebhookSlack {
+		return json.Marshal(slackPayload{Text: slackEscape(p.Text)})
+	}
+	return json.Marshal(p)
+}
+
+// webhookSignature is the value of HeaderWebhookSignature for body.
+func webhookSignature(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// VerifyWebhookSignature reports whether header (the value of
+// X-Fleetwave-Signature) is body's signature with secret: what a receiver
+// written in Go does, in constant time.
+func VerifyWebhookSignature(secret, body []byte, header string) bool {
+	return hmac.Equal([]byte(header), []byte(webhookSignature(secret, body)))
+}
+
+// webhookText is one readable line about e, with a Slack emoji in front.
+func webhookText(e kv.TimelineEntry) string {
+	if a := e.Audit; a != nil {
+		where := "fleet-wide"
+		if a.Group != "" {
+			where = "on group " + a.Group
+		}
+		s := fmt.Sprintf(":memo: fleetwave: %s ran %q %s", a.Actor, "fleetctl "+a.Command, where)
+		if a.Reason != "" {
+			s += ": " + a.Reason
+		}
+		return s
+	}
+	ev := e.Event
+	group := "group " + ev.Group
+	switch ev.Kind {
+	case rollout.EventHalt:
+		return fmt.Sprintf(":rotating_light: fleetwave: %s halted in %s: %s", group, ev.From, ev.Reason)
+	case rollout.EventAlert:
+		return fmt.Sprintf(":warning: fleetwave: %s: %s", group, ev.Reason)
+	case rollout.EventTransition:
+		icon := ":arrow_forward:"
+		switch ev.To {
+		case rollout.StateDone:
+			icon = ":white_check_mark:"
+		case rollout.StateRolledBack:
+			icon = ":leftwards_arrow_with_hook:"
+		}
+		return fmt.Sprintf("%s fleetwave: %s %s → %s: %s", icon, group, orNone(ev.From), ev.To, ev.Reason)
+	case rollout.EventQuarantine:
+		return ":no_entry: fleetwave: " + ev.Reason
+	case eventApprovalNeeded:
+		return fmt.Sprintf(":raised_hand: fleetwave: %s awaits approval: %s", group, ev.Reason)
+	}
+	if ev.Group == "" {
+		return fmt.Sprintf(":information_source: fleetwave: %s: %s", ev.Kind, ev.Reason)
+	}
+	return fmt.Sprintf(":information_source: fleetwave: %s %s: %s", group, ev.Kind, ev.Reason)
+}
+
+func orNone(s rollout.State) string {
+	if s == "" {
+		return "(none)"
+	}
+	return string(s)
+}
+
+// slackEscape escapes the three characters Slack's message format gives a
+// meaning (https://api.slack.com/reference/surfaces/formatting#escaping),
+// so a reason holding "<" is shown, not parsed as a link.
+func slackEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
