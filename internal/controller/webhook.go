@@ -52,20 +52,9 @@ const (
 	WebhookSlack WebhookFormat = "slack"
 )
 
-// eventApprovalNeeded is the kind of the event a group waiting for an
-// operator's approval publishes (issue 16's approval gates).
-const eventApprovalNeeded rollout.EventKind = "approval_needed"
-
 // DefaultWebhookKinds are the event kinds a webhook forwards unless told
 // otherwise: what a human must hear of.
-var DefaultWebhookKinds = []rollout.EventKind{rollout.EventTransition, rollout.EventHalt, rollout.EventAlert, eventApprovalNeeded, rollout.EventQuarantine}
-
-// webhookKinds are the event kinds the controller and fleetctl publish,
-// which --webhook-events accepts.
-var webhookKinds = []rollout.EventKind{
-	rollout.EventTransition, rollout.EventHalt, rollout.EventAlert, eventApprovalNeeded, rollout.EventQuarantine,
-	rollout.EventFrozen, rollout.EventUnfrozen, rollout.EventHeld, rollout.EventResumed, rollout.EventOperator,
-}
+var DefaultWebhookKinds = []rollout.EventKind{rollout.EventTransition, rollout.EventHalt, rollout.EventAlert, rollout.EventApprovalNeeded, rollout.EventQuarantine}
 
 // Defaults of Notify.
 const (
@@ -132,14 +121,14 @@ func ParseWebhookEvents(list []string) (kinds []rollout.EventKind, audit bool, e
 		s = strings.TrimSpace(s)
 		switch {
 		case s == "all":
-			kinds, audit = append(kinds, webhookKinds...), true
+			kinds, audit = append(kinds, rollout.EventKinds...), true
 		case s == "audit":
 			audit = true
-		case slices.Contains(webhookKinds, rollout.EventKind(s)):
+		case slices.Contains(rollout.EventKinds, rollout.EventKind(s)):
 			kinds = append(kinds, rollout.EventKind(s))
 		default:
-			names := make([]string, len(webhookKinds))
-			for i, k := range webhookKinds {
+			names := make([]string, len(rollout.EventKinds))
+			for i, k := range rollout.EventKinds {
 				names[i] = string(k)
 			}
 			return nil, false, fmt.Errorf("webhook event %q: want one of %s, audit (fleetctl's audit records) or all", s, strings.Join(names, ", "))

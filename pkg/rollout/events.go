@@ -35,6 +35,14 @@ const (
 	EventQuarantine EventKind = "quarantine"
 )
 
+// EventKinds are every kind of event the controller and fleetctl publish,
+// for consumers that choose among them (the controller's webhooks). A new
+// kind goes here too.
+var EventKinds = []EventKind{
+	EventTransition, EventHalt, EventAlert, EventApprovalNeeded, EventQuarantine,
+	EventFrozen, EventUnfrozen, EventHeld, EventResumed, EventOperator,
+}
+
 // Event is published on fleet.events.<group> when a group's status changes
 // in a way a human should hear about.
 type Event struct {
