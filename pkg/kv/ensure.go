@@ -554,7 +554,7 @@ func (o Options) takeAsIs(what string, got jetstream.StreamConfig, w want) error
 	if !got.AllowDirect {
 		bad = append(bad, "direct gets are off")
 	}
-	if got.MaxMsgsPerSubject != w.perSubject {
+	if unlimited(got.MaxMsgsPerSubject) != unlimited(w.perSubject) {
 		bad = append(bad, fmt.Sprintf("keeps %d messages per subject, want %d", got.MaxMsgsPerSubject, w.perSubject))
 	}
 	if w.markers && (!got.AllowMsgTTL || got.SubjectDeleteMarkerTTL == 0) {
@@ -577,6 +577,15 @@ func (o Options) takeAsIs(what string, got jetstream.StreamConfig, w want) error
 		o.OnDrift(what, drift)
 	}
 	return nil
+}
+
+// unlimited maps the ways a stream limit says "no limit" (0 asked, -1 as
+// the server stores it) to -1, so that they compare equal.
+func unlimited(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 func rePublishString(r *jetstream.RePublish) string {
