@@ -328,7 +328,9 @@ func (s *webhookSender) pass(ctx context.Context) {
 	}
 	if !s.loaded {
 		if err := s.load(ctx); err != nil {
-			s.noteReadErr("cannot read the webhook's cursor; retrying", err)
+			if ctx.Err() == nil { // stopping is no failure to report
+				s.noteReadErr("cannot read the webhook's cursor; retrying", err)
+			}
 			return
 		}
 		if !s.loaded {
@@ -338,7 +340,9 @@ func (s *webhookSender) pass(ctx context.Context) {
 	for ctx.Err() == nil {
 		msgs, end, err := s.read(ctx)
 		if err != nil {
-			s.noteReadErr("cannot read "+kv.StreamAudit+"; retrying (an auth directory minted before the audit trail: fleetctl auth upgrade)", err)
+			if ctx.Err() == nil {
+				s.noteReadErr("cannot read "+kv.StreamAudit+"; retrying (an auth directory minted before the audit trail: fleetctl auth upgrade)", err)
+			}
 			return
 		}
 		s.readErr = ""
