@@ -27,6 +27,10 @@ const (
 	EventResumed EventKind = "resumed"
 	// EventOperator: an operator action that kept the state (reset, run).
 	EventOperator EventKind = "operator"
+	// EventAnalysis: a metric analysis check passed its count, turned
+	// inconclusive (the group holds), or is conclusive again; a failing
+	// check halts the group (EventHalt says why).
+	EventAnalysis EventKind = "analysis"
 	// EventQuarantine: the controller quarantined a version fleet-wide
 	// (Group is "": published on fleet.events._fleet).
 	EventQuarantine EventKind = "quarantine"

@@ -133,6 +133,10 @@ type GroupStatus struct {
 	StartedAt time.Time `json:"started_at,omitzero"`
 	DoneAt    time.Time `json:"done_at,omitzero"`
 
+	// Analysis is where each of the group's metric analysis checks stands
+	// in this rollout (see CheckStatus); absent without checks.
+	Analysis []CheckStatus `json:"analysis,omitempty"`
+
 	// Settings agents need and cannot read from fleet_config.
 	JitterSeconds  int      `json:"jitter_seconds"`
 	HealthTimeout  Duration `json:"health_timeout"`
@@ -165,6 +169,7 @@ func (st GroupStatus) Clone() GroupStatus {
 	st.Canaries = slices.Clone(st.Canaries)
 	st.RejectedVersions = slices.Clone(st.RejectedVersions)
 	st.Retry.Agents = slices.Clone(st.Retry.Agents)
+	st.Analysis = slices.Clone(st.Analysis)
 	return st
 }
 
@@ -248,6 +253,9 @@ func (st GroupStatus) Validate() error {
 	}
 	if err := st.Retry.validate(); err != nil {
 		bad("retry: %v", err)
+	}
+	for _, err := range st.validateAnalysis() {
+		bad("%v", err)
 	}
 	return errors.Join(errs...)
 }
