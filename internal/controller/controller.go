@@ -66,6 +66,7 @@ type Controller struct {
 
 	m      *metrics
 	mirror atomic.Pointer[PlanMirror] // the plan the group metrics read
+	an     *analyzer                  // metric analysis queries (analysis.go)
 
 	// badValues maps bucket/key of each stored value the last rollout pass
 	// skipped to its revision, so that each is logged once, not every pass.
@@ -110,6 +111,7 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 		statsRev: make(map[string]uint64),
 	}
 	c.m = newMetrics(c)
+	c.an = newAnalyzer(c)
 	return c, nil
 }
 
@@ -132,6 +134,8 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("controller: %w", err)
 	}
 	defer feed.stop()
+	c.an.start(ctx)
+	defer c.an.stop()
 	// Counts are written only once the inventory is recovered: a partial
 	// count after a restart would look like agents vanishing.
 	if err := feed.scan(ctx, true); err != nil {

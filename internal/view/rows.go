@@ -57,6 +57,7 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 	if r.Halted {
 		out = append(out, fmt.Sprintf("halted %s ago: %s", Age(now, r.HaltedAt), r.HaltReason))
 	}
+	out = append(out, AnalysisNotes(r, now)...)
 	if hold := holdNote(r, p); hold != "" {
 		out = append(out, hold)
 	}

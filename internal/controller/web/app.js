@@ -104,7 +104,9 @@
         td.colSpan = 7;
         for (const n of r.notes) {
           const halt = n.startsWith("halted ");
-          const p = el("div", halt ? "note halt-reason" : "note", n);
+          // one line per metric analysis check (view.AnalysisNotes)
+          const check = n.startsWith("check ");
+          const p = el("div", halt ? "note halt-reason" : check ? "note check" : "note", n);
           td.appendChild(p);
         }
         nr.appendChild(td);
