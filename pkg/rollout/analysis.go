@@ -741,3 +741,29 @@ func analysisPassed(checks []CheckStatus, canaries int) string {
 	}
 	return "; analysis passed: " + strings.Join(names, ", ")
 }
+
+// Satisfying is a value that meets c: the bound itself for <=, >= and ==,
+// one past it for <, > and !=.
+func (c Condition) Satisfying() float64 {
+	op, x, _ := c.Parse()
+	switch op {
+	case "<":
+		return x - 1
+	case ">", "!=":
+		return x + 1
+	}
+	return x
+}
+
+// PassingMeasurements are successful measurements, taken at now, of the
+// group's checks that are due (ChecksDue): what a rollout whose metrics
+// stay good would measure. For running the state machine over simulated
+// time (a forecast) without Prometheus.
+func (st GroupStatus) PassingMeasurements(now time.Time) []Measurement {
+	var out []Measurement
+	for _, c := range st.ChecksDue(now) {
+		out = append(out, Measurement{Group: st.Group, Check: c.Name, Query: c.Query, At: now,
+			Samples: []Sample{{Value: c.Success.Satisfying()}}})
+	}
+	return out
+}

@@ -720,3 +720,29 @@ func TestGroupStatusValidateAnalysis(t *testing.T) {
 		}
 	}
 }
+
+// TestPassingMeasurementsPromote: fed PassingMeasurements every interval,
+// a group with checks leaves canary after count intervals, as a forecast
+// over simulated time needs.
+func TestPassingMeasurementsPromote(t *testing.T) {
+	for _, cond := range []Condition{"< 0.01", "<= 0", "> 99.5", ">= 1", "== 0", "!= 3"} {
+		if !cond.Met(cond.Satisfying()) {
+			t.Errorf("%q is not met by its Satisfying() %v", cond, cond.Satisfying())
+		}
+	}
+	errs := goodCheck("errors")
+	errs.Interval = Duration(time.Minute)
+	f := newAnalysisFixture(t, errs)
+	st := f.canary()
+	var at time.Duration
+	for at = 20 * time.Minute; st.State == StateCanary && at < time.Hour; at += time.Minute {
+		st, _ = f.next(st, f.agents(0), at, st.PassingMeasurements(f.start.Add(at))...)
+	}
+	if st.State != StateActive || st.Halted {
+		t.Fatalf("state %s halted=%v (%s) after passing measurements", st.State, st.Halted, st.HaltReason)
+	}
+	// First step: checks appear; three more: three passes.
+	if want := 20*time.Minute + 4*time.Minute; at != want {
+		t.Errorf("active after %v of simulated time, want %v", at, want)
+	}
+}
