@@ -70,6 +70,7 @@ type Controller struct {
 	m      *metrics
 	wm     *webhookMetrics            // nil without webhooks
 	mirror atomic.Pointer[PlanMirror] // the plan the group metrics read
+	an     *analyzer                  // metric analysis queries (analysis.go)
 
 	// badValues maps bucket/key of each stored value the last rollout pass
 	// skipped to its revision, so that each is logged once, not every pass.
@@ -121,6 +122,7 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 	if len(o.Notify.Webhooks) > 0 {
 		c.wm = newWebhookMetrics(c.m.reg, o.Notify.Webhooks)
 	}
+	c.an = newAnalyzer(c)
 	return c, nil
 }
 
@@ -143,6 +145,8 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("controller: %w", err)
 	}
 	defer feed.stop()
+	c.an.start(ctx)
+	defer c.an.stop()
 	// Counts are written only once the inventory is recovered: a partial
 	// count after a restart would look like agents vanishing.
 	if err := feed.scan(ctx, true); err != nil {

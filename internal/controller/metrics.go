@@ -70,6 +70,10 @@ type metrics struct {
 	rolloutPass prometheus.Histogram
 	findReqs    *prometheus.CounterVec
 	findLatency prometheus.Histogram
+	// Metric analysis (analysis.go): measurements the leader took, by
+	// result, and the time of their queries.
+	analysisMeasurements *prometheus.CounterVec
+	analysisQuery        prometheus.Histogram
 }
 
 func newMetrics(c *Controller) *metrics {
@@ -99,6 +103,16 @@ func newMetrics(c *Controller) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8),
 		}),
 	}
+	m.analysisMeasurements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetwave_analysis_measurements_total",
+		Help: "Metric analysis measurements this controller took (while leading), by group, check and result (successful, failed, inconclusive).",
+	}, []string{"group", "check", "result"})
+	m.analysisQuery = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fleetwave_analysis_query_duration_seconds",
+		Help:    "Time of one metric analysis query to Prometheus, answered or not.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+	})
+	m.reg.MustRegister(m.analysisMeasurements, m.analysisQuery)
 	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished} {
 		m.rejected.WithLabelValues(r)
 	}
@@ -246,6 +260,14 @@ var (
 	descAwaitingApproval = prometheus.NewDesc("fleetwave_group_awaiting_approval",
 		"1 while the group waits for an operator's approval (fleetctl approve) at the stage (start, after_canary), 0 for the other stages.",
 		[]string{"group", "stage"}, nil)
+	descCheckValue = prometheus.NewDesc("fleetwave_analysis_value",
+		"The last value a group's metric analysis check measured (absent before one, or when it had none).", []string{"group", "check"}, nil)
+	descCheckPasses = prometheus.NewDesc("fleetwave_analysis_passes",
+		"Successful measurements of a group's check in this rollout of its target.", []string{"group", "check"}, nil)
+	descCheckCount = prometheus.NewDesc("fleetwave_analysis_count",
+		"The successful measurements a group's check needs before the group leaves canary (its count).", []string{"group", "check"}, nil)
+	descCheckInconclusive = prometheus.NewDesc("fleetwave_analysis_inconclusive",
+		"Inconclusive measurements of a group's check in a row; the group holds while it is above 0 and halts at the check's inconclusive_limit.", []string{"group", "check"}, nil)
 )
 
 var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, rollout.StateActive, rollout.StateDone, rollout.StateRolledBack}
@@ -253,7 +275,7 @@ var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, r
 func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAgents, descGroupState, descGroupInfo, descProgress, descInFlight, descInFlightBound,
 		descInitial, descHalted, descAlerted, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descHeld, descBlocked, descOffTarget,
-		descAwaitingApproval} {
+		descAwaitingApproval, descCheckValue, descCheckPasses, descCheckCount, descCheckInconclusive} {
 		ch <- d
 	}
 }
@@ -340,6 +362,14 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descOffTarget, float64(offTarget[name]), name)
 		for _, s := range rollout.ApprovalStages {
 			ch <- constMetric(descAwaitingApproval, prometheus.GaugeValue, b(st.AwaitingApproval.Stage == s), name, string(s))
+		}
+		for _, cs := range st.Analysis {
+			if cs.Value != nil {
+				ch <- constMetric(descCheckValue, prometheus.GaugeValue, *cs.Value, name, cs.Name)
+			}
+			ch <- constMetric(descCheckPasses, prometheus.GaugeValue, float64(cs.Passes), name, cs.Name)
+			ch <- constMetric(descCheckCount, prometheus.GaugeValue, float64(cs.Count), name, cs.Name)
+			ch <- constMetric(descCheckInconclusive, prometheus.GaugeValue, float64(cs.Inconclusive), name, cs.Name)
 		}
 	}
 }

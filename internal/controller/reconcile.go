@@ -47,6 +47,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 	}
 	if !held {
+		c.an.drop()
 		return nil
 	}
 	st, err := c.fleet.ReadState(ctx)
@@ -79,6 +80,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 		views := byGroup[group]
 		prev, had := st.Groups[group]
+		measured := c.an.take(group)
 		next, events := rollout.Next(rollout.Input{
 			Config:       cfg,
 			Group:        group,
@@ -89,18 +91,22 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			Agents:       views,
 			Now:          now,
 			Quarantine:   quarantine,
+			Measurements: measured,
 		})
 		plan.Groups[group] = next
 		if had && sameJSON(prev.Value, next) {
+			c.an.schedule(cfg, group, next, now)
 			continue
 		}
 		if _, err := kv.Save(ctx, c.fleet.Plan, kv.GroupKey(group), next, prev.Revision); err != nil {
+			c.an.putBack(group, measured) // not judged for good: the next pass judges them again
 			if errors.Is(err, kv.ErrConflict) {
 				c.o.Log.Info("group status changed while deciding; deciding again next pass", slog.String("group", group))
 				return nil
 			}
 			return err
 		}
+		c.an.schedule(cfg, group, next, now)
 		for _, ev := range events {
 			c.logEvent(ev)
 			if err := c.fleet.PublishEvent(ev); err != nil {

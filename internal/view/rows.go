@@ -58,6 +58,7 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 		out = append(out, fmt.Sprintf("halted %s ago: %s", Age(now, r.HaltedAt), r.HaltReason))
 	}
 	out = append(out, approvalNotes(g, now)...)
+	out = append(out, AnalysisNotes(r, now)...)
 	if hold := holdNote(r, p); hold != "" {
 		out = append(out, hold)
 	}

@@ -142,6 +142,9 @@ type GroupRollout struct {
 	TimedOut *int `json:"timed_out,omitempty"`
 	// Agents splits the group's counted agents.
 	Agents AgentSplit `json:"agents"`
+	// Analysis is where each of the group's metric analysis checks
+	// stands (rollout.CheckStatus); absent without checks.
+	Analysis []rollout.CheckStatus `json:"analysis,omitempty"`
 }
 
 // AgentSplit divides a group's counted agents (GroupReport.Agents) in four:
@@ -309,6 +312,7 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 		r.Agents.TimedOut = min(s.TimedOutCount, r.Agents.Updating)
 	}
 	r.StartedAt, r.DoneAt, r.Canaries = s.StartedAt, s.DoneAt, len(s.Canaries)
+	r.Analysis = s.Analysis
 	if s.State == rollout.StateCanary && !r.Stale {
 		timeout := s.HealthTimeout.D()
 		if timeout <= 0 && inConfig {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -38,6 +39,9 @@ type Config struct {
 	// automatic quarantine (operators still quarantine by hand). Absent:
 	// DefaultQuarantineAfter.
 	QuarantineAfter int `json:"quarantine_after"`
+	// AnalysisConfig: prometheus_url and the fleet-wide metric analysis
+	// checks (analysis.go).
+	AnalysisConfig
 }
 
 // GroupConfig is the schedule of one group.
@@ -96,6 +100,9 @@ type GroupConfig struct {
 	// count towards alert_after (by default it does not: see
 	// machine.alertElapsed).
 	AlertOnApprovalWait bool `json:"alert_on_approval_wait,omitempty"`
+	// Analysis are the group's own metric analysis checks, on top of the
+	// fleet's (see Config.Checks).
+	Analysis []Check `json:"analysis,omitempty"`
 }
 
 // Default values (RFD 169 where it has one).
@@ -205,7 +212,7 @@ func defaultUpdateTimeout(g GroupConfig) time.Duration {
 // unknown fields. A "groups" list replaces the default group entirely.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	d := DefaultConfig()
-	err := decodeObject(b, map[string]any{
+	fields := map[string]any{
 		"v":              &d.V,
 		"mode":           &d.Mode,
 		"timezone":       &d.Timezone,
@@ -213,7 +220,9 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		"require_reason": &d.RequireReason,
 
 		"quarantine_after": &d.QuarantineAfter,
-	}, true)
+	}
+	maps.Copy(fields, d.AnalysisConfig.fields())
+	err := decodeObject(b, fields, true)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -244,6 +253,7 @@ func (g *GroupConfig) UnmarshalJSON(b []byte) error {
 
 		"approval":               &d.Approval,
 		"alert_on_approval_wait": &d.AlertOnApprovalWait,
+		"analysis":               &d.Analysis,
 	}, true)
 	if err != nil {
 		// Name the group in the error even when another field failed first.
@@ -339,6 +349,9 @@ func (c Config) Validate() error {
 		}
 		seen[g.Name] = true
 	}
+	for _, err := range c.validateAnalysis() {
+		bad("%v", err)
+	}
 	if len(errs) == 0 {
 		for _, err := range c.validateOrder() {
 			bad("%v", err)
@@ -409,7 +422,8 @@ func (g GroupConfig) validate() []error {
 // of each group (keyed by group name, as in fleet_plan). next must itself be
 // valid. A group that is rolling out (canary or active, halted or not) may be
 // neither changed nor removed: its schedule, canaries and backpressure were
-// fixed when it started. Mode and time zone changes are always allowed, as
+// fixed when it started. Its analysis checks may change (a changed check
+// counts afresh). Mode and time zone changes are always allowed, as
 // are changes to groups that are unstarted, done or rolled back. A renamed
 // group is a removal and an addition and keeps no state.
 func CheckConfigChange(prev, next Config, statuses map[string]GroupStatus) error {
@@ -440,6 +454,9 @@ func CheckConfigChange(prev, next Config, statuses map[string]GroupStatus) error
 
 func sameGroup(a, b GroupConfig) bool {
 	a.DependsOn, b.DependsOn = nil, nil
+	// Checks may change while a group rolls out (a wrong query must be
+	// fixable): a changed check counts afresh (syncChecks).
+	a.Analysis, b.Analysis = nil, nil
 	ad, errA := parseDays(a.Days)
 	bd, errB := parseDays(b.Days)
 	if errA != nil || errB != nil || ad != bd {

@@ -30,6 +30,10 @@ const (
 	// EventApprovalNeeded: the group began to wait for an operator's
 	// approval (fleetctl approve); not a failure.
 	EventApprovalNeeded EventKind = "approval_needed"
+	// EventAnalysis: a metric analysis check passed its count, turned
+	// inconclusive (the group holds), or is conclusive again; a failing
+	// check halts the group (EventHalt says why).
+	EventAnalysis EventKind = "analysis"
 	// EventQuarantine: the controller quarantined a version fleet-wide
 	// (Group is "": published on fleet.events._fleet).
 	EventQuarantine EventKind = "quarantine"

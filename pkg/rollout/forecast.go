@@ -23,7 +23,8 @@ import (
 // until the app runs the new version, then the group's min_healthy_time
 // (agentd's own wait) before the agent reports it; no operator acts, except
 // that a wait only a human ends (an approval) is assumed granted the moment
-// it is asked (AssumeApproval); a paused or disabled rollout is assumed
+// it is asked (AssumeApproval); metric analysis checks pass whenever they
+// are due (GroupStatus.PassingMeasurements); a paused or disabled rollout is assumed
 // resumed now.
 
 // WaitKind says what kind of wait holds an unstarted group (or, WaitHold,
@@ -452,6 +453,9 @@ func (f *forecaster) stepGroup(g string, t time.Time) bool {
 		Agents:       views,
 		Now:          t,
 		Quarantine:   f.in.Quarantine,
+		// Metric analysis checks are assumed to pass whenever they are
+		// due: the forecast is of a release whose metrics stay good.
+		Measurements: f.plan.Groups[g].PassingMeasurements(t),
 	})
 	r := f.results[g]
 	f.record(r, next, events, t)
@@ -572,6 +576,11 @@ func (f *forecaster) nextInstant(t time.Time) (time.Time, bool) {
 		st := f.plan.Groups[g]
 		consider(st.WaitingUntil)
 		if st.State.InProgress() && !st.Halted {
+			for _, c := range st.Analysis {
+				if !c.At.IsZero() {
+					consider(c.At.Add(c.Interval.D())) // the check's next measurement
+				}
+			}
 			if !st.Alerted && !st.StartedAt.IsZero() {
 				consider(st.StartedAt.Add(gc.AlertAfter.D()))
 			}

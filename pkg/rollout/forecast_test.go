@@ -547,6 +547,31 @@ func TestForecastAssumesRealApprovals(t *testing.T) {
 	}
 }
 
+// TestForecastPassesMetricChecks: a group with a metric analysis check
+// (count 3, every 10m) is forecast as its checks passing when due: it
+// leaves canary only after three measurements, 20 minutes after the
+// first, so its canary phase is at least 20 minutes longer than without
+// the check, and it finishes.
+func TestForecastPassesMetricChecks(t *testing.T) {
+	g := fgroup("a", []string{"*"}, 14, canaries(1))
+	cfg := Config{V: 1, Mode: ModeEnabled, Timezone: "UTC", Groups: []GroupConfig{g}}
+	now := mustParse("2026-11-23T12:00:00Z")
+	plain := Simulate(ForecastInput{Config: cfg, Spec: DefaultSpec(v1, v2), Counts: onV1(10, "a"), Now: now}).Groups[0]
+	cfg.AnalysisConfig = AnalysisConfig{PrometheusURL: "http://prometheus:9090", Analysis: []Check{{
+		Name: "errors", Query: `max(app_error_rate{version="{{.Version}}"})`, Success: "< 0.01",
+		Interval: Duration(10 * time.Minute), Count: 3, InconclusiveLimit: 5}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	checked := Simulate(ForecastInput{Config: cfg, Spec: DefaultSpec(v1, v2), Counts: onV1(10, "a"), Now: now}).Groups[0]
+	if plain.Outcome != OutcomeFinishes || checked.Outcome != OutcomeFinishes {
+		t.Fatalf("outcomes %s (%s) and with the check %s (%s), want both to finish", plain.Outcome, plain.Reason, checked.Outcome, checked.Reason)
+	}
+	if d, min := checked.Active.Sub(plain.Active), 20*time.Minute; d < min {
+		t.Errorf("active %v with the check, %v without: %v later, want at least %v (3 passes 10m apart)", checked.Active, plain.Active, d, min)
+	}
+}
+
 func TestForecastLeavesItsInputAlone(t *testing.T) {
 	cfg := Config{V: 1, Mode: ModePaused, Timezone: "UTC", Groups: []GroupConfig{fgroup("a", []string{"*"}, 12, canaries(1))}}
 	groups := map[string]GroupStatus{"a": {V: 1, Group: "a", State: StateCanary, TargetVersion: v2, StartVersion: v1,

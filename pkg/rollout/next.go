@@ -39,6 +39,10 @@ type Input struct {
 	// Quarantine is fleet_plan/quarantine: a group whose target is
 	// quarantined halts (see quarantine).
 	Quarantine QuarantineList
+	// Measurements are the results of the group's metric analysis checks
+	// the controller took since the last step (see analyze); one already
+	// judged is ignored.
+	Measurements []Measurement
 }
 
 // maxSteps bounds the transitions one call may cascade through (unstarted →
@@ -389,6 +393,10 @@ func (m *machine) canary() bool {
 	if m.overThreshold(first) {
 		return false
 	}
+	an := m.analyze()
+	if an.halted {
+		return false
+	}
 	var inFlight []AgentView
 	for _, a := range views {
 		if a.ActiveVersion != st.TargetVersion {
@@ -396,7 +404,7 @@ func (m *machine) canary() bool {
 		}
 	}
 	m.countBlocked()
-	if m.infraHold(inFlight, len(st.Canaries), "canaries") || !v.healthy {
+	if m.infraHold(inFlight, len(st.Canaries), "canaries") || !v.healthy || !an.promote {
 		return false
 	}
 	approved, ok := m.gate(ApprovalAfterCanary)
@@ -407,6 +415,7 @@ func (m *machine) canary() bool {
 	if len(st.Canaries) > 0 {
 		reason = fmt.Sprintf("all %d canaries healthy on %s for min_healthy_time %s", len(st.Canaries), st.TargetVersion, m.gc.MinHealthyTime)
 	}
+	reason += analysisPassed(st.Analysis, len(st.Canaries))
 	m.transition(StateActive, joinReason(reason, approved))
 	return true
 }
@@ -415,6 +424,10 @@ func (m *machine) active() bool {
 	m.alertAfter()
 	first := m.countFailures()
 	if m.st.Halted || m.overThreshold(first) {
+		return false
+	}
+	an := m.analyze()
+	if an.halted {
 		return false
 	}
 	st, in := &m.st, m.in
@@ -474,7 +487,7 @@ func (m *machine) active() bool {
 		Blocked:         blockedInFlight,
 		Prev:            st.Progress,
 	})
-	if !held {
+	if !held && !an.hold {
 		st.Progress = p
 	}
 	switch {
@@ -487,7 +500,7 @@ func (m *machine) active() bool {
 		st.Frozen = ""
 		m.emit(EventUnfrozen, st.State, st.State, "enough agents present again: progress moves")
 	}
-	if frozen || held || p < 1 || onTarget == 0 || onTarget+settled < present {
+	if frozen || held || an.hold || p < 1 || onTarget == 0 || onTarget+settled < present {
 		return false
 	}
 	st.Progress, st.DoneAt = 1, m.now

@@ -142,6 +142,10 @@ type GroupStatus struct {
 	StartedAt time.Time `json:"started_at,omitzero"`
 	DoneAt    time.Time `json:"done_at,omitzero"`
 
+	// Analysis is where each of the group's metric analysis checks stands
+	// in this rollout (see CheckStatus); absent without checks.
+	Analysis []CheckStatus `json:"analysis,omitempty"`
+
 	// Settings agents need and cannot read from fleet_config.
 	JitterSeconds  int      `json:"jitter_seconds"`
 	HealthTimeout  Duration `json:"health_timeout"`
@@ -175,6 +179,7 @@ func (st GroupStatus) Clone() GroupStatus {
 	st.RejectedVersions = slices.Clone(st.RejectedVersions)
 	st.Retry.Agents = slices.Clone(st.Retry.Agents)
 	st.Approvals = slices.Clone(st.Approvals)
+	st.Analysis = slices.Clone(st.Analysis)
 	return st
 }
 
@@ -260,6 +265,9 @@ func (st GroupStatus) Validate() error {
 		bad("retry: %v", err)
 	}
 	if err := st.validateApprovals(); err != nil {
+		bad("%v", err)
+	}
+	for _, err := range st.validateAnalysis() {
 		bad("%v", err)
 	}
 	return errors.Join(errs...)

@@ -5,105 +5,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
 	fwctl "github.com/fleetwave/fleetwave/internal/fleetctl"
 	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/internal/promtest"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
-// startPrometheus runs a real Prometheus server (Debian package
-// prometheus; .ci/run installs it) scraping target's /metrics every second
-// with deploy/prometheus's alerting rules, and returns its query API once
-// it is ready. It fails, not skips, without prometheus.
+// startPrometheus runs a real Prometheus server (internal/promtest)
+// scraping target's /metrics every second with deploy/prometheus's
+// alerting rules, and returns its query API once it is ready. It fails,
+// not skips, without prometheus.
 func startPrometheus(t *testing.T, target string) promv1.API {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatalf("prometheus not found (%v): install it (apt-get install prometheus; .ci/run does)", err)
-	}
 	rules, err := filepath.Abs("../../deploy/prometheus/fleetwave.rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - %q
-scrape_configs:
-  - job_name: fleetwave-controller
-    static_configs:
-      - targets: [%q]
-`, rules, target)
-	cfgPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
-	logPath := filepath.Join(dir, "prometheus.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("--- prometheus:\n%s", tail(string(b), 3000))
-		}
-	})
-	natstest.Eventually(t, 30*time.Second, func() error {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("prometheus exited:\n%s", tail(string(b), 3000))
-		default:
-		}
-		resp, err := http.Get("http://" + addr + "/-/ready")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/-/ready: %s", resp.Status)
-		}
-		return nil
-	})
-	client, err := api.NewClient(api.Config{Address: "http://" + addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return promv1.NewAPI(client)
+	return promtest.Start(t, promtest.Options{Targets: []string{target}, Job: "fleetwave-controller", RuleFiles: []string{rules}}).API
 }
 
 // promVector runs an instant query and returns its samples keyed by the

@@ -210,6 +210,7 @@ func (sh *shard) onMessage(m *nats.Msg) {
 func (sh *shard) apply(key string, value []byte, rev uint64) {
 	sh.mu.Lock()
 	changed := false
+	var fresh *rollout.GroupStatus
 	if key == kv.KeySpec {
 		var sp rollout.Spec
 		if rev > sh.plan.specRev && json.Unmarshal(value, &sp) == nil {
@@ -219,10 +220,15 @@ func (sh *shard) apply(key string, value []byte, rev uint64) {
 		var st rollout.GroupStatus
 		if rev > sh.plan.stRev[gi] && json.Unmarshal(value, &st) == nil {
 			sh.plan.status[gi], sh.plan.stRev[gi], sh.plan.dirty[gi], changed = st, rev, true, true
-			sh.s.stats.observeStatus(gi, st, rev)
+			if sh.s.stats.observeStatus(gi, st, rev) {
+				fresh = &st
+			}
 		}
 	}
 	sh.mu.Unlock()
+	if fresh != nil && sh.s.o.OnStatus != nil {
+		sh.s.o.OnStatus(fresh.Group, *fresh)
+	}
 	if changed {
 		select {
 		case sh.wake <- struct{}{}:
@@ -364,7 +370,7 @@ func (sh *shard) finishInstall(i int, now time.Time) {
 	if failed {
 		a.rollback, a.rollbackFrom, a.badVersion = true, a.installTo, a.installTo
 	} else {
-		a.active = a.installTo
+		sh.setActive(a, a.installTo)
 	}
 	sh.s.stats.installFinished(a.group, failed, sh.plan.status[a.group])
 	sh.beat(i, now)
@@ -433,12 +439,26 @@ func (sh *shard) doChurn(now time.Time) {
 		if a.installing {
 			sh.s.stats.installAborted(a.group)
 		}
+		sh.setActive(a, "") // the host leaves
 		sh.initAgent(i, sh.rng.IntN(len(sh.s.groups)))
 		sh.s.stats.churned.Add(1)
 		sh.push(event{at: now.Add(time.Duration(sh.rng.Int64N(int64(sh.s.o.HeartbeatInterval)))), idx: i, kind: evBeat})
 		sh.agents[i].notified = true // a new host is not counted in notify latency
 		sh.decide(i, now)
 	}
+}
+
+// setActive makes v a's active version, keeping the tracker's count of
+// hosts on the target ("" : the host leaves).
+func (sh *shard) setActive(a *agent, v string) {
+	target := sh.s.o.TargetVersion
+	switch {
+	case a.active != target && v == target:
+		sh.s.stats.onTargetChanged(a.group, 1)
+	case a.active == target && v != target:
+		sh.s.stats.onTargetChanged(a.group, -1)
+	}
+	a.active = v
 }
 
 // versions reports, under the lock, how many agents of each group are on v.

@@ -38,6 +38,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 			g.Stuck, g.TimedOut, g.BlockedHosts, g.MaxBlocked, held)
 	}
 	fmt.Fprintln(tw)
+	for _, g := range r.Groups {
+		if g.Halted {
+			fmt.Fprintf(tw, "%s halted with %d on the target: %s\n", g.Name, g.OnTargetAtHalt, g.HaltReason)
+		}
+		for _, c := range g.Analysis {
+			fmt.Fprintf(tw, "%s check %s: %d measurements, %d passed (count %d), %d inconclusive in a row; last %s: %s\n",
+				g.Name, c.Name, c.Measurements, c.Passes, c.Count, c.Inconclusive, orDash(string(c.Result)), orDash(c.Detail))
+		}
+	}
 	fmt.Fprintf(tw, "plan write → agent notified\tp50 %v\tp99 %v\t(%d agents)\n", r.NotifyP50.Round(time.Microsecond), r.NotifyP99.Round(time.Microsecond), r.Notified)
 	fmt.Fprintf(tw, "heartbeats\t%.0f/s ingested\t%d received, %d rejected, %d sent\n", r.HeartbeatsPerSec, r.HeartbeatsReceived, r.HeartbeatsRejected, r.HeartbeatsSent)
 	fmt.Fprintf(tw, "process CPU\t%v\t(whole process: controller + embedded nats-server + simulator)\n", r.ProcessCPU.Round(time.Millisecond))
@@ -46,4 +55,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "churn\t%d agents replaced\n", r.Churned)
 	}
 	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -98,6 +98,29 @@ type Options struct {
 	PlanRefresh       time.Duration // 10s: periodic direct gets
 	Tick              time.Duration // 20ms: scheduler pacing
 
+	// Analysis are metric analysis checks every group runs (the config's
+	// fleet-wide analysis), against the Prometheus at PrometheusURL;
+	// none: no analysis. See appmetrics.go for what the simulated app
+	// reports.
+	Analysis      []rollout.Check
+	PrometheusURL string
+	// AppMetricsListen, when set, is the address (host:port) where the
+	// simulated app's metrics are served at /metrics, for that
+	// Prometheus to scrape: sim_app_error_rate{group,version}.
+	AppMetricsListen string
+	// ErrorRate is the app's error rate, per version, on the hosts running
+	// it; other versions run at BaseErrorRate (0.001).
+	ErrorRate     map[string]float64
+	BaseErrorRate float64
+	// ErrorRateFrom delays a version's ErrorRate, per version: in each
+	// group its hosts report BaseErrorRate until this share of the group
+	// runs the version (a fault that shows only under load).
+	ErrorRateFrom map[string]float64
+	// OnStatus, when set, is called with each new group status the
+	// simulator reads (possibly more than once per status: once per
+	// connection), from the connections' goroutines: keep it short.
+	OnStatus func(group string, st rollout.GroupStatus)
+
 	// Timeout bounds the rollout (from the spec write); 5m.
 	Timeout time.Duration
 	// Settle is how long to keep watching after a halt once nothing is in
@@ -144,6 +167,9 @@ func (o Options) withDefaults() Options {
 	def(&o.InstallMax, time.Second)
 	o.InstallMax = max(o.InstallMax, o.InstallMin)
 	def(&o.HeartbeatInterval, time.Second)
+	if o.BaseErrorRate == 0 {
+		o.BaseErrorRate = 0.001
+	}
 	if o.HeartbeatJitter == 0 {
 		o.HeartbeatJitter = 0.1
 	}
@@ -217,6 +243,15 @@ type GroupReport struct {
 	BlockedHosts int  `json:"blocked_hosts"`
 	MaxBlocked   int  `json:"controller_max_blocked"`
 	HeldSeen     bool `json:"held_seen"`
+	// Analysis are the group's metric analysis checks as the controller
+	// last wrote them; OnTargetAtHalt how many of its hosts ran the
+	// target when the simulator saw the group halt (installs in flight
+	// then may finish after).
+	Analysis       []rollout.CheckStatus `json:"analysis,omitempty"`
+	OnTargetAtHalt int                   `json:"on_target_at_halt"`
+	// InconclusiveSeen: a check of the group was seen inconclusive (the
+	// group held on it).
+	InconclusiveSeen bool `json:"inconclusive_seen"`
 }
 
 // Report is the outcome of one simulated rollout.
@@ -311,6 +346,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if err := sh.start(runCtx); err != nil {
 			return nil, fmt.Errorf("sim: shard %d: %w", n, err)
 		}
+	}
+	if o.AppMetricsListen != "" {
+		stopMetrics, err := s.serveAppMetrics(o.AppMetricsListen)
+		if err != nil {
+			return nil, err
+		}
+		defer stopMetrics()
 	}
 	for _, sh := range s.shards {
 		wg.Go(func() { sh.run(runCtx) })
@@ -414,6 +456,7 @@ func (s *Sim) writeConfig(ctx context.Context, fleet *kv.Fleet) error {
 		}
 		cfg.Groups = append(cfg.Groups, g)
 	}
+	cfg.PrometheusURL, cfg.Analysis = s.o.PrometheusURL, s.o.Analysis
 	switch {
 	case s.o.NoQuarantine:
 		cfg.QuarantineAfter = 0
@@ -495,6 +538,7 @@ func (s *Sim) report(ctrl *controller.Controller, d time.Duration, recv0 uint64,
 			OnTarget:     onTarget[i],
 			Stuck:        gt.stuck, TimedOut: st.TimedOutCount,
 			Blocked: gt.blocked, BlockedHosts: len(gt.blockedHosts), MaxBlocked: gt.maxBlocked, HeldSeen: gt.heldSeen,
+			Analysis: st.Analysis, OnTargetAtHalt: gt.onTargetAtHalt, InconclusiveSeen: gt.inconclusiveSeen,
 		}
 		if st.State == rollout.StateDone && !st.StartedAt.IsZero() {
 			gr.WallTime = st.DoneAt.Sub(st.StartedAt)

@@ -36,6 +36,11 @@ type groupTrack struct {
 	blockedHosts    map[rollout.AgentID]struct{}
 	maxBlocked      int  // the controller's blocked count, at most
 	heldSeen        bool // the controller held the group
+	// onTarget counts the hosts on the target now; onTargetAtHalt when
+	// the halt was seen.
+	onTarget         int
+	onTargetAtHalt   int
+	inconclusiveSeen bool // a check of the group was inconclusive
 }
 
 func newTracker(groups int) *tracker {
@@ -61,19 +66,33 @@ func (t *tracker) notified(now time.Time) {
 	t.mu.Unlock()
 }
 
-func (t *tracker) observeStatus(g int, st rollout.GroupStatus, rev uint64) {
+// observeStatus records a group status read at revision rev, and reports
+// whether it is new.
+func (t *tracker) observeStatus(g int, st rollout.GroupStatus, rev uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	gt := &t.groups[g]
 	if rev <= gt.rev {
-		return
+		return false
 	}
 	gt.status, gt.rev = st, rev
 	gt.maxBlocked = max(gt.maxBlocked, st.Blocked)
 	gt.heldSeen = gt.heldSeen || st.Held != ""
+	for _, c := range st.Analysis {
+		gt.inconclusiveSeen = gt.inconclusiveSeen || c.Inconclusive > 0
+	}
 	if st.Halted && gt.haltSeen.IsZero() {
 		gt.haltSeen = time.Now()
+		gt.onTargetAtHalt = gt.onTarget
 	}
+	return true
+}
+
+// onTargetChanged adds d to the group's hosts on the target.
+func (t *tracker) onTargetChanged(g, d int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.groups[g].onTarget += d
 }
 
 // sample records in-flight maxima; called on every install start and end.

@@ -119,7 +119,9 @@
         for (const n of r.notes) {
           const halt = n.startsWith("halted ");
           const approval = n.startsWith("awaiting approval ");
-          const p = el("div", halt ? "note halt-reason" : approval ? "note approval-note" : "note", n);
+          // one line per metric analysis check (view.AnalysisNotes)
+          const check = n.startsWith("check ");
+          const p = el("div", halt ? "note halt-reason" : approval ? "note approval-note" : check ? "note check" : "note", n);
           td.appendChild(p);
         }
         nr.appendChild(td);

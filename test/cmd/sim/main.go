@@ -37,6 +37,17 @@ func (f failRates) Set(s string) error {
 func main() {
 	var o sim.Options
 	fr, stuck, infra := failRates{}, failRates{}, failRates{}
+	errRate, errFrom := failRates{}, failRates{}
+	check := rollout.Check{Name: "error-rate"}
+	checkInterval := flag.Duration("check-interval", time.Second, "the check's interval")
+	flag.StringVar(&o.PrometheusURL, "prometheus-url", "", "Prometheus the controller's metric analysis queries (with it, every group runs the check --check-query); it must scrape --app-metrics-listen")
+	flag.StringVar(&o.AppMetricsListen, "app-metrics-listen", "", "serve the simulated app's metrics (sim_app_error_rate{group,version}) at http://ADDR/metrics")
+	flag.StringVar(&check.Query, "check-query", `max(sim_app_error_rate{group="{{.Group}}",version="{{.Version}}"})`, "the check's PromQL query")
+	flag.StringVar((*string)(&check.Success), "check-success", "< 0.05", "the check's success condition")
+	flag.IntVar(&check.Count, "check-count", 3, "successful measurements needed in canary")
+	flag.IntVar(&check.InconclusiveLimit, "check-inconclusive-limit", 5, "inconclusive measurements in a row that halt the group")
+	flag.Var(errRate, "error-rate", "VERSION=RATE: the app's error rate on hosts running VERSION (repeatable; others run at 0.001)")
+	flag.Var(errFrom, "error-rate-from", "VERSION=SHARE: a group's hosts on VERSION report its --error-rate only once this share of the group runs it (repeatable)")
 	mif := flag.Float64("max-in-flight", 20, "max_in_flight percent of each group")
 	fth := flag.Float64("failure-threshold", 5, "failure_threshold percent of each group")
 	canaries := flag.Int("canaries", 5, "canary_count of each group (0-10)")
@@ -74,6 +85,11 @@ func main() {
 	o.CanaryCount, o.NoCanaries = *canaries, *canaries == 0
 	o.QuarantineAfter, o.NoQuarantine = *quarantine, *quarantine == 0
 	o.FailRate, o.Stuck, o.InfraFail = fr, stuck, infra
+	o.ErrorRate, o.ErrorRateFrom = errRate, errFrom
+	if o.PrometheusURL != "" {
+		check.Interval = rollout.Duration(*checkInterval)
+		o.Analysis = []rollout.Check{check}
+	}
 	if *verbose {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
