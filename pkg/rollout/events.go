@@ -44,7 +44,7 @@ const (
 // kind goes here too.
 var EventKinds = []EventKind{
 	EventTransition, EventHalt, EventAlert, EventApprovalNeeded, EventQuarantine,
-	EventFrozen, EventUnfrozen, EventHeld, EventResumed, EventOperator,
+	EventFrozen, EventUnfrozen, EventHeld, EventResumed, EventOperator, EventAnalysis,
 }
 
 // Event is published on fleet.events.<group> when a group's status changes
