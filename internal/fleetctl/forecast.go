@@ -167,6 +167,29 @@ func forecastInput(ctx context.Context, f *kv.Fleet, o *PlanForecastOptions, fro
 	return in, notes, nil
 }
 
+// sameClock reports whether a and b show the same wall clock at every
+// hour from from to until: TZ unset on a UTC host is "Local", not "UTC",
+// and printing each time twice would say nothing.
+func sameClock(a, b *time.Location, from, until time.Time) bool {
+	if a.String() == b.String() {
+		return true
+	}
+	for t := from; !t.After(until); t = t.Add(time.Hour) {
+		if t.In(a).Format("MST -0700") != t.In(b).Format("MST -0700") {
+			return false
+		}
+	}
+	return !from.IsZero()
+}
+
+// zoneName names loc for people: "Local" (TZ unset) by its abbreviation at t.
+func zoneName(loc *time.Location, t time.Time) string {
+	if loc.String() == "Local" {
+		return t.In(loc).Format("MST")
+	}
+	return loc.String()
+}
+
 // forecastTime is the layout of times in the forecast table: the year is
 // in the header.
 const forecastTime = "Mon 01-02 15:04 MST"
@@ -175,7 +198,7 @@ const forecastTime = "Mon 01-02 15:04 MST"
 // in the config's zone, and below in local when that differs), then the
 // waits, halts and warnings of each group, wrapped to 100 columns.
 func writeForecast(w io.Writer, fc rollout.Forecast, cfgLoc, local *time.Location) error {
-	twoZones := cfgLoc.String() != local.String()
+	twoZones := !sameClock(cfgLoc, local, fc.From, fc.Until)
 	at := func(t time.Time) string {
 		s := t.In(cfgLoc).Format(forecastTime)
 		if twoZones {
@@ -191,7 +214,9 @@ func writeForecast(w io.Writer, fc rollout.Forecast, cfgLoc, local *time.Locatio
 	fmt.Fprintf(w, "Install:   %s per agent, then the group's min_healthy_time\n", fc.InstallTime)
 	zones := fmt.Sprintf("%s (the config's)", cfgLoc)
 	if twoZones {
-		zones += fmt.Sprintf("; %s (local: second lines and in parentheses)", local)
+		zones += fmt.Sprintf("; %s (local: second lines and in parentheses)", zoneName(local, fc.From))
+	} else if cfgLoc.String() != local.String() {
+		zones = fmt.Sprintf("%s (the config's, and local)", cfgLoc)
 	}
 	for i, l := range wrap(zones, noteWidth-11, "") {
 		if i == 0 {

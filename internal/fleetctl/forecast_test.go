@@ -2,6 +2,7 @@ package fleetctl
 
 import (
 	"encoding/json"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -302,3 +303,25 @@ func TestPlanForecastJSONIsStable(t *testing.T) {
 		t.Errorf("top-level fields (-want +got):\n%s", diff)
 	}
 }
+
+// A local zone by another name that keeps the config's clock (TZ unset
+// on a host in the config's zone is "Local"; here Europe/Rome against the
+// config's Europe/Berlin) prints each time once.
+func TestPlanForecastSameClockOnce(t *testing.T) {
+	e := forecastFixture(t, testNow.Add(-5*time.Second))
+	rome, err := time.LoadLocation("Europe/Rome")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.mustRun(forecast(PlanForecastOptions{At: forecastAt, Output: "table", Local: rome}))
+	if !strings.Contains(out, "Zones:     Europe/Berlin (the config's, and local)") {
+		t.Errorf("zones line does not say the config's zone is also local:\n%s", out)
+	}
+	if strings.Contains(out, "(local: second lines") || secondTimeLine.MatchString(out) {
+		t.Errorf("times printed twice although both zones keep the same clock:\n%s", out)
+	}
+}
+
+// secondTimeLine matches a table row's second line: the times again, in the
+// local zone.
+var secondTimeLine = regexp.MustCompile(`(?m)^ +(Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d\d-\d\d \d\d:\d\d`)
