@@ -164,6 +164,31 @@ func (f *fleet) record(nc *nats.Conn) {
 	}
 }
 
+// connectAdmin connects to the fleet's bus with the admin's creds of
+// f.authDir once the controller serves it, and records heartbeats and
+// events from then on; it returns the connection.
+func (f *fleet) connectAdmin() *nats.Conn {
+	f.t.Helper()
+	var nc *nats.Conn
+	natstest.Eventually(f.t, 30*time.Second, func() error {
+		c, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: f.natsURL, Log: natstest.Logger(f.t),
+			Creds: filepath.Join(f.authDir, "creds", "admin.creds")})
+		if err != nil {
+			return err
+		}
+		fl, err := kv.Open(f.ctx, js)
+		if err != nil {
+			c.Close()
+			return err
+		}
+		nc, f.js, f.kv = c, js, fl
+		return nil
+	})
+	f.t.Cleanup(nc.Close)
+	f.record(nc)
+	return nc
+}
+
 // lastBeats returns the latest heartbeat of every agent seen.
 func (f *fleet) lastBeats() map[rollout.AgentID]heartbeat.Heartbeat {
 	f.mu.Lock()
@@ -293,23 +318,7 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 		"--listen", fmt.Sprintf("127.0.0.1:%d", natsPort), "--store-dir", filepath.Join(dir, "nats"),
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--heartbeat-interval", "1s", "--stats-interval", "1s", "--reconcile-interval", "500ms", "--lease-ttl", "5s")
-	var nc *nats.Conn
-	natstest.Eventually(t, 30*time.Second, func() error {
-		c, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: f.natsURL, Log: natstest.Logger(t),
-			Creds: filepath.Join(authDir, "creds", "admin.creds")})
-		if err != nil {
-			return err
-		}
-		fl, err := kv.Open(ctx, js)
-		if err != nil {
-			c.Close()
-			return err
-		}
-		nc, f.js, f.kv = c, js, fl
-		return nil
-	})
-	t.Cleanup(nc.Close)
-	f.record(nc)
+	f.connectAdmin()
 	setup(f)
 	natstest.Eventually(t, 30*time.Second, func() error {
 		st := f.statuses()

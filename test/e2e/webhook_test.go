@@ -18,11 +18,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nats-io/nats.go"
 
 	"github.com/fleetwave/fleetwave/internal/controller"
 	"github.com/fleetwave/fleetwave/internal/natstest"
-	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 	"github.com/fleetwave/fleetwave/test/releases"
@@ -173,23 +171,7 @@ func TestWebhooksEndToEnd(t *testing.T) {
 			"--webhook", rcv.url(), "--webhook-secret-file", secretFile)}
 	}
 	f := &fleet{t: t, ctx: ctx, natsURL: srv.URL(), findURL: findURL, rel: rel, authDir: authDir, dir: dir, relURL: relSrv.URL}
-	var nc *nats.Conn
-	natstest.Eventually(t, 30*time.Second, func() error {
-		c, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: f.natsURL, Log: natstest.Logger(t),
-			Creds: filepath.Join(authDir, "creds", "admin.creds")})
-		if err != nil {
-			return err
-		}
-		fl, err := kv.Open(ctx, js)
-		if err != nil {
-			c.Close()
-			return err
-		}
-		nc, f.js, f.kv = c, js, fl
-		return nil
-	})
-	t.Cleanup(nc.Close)
-	f.record(nc)
+	nc := f.connectAdmin()
 
 	// The leader places the webhook's cursor: what is stored from then on
 	// is the webhook's.
