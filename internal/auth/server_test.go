@@ -160,6 +160,35 @@ func (e *fleetEnv) watched(creds string, extra ...nats.Option) *agentConn {
 
 // violation waits until the server reported a permissions violation
 // naming subject (or, when subject ends in "…", a subject starting so).
+// denial is a call an agent's credentials must be refused.
+type denial struct {
+	name    string
+	run     func(ctx context.Context, a *agentConn) error
+	subject string // the subject the server names in the violation
+	// silent calls cannot fail for the caller: a core publish or
+	// subscription is refused asynchronously.
+	silent bool
+}
+
+// expect makes the call as a and checks the server refused it.
+func (d denial) expect(t *testing.T, e *fleetEnv, a *agentConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	// The call runs until the server has said no; a denied request would
+	// otherwise only time out.
+	callCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.run(callCtx, a) }()
+	if err := a.violation(ctx, d.subject); err != nil {
+		t.Error(err)
+	}
+	stop()
+	if err := <-done; err == nil && !d.silent {
+		t.Errorf("denied call reported success")
+	}
+}
+
 func (a *agentConn) violation(ctx context.Context, subject string) error {
 	quoted := `"` + subject + `"`
 	if s, ok := strings.CutSuffix(subject, "…"); ok {
@@ -347,14 +376,7 @@ func TestAgentGrantsAndDenials(t *testing.T) {
 				return a.nc.FlushWithContext(ctx)
 			}
 		}
-		cases := []struct {
-			name    string
-			run     func(ctx context.Context, a *agentConn) error
-			subject string // the subject the server names in the violation
-			// silent calls cannot fail for the caller: a core publish or
-			// subscription is refused asynchronously.
-			silent bool
-		}{
+		cases := []denial{
 			// Writes to the plan: no agent may change what any agent does.
 			{"KV put fleet_plan spec", jsPublish("$KV.fleet_plan.spec", []byte(`{"v":1}`)), "$KV.fleet_plan.spec", false},
 			{"KV put own group status", jsPublish("$KV.fleet_plan.group.blue", []byte(`{"v":1}`)), "$KV.fleet_plan.group.blue", false},
@@ -458,23 +480,7 @@ func TestAgentGrantsAndDenials(t *testing.T) {
 		}
 		for _, d := range cases {
 			denials++
-			t.Run(d.name, func(t *testing.T) {
-				a := e.agent(agentA, credsA)
-				ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
-				defer cancel()
-				// The call runs until the server has said no; a denied
-				// request would otherwise only time out.
-				callCtx, stop := context.WithCancel(ctx)
-				done := make(chan error, 1)
-				go func() { done <- d.run(callCtx, a) }()
-				if err := a.violation(ctx, d.subject); err != nil {
-					t.Error(err)
-				}
-				stop()
-				if err := <-done; err == nil && !d.silent {
-					t.Errorf("denied call reported success")
-				}
-			})
+			t.Run(d.name, func(t *testing.T) { d.expect(t, e, e.agent(agentA, credsA)) })
 		}
 		// Nothing an agent tried reached the audit trail.
 		audit, err := e.fleet.JS.Stream(e.ctx, kv.StreamAudit)
