@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -65,9 +67,40 @@ func checkRejected(t *testing.T, h *heartbeat.Heartbeat, err error) {
 	t.Fatalf("error %v wraps none of the package's sentinel errors", err)
 }
 
+// sameAsStd fails unless Decode's answer for data is exactly what
+// encoding/json alone gives (DecodeStd): the same heartbeat, times in the
+// same zone, or the same error text. The fast path may only be faster.
+func sameAsStd(t *testing.T, data []byte, h *heartbeat.Heartbeat, err error) {
+	t.Helper()
+	std, stdErr := heartbeat.DecodeStd(data)
+	if (err == nil) != (stdErr == nil) || (err != nil && err.Error() != stdErr.Error()) {
+		t.Fatalf("Decode and encoding/json disagree on %q (fast path %v):\nDecode:        %v\nencoding/json: %v",
+			data, heartbeat.FastPath(data), err, stdErr)
+	}
+	if err != nil {
+		return
+	}
+	if diff := cmp.Diff(std, h); diff != "" {
+		t.Fatalf("Decode and encoding/json decode %q differently (-encoding/json +Decode):\n%s", data, diff)
+	}
+	for _, p := range [][2]time.Time{{std.At, h.At}, {std.StartTime, h.StartTime}} {
+		if p[0].String() != p[1].String() {
+			t.Fatalf("Decode and encoding/json read a time of %q differently: %s vs %s", data, p[0], p[1])
+		}
+	}
+}
+
+// decoder is one Decoder reused across every fuzz input, as a controller
+// reuses its own: nothing of one input may leak into the next.
+var decoder struct {
+	sync.Mutex
+	heartbeat.Decoder
+}
+
 func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := heartbeat.Decode(data)
+		sameAsStd(t, data, h, err)
 		if err != nil {
 			checkRejected(t, h, err)
 			if errors.Is(err, heartbeat.ErrSubjectMismatch) {
@@ -82,6 +115,17 @@ func FuzzDecode(f *testing.F) {
 func FuzzDecodeFrom(f *testing.F) {
 	f.Fuzz(func(t *testing.T, subject string, data []byte) {
 		h, err := heartbeat.DecodeFrom(subject, data)
+		decoder.Lock()
+		dh, derr := decoder.DecodeFrom(subject, data)
+		if (err == nil) != (derr == nil) || (err != nil && err.Error() != derr.Error()) {
+			t.Fatalf("Decoder.DecodeFrom and DecodeFrom disagree on %q %q: %v vs %v", subject, data, derr, err)
+		}
+		if err == nil {
+			if diff := cmp.Diff(h, dh); diff != "" {
+				t.Fatalf("Decoder.DecodeFrom and DecodeFrom decode differently (-DecodeFrom +Decoder):\n%s", diff)
+			}
+		}
+		decoder.Unlock()
 		if err != nil {
 			checkRejected(t, h, err)
 			return

@@ -109,19 +109,58 @@ func Encode(h *Heartbeat) ([]byte, error) {
 // (without changing "v") is not dropped from the inventory of an older
 // controller.
 func Decode(data []byte) (*Heartbeat, error) {
-	if len(data) > MaxSize {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxSize)
-	}
 	var h Heartbeat
-	// json.Unmarshal, unlike a Decoder, rejects anything after the value
-	// (a Decoder's More() misses a stray '}').
-	if err := json.Unmarshal(data, &h); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if err := h.Validate(); err != nil {
+	if err := decode(data, &h, nil); err != nil {
 		return nil, err
 	}
 	return &h, nil
+}
+
+// decode is Decode into h, which must be the zero Heartbeat. The plain form
+// every agent writes takes the fast path (decodeFast); anything else, and
+// every error, is encoding/json's, so the fast path never changes what is
+// accepted or what an error says.
+func decode(data []byte, h *Heartbeat, in *interner) error {
+	if len(data) > MaxSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxSize)
+	}
+	if !decodeFast(data, h, in) {
+		*h = Heartbeat{}
+		// json.Unmarshal, unlike a json.Decoder, rejects anything after the
+		// value (a json.Decoder's More() misses a stray '}').
+		if err := json.Unmarshal(data, h); err != nil {
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+	}
+	return h.Validate()
+}
+
+// Decoder decodes heartbeats one after another, as a controller reads them,
+// reusing one Heartbeat and sharing the strings that repeat across a fleet
+// (groups, versions), so that a heartbeat in the form agents write costs no
+// allocation but its host name and agent id. What it accepts and rejects is
+// exactly Decode's. The zero Decoder is ready; it is not safe for
+// concurrent use.
+type Decoder struct {
+	h  Heartbeat
+	in interner
+}
+
+// DecodeFrom is DecodeFrom with d's buffers. The Heartbeat it returns is
+// d's own and is overwritten by d's next call: copy what must outlive it.
+func (d *Decoder) DecodeFrom(subject string, data []byte) (*Heartbeat, error) {
+	group, id, err := ParseSubject(subject)
+	if err != nil {
+		return nil, err
+	}
+	d.h = Heartbeat{}
+	if err := decode(data, &d.h, &d.in); err != nil {
+		return nil, err
+	}
+	if err := matchSubject(&d.h, group, id); err != nil {
+		return nil, err
+	}
+	return &d.h, nil
 }
 
 // Validate checks every field against the contract of DESIGN §2.

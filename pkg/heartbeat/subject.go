@@ -41,9 +41,16 @@ func DecodeFrom(subject string, data []byte) (*Heartbeat, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h.Group != group || h.AgentID != id {
-		return nil, fmt.Errorf("%w: subject says group %q agent %q, body says group %q agent %q",
-			ErrSubjectMismatch, group, id, h.Group, h.AgentID)
+	if err := matchSubject(h, group, id); err != nil {
+		return nil, err
 	}
 	return h, nil
+}
+
+func matchSubject(h *Heartbeat, group string, id rollout.AgentID) error {
+	if h.Group != group || h.AgentID != id {
+		return fmt.Errorf("%w: subject says group %q agent %q, body says group %q agent %q",
+			ErrSubjectMismatch, group, id, h.Group, h.AgentID)
+	}
+	return nil
 }
