@@ -232,26 +232,6 @@ func (c *Controller) passContext(ctx context.Context) (context.Context, context.
 
 func (c *Controller) markReady() { c.readyOnce.Do(func() { close(c.ready) }) }
 
-// observe takes one stored heartbeat into the inventory. fromScan: read
-// from the stream, not just stored; recovered: by the scan at start, so the
-// agent counts at once.
-func (c *Controller) observe(m kv.StoredMsg, recovered, fromScan bool) {
-	c.received.Add(1)
-	hb, err := kv.StoredHeartbeatOf(m).Decode()
-	if err != nil {
-		c.reject(m.Subject, rejectReason(m), err)
-		return
-	}
-	now := c.o.Clock.Now()
-	seen := now
-	if fromScan && !m.Time.IsZero() && m.Time.Before(now) {
-		// Heard by the stream before we read it: that is when the agent
-		// was last alive, not now.
-		seen = m.Time
-	}
-	c.agg.Observe(hb, seen, recovered)
-}
-
 // reject counts a bad heartbeat and logs it, at most one line every 10s so
 // that a misbehaving agent cannot flood the log.
 func (c *Controller) reject(subject, reason string, err error) {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 )
 
@@ -29,9 +31,12 @@ import (
 // at start, after every reconnect, and when the subscription dropped
 // messages (a slow consumer): each is a full, consistent picture again.
 type inventoryFeed struct {
-	nc  *nats.Conn
-	c   *Controller
-	sub *nats.Subscription
+	nc   *nats.Conn
+	c    *Controller
+	sub  *nats.Subscription
+	ch   chan *nats.Msg // what the subscription delivers
+	quit chan struct{}  // closed by stop
+	done chan struct{}  // closed when follow returns
 
 	mu        sync.Mutex
 	scanning  bool
@@ -40,58 +45,94 @@ type inventoryFeed struct {
 	dropped   int    // sub.Dropped() when the latest scan started
 	reconnect uint64 // nc.Stats().Reconnects when the latest scan started
 	failed    bool   // the latest scan failed
+	live      ingest // with mu held
 }
 
 // Subscription bounds: the stream republishes every heartbeat, and a
-// controller busy with a pass must not lose them; past these it drops and
-// rescans.
+// controller busy with a pass must not lose them; past this it drops and
+// rescans. feedBatch is the most heartbeats taken in at once: one lock of
+// the inventory and one clock read for all of them.
 const (
-	feedPendingMsgs  = 1 << 20
-	feedPendingBytes = 512 << 20
+	feedPendingMsgs = 1 << 20
+	feedBatch       = 1024
 )
 
 func (f *inventoryFeed) start() error {
-	sub, err := f.nc.Subscribe(kv.InventoryRepublish+">", f.live)
+	f.ch = make(chan *nats.Msg, feedPendingMsgs)
+	sub, err := f.nc.ChanSubscribe(kv.InventoryRepublish+">", f.ch)
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", kv.InventoryRepublish+">", err)
 	}
-	if err := sub.SetPendingLimits(feedPendingMsgs, feedPendingBytes); err != nil {
-		return err
-	}
 	f.sub = sub
+	f.live.c = f.c
+	f.quit, f.done = make(chan struct{}), make(chan struct{})
+	go f.follow()
 	return nil
 }
 
 func (f *inventoryFeed) stop() {
 	if f.sub != nil {
 		_ = f.sub.Unsubscribe()
+		close(f.quit)
+		<-f.done
 	}
 }
 
-// live takes one republished heartbeat.
-func (f *inventoryFeed) live(msg *nats.Msg) {
+// follow takes the republished heartbeats in batches: whatever has arrived,
+// up to feedBatch, at once.
+func (f *inventoryFeed) follow() {
+	defer close(f.done)
+	batch := make([]*nats.Msg, 0, feedBatch)
+	for {
+		select {
+		case m := <-f.ch:
+			batch = append(batch, m)
+		case <-f.quit:
+			return
+		}
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case m := <-f.ch:
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		f.take(batch)
+		clear(batch)
+		batch = batch[:0]
+	}
+}
+
+// take is one batch of republished heartbeats: held while a scan runs,
+// observed otherwise.
+func (f *inventoryFeed) take(batch []*nats.Msg) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.scanning {
-		f.held = append(f.held, msg)
+		f.held = append(f.held, batch...)
 		return
 	}
-	f.apply(msg)
+	f.apply(batch)
 }
 
-// apply observes a republished heartbeat newer than the last scan (with mu
-// held: one at a time, in the order the stream stored them).
-func (f *inventoryFeed) apply(msg *nats.Msg) {
-	m, err := kv.ParseStored(msg.Header, msg.Data)
-	if err != nil {
-		f.c.received.Add(1)
-		f.c.reject(msg.Subject, rejectNotRepublished, fmt.Errorf("not a heartbeat republished by %s: %w", kv.StreamHB, err))
-		return
+// apply observes the republished heartbeats newer than the last scan (with
+// mu held: in the order the stream stored them).
+func (f *inventoryFeed) apply(msgs []*nats.Msg) {
+	for _, msg := range msgs {
+		m, err := kv.ParseStored(msg.Header, msg.Data)
+		if err != nil {
+			f.c.received.Add(1)
+			f.c.reject(msg.Subject, rejectNotRepublished, fmt.Errorf("not a heartbeat republished by %s: %w", kv.StreamHB, err))
+			continue
+		}
+		if m.Stream != kv.StreamHB || m.Sequence <= f.floor {
+			continue
+		}
+		f.live.add(m, false, false)
 	}
-	if m.Stream != kv.StreamHB || m.Sequence <= f.floor {
-		return
-	}
-	f.c.observe(m, false, false)
+	f.live.flush()
 }
 
 // scan reads the whole stream and then what arrived meanwhile. recovered
@@ -101,21 +142,70 @@ func (f *inventoryFeed) scan(ctx context.Context, recovered bool) error {
 	f.scanning, f.held = true, nil
 	f.dropped, f.reconnect = f.droppedNow(), f.nc.Stats().Reconnects
 	f.mu.Unlock()
+	in := ingest{c: f.c}
 	last, err := kv.ScanFrom(ctx, f.nc, kv.StreamHB, "", 1, func(m kv.StoredMsg) error {
-		f.c.observe(m, recovered, true)
+		in.add(m, recovered, true)
 		return nil
 	})
+	in.flush()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.scanning, f.failed = false, err != nil
 	if err == nil {
 		f.floor = last
 	} // else keep what arrived meanwhile too: the next scan starts over
-	for _, msg := range f.held {
-		f.apply(msg)
+	for len(f.held) > 0 {
+		n := min(len(f.held), feedBatch)
+		f.apply(f.held[:n])
+		f.held = f.held[n:]
 	}
 	f.held = nil
 	return err
+}
+
+// ingest decodes heartbeats into a batch and observes the batch under one
+// lock of the inventory. Its Decoder reuses one Heartbeat and shares the
+// strings agents repeat (groups, versions). One ingest per goroutine.
+type ingest struct {
+	c   *Controller
+	dec heartbeat.Decoder
+	obs []heartbeat.Observation
+	now time.Time // when the batch began: the time it is observed at
+}
+
+// add decodes one stored heartbeat; fromScan: read back from the stream,
+// where it was stored at m.Time; recovered: by the scan at start, so the
+// agent counts at once.
+func (in *ingest) add(m kv.StoredMsg, recovered, fromScan bool) {
+	in.c.received.Add(1)
+	if len(in.obs) == 0 {
+		in.now = in.c.o.Clock.Now()
+	}
+	now := in.now
+	s := kv.StoredHeartbeatOf(m)
+	hb, err := s.DecodeWith(&in.dec)
+	if err != nil {
+		in.c.reject(m.Subject, rejectReason(m), err)
+		return
+	}
+	seen := now
+	if fromScan && !m.Time.IsZero() && m.Time.Before(now) {
+		// Heard by the stream before we read it: that is when the agent
+		// was last alive, not now.
+		seen = m.Time
+	}
+	in.obs = append(in.obs, heartbeat.Observation{Heartbeat: *hb, At: seen, Recovered: recovered})
+	if len(in.obs) == feedBatch {
+		in.flush()
+	}
+}
+
+func (in *ingest) flush() {
+	if len(in.obs) > 0 {
+		in.c.agg.ObserveBatch(in.obs)
+		clear(in.obs)
+		in.obs = in.obs[:0]
+	}
 }
 
 // stale reports whether the subscription may have missed heartbeats since

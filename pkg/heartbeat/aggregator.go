@@ -59,6 +59,31 @@ func NewAggregator(interval, expiry time.Duration) *Aggregator {
 func (a *Aggregator) Observe(hb *Heartbeat, t time.Time, recovered bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.observe(hb, t, recovered)
+}
+
+// Observation is one heartbeat for ObserveBatch: Observe's arguments.
+type Observation struct {
+	Heartbeat Heartbeat
+	At        time.Time
+	Recovered bool
+}
+
+// ObserveBatch is Observe for each of obs in order, under one lock: what a
+// controller does with the heartbeats that arrived together.
+func (a *Aggregator) ObserveBatch(obs []Observation) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range obs {
+		a.observe(&obs[i].Heartbeat, obs[i].At, obs[i].Recovered)
+	}
+}
+
+// observe is Observe with a.mu held. An agent's id and host name rarely
+// change: the entry keeps the strings it holds when they are equal, so that
+// a million agents' inventory holds one copy of each, not one per heartbeat
+// still waiting for the collector.
+func (a *Aggregator) observe(hb *Heartbeat, t time.Time, recovered bool) {
 	e, ok := a.agents[hb.AgentID]
 	if !ok || t.Sub(e.lastSeen) >= a.expiry {
 		first := t
@@ -68,7 +93,12 @@ func (a *Aggregator) Observe(hb *Heartbeat, t time.Time, recovered bool) {
 		a.agents[hb.AgentID] = &entry{hb: *hb, firstSeen: first, lastSeen: t}
 		return
 	}
+	id, host := e.hb.AgentID, e.hb.Hostname
 	e.hb = *hb
+	e.hb.AgentID = id // equal: the map key
+	if hb.Hostname == host {
+		e.hb.Hostname = host
+	}
 	if t.After(e.lastSeen) {
 		e.lastSeen = t
 	}

@@ -25,13 +25,23 @@ type StoredHeartbeat struct {
 // heartbeat.DecodeFrom rejects for its subject, is a *Problem (ErrCorrupt)
 // naming the subject.
 func (s StoredHeartbeat) Decode() (*heartbeat.Heartbeat, error) {
+	return s.decode(heartbeat.DecodeFrom)
+}
+
+// DecodeWith is Decode with d's buffers: the Heartbeat returned is d's and
+// is overwritten by its next call (heartbeat.Decoder).
+func (s StoredHeartbeat) DecodeWith(d *heartbeat.Decoder) (*heartbeat.Heartbeat, error) {
+	return s.decode(d.DecodeFrom)
+}
+
+func (s StoredHeartbeat) decode(decodeFrom func(string, []byte) (*heartbeat.Heartbeat, error)) (*heartbeat.Heartbeat, error) {
 	problem := func(err error) error {
 		return &Problem{Bucket: StreamHB, Key: s.Subject, Revision: s.Sequence, Err: err}
 	}
 	if s.Foreign {
 		return nil, problem(ErrForeign)
 	}
-	hb, err := heartbeat.DecodeFrom(s.Subject, s.Data)
+	hb, err := decodeFrom(s.Subject, s.Data)
 	if err != nil {
 		return nil, problem(corrupt("%v", err))
 	}
