@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,6 +163,7 @@ func ingest(args []string) error {
 	n := fs.Int("agents", 100_000, "agents (distinct heartbeat subjects)")
 	groups := fs.Int("groups", 10, "groups")
 	cache := fs.Bool("sublist-cache", false, "run the server with nats-server's sublist cache on (nats-server's default; fleetwave turns it off: docs/PERFORMANCE.md 2b)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the live phase (publish while the controller follows) to this file")
 	planSubs := fs.Int("plan-subs", 0, "before measuring, subscribe this many simulated agents' plan subscriptions (two each, as agentd.PlanFollower, on 100 connections) so the server's sublist is as large as a fleet's")
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -227,6 +229,17 @@ func ingest(args []string) error {
 	// 3. Live: publish every agent's next heartbeat while the controller
 	// follows; time until the controller has received all of them.
 	subjects, data, _ = payloadsFrom(0, *n, *groups, 2)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start = time.Now()
 	pd, err := publishAll(ctx, js, subjects, data)
 	if err != nil {
@@ -236,6 +249,9 @@ func ingest(args []string) error {
 		return err
 	}
 	d = time.Since(start)
+	if *cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
 	live := rate(*n, d)
 	fmt.Printf("live publish with controller:        %8d msgs in %7.3fs = %9.0f msgs/s  (%.2f× baseline)\n", *n, pd.Seconds(), rate(*n, pd), rate(*n, pd)/base)
 	fmt.Printf("controller live (publish → recv):    %8d msgs in %7.3fs = %9.0f msgs/s  (%.2f× baseline)\n", *n, d.Seconds(), live, live/base)
