@@ -64,8 +64,8 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if _, bad := st.Problem(kv.BucketPlan, kv.KeyQuarantine); bad {
 		return nil // which versions are quarantined is not known: nothing moves
 	}
-	byGroup := c.agg.ViewsByGroup(now)
-	quarantine, err := c.quarantine(ctx, st.Quarantine, st.Config.Value.QuarantineAfter, byGroup, now)
+	all, byGroup := c.agg.ViewsGrouped(now)
+	quarantine, err := c.quarantine(ctx, st.Quarantine, st.Config.Value.QuarantineAfter, all, now)
 	if err != nil {
 		return err
 	}
@@ -123,11 +123,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 // fleet-wide event (which the audit trail stores). It returns the list the
 // groups' steps use. A lost compare-and-swap (an operator changed the list)
 // is not an error: this pass uses what it read, the next one decides again.
-func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.QuarantineList], after int, byGroup map[string][]rollout.AgentView, now time.Time) (rollout.QuarantineList, error) {
-	var all []rollout.AgentView
-	for _, views := range byGroup {
-		all = append(all, views...)
-	}
+func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.QuarantineList], after int, all []rollout.AgentView, now time.Time) (rollout.QuarantineList, error) {
 	found := rollout.QuarantineFrom(all, after, e.Value, now.UTC())
 	if len(found) == 0 {
 		return e.Value, nil

@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -32,11 +33,120 @@ type Aggregator struct {
 	agents map[rollout.AgentID]*entry
 }
 
+// entry is one agent, kept small, for a controller holds a million of
+// them: 128 bytes (one allocation of the smallest class that fits), the
+// agent id as the map key, strings shared between agents where the decoder
+// shared them (groups, versions), times as UTC nanoseconds, and whatever a
+// steady agent does not send (an error, a rollback, an install under way, a
+// site, a time in another zone) in a second allocation only agents with
+// such a field have. compact and heartbeat convert exactly, both ways
+// (TestAggregatorKeepsHeartbeatsExactly).
 type entry struct {
-	hb        Heartbeat
-	firstSeen time.Time
-	lastSeen  time.Time
+	host, group, active, start, updater string
+	at, startTime                       int64 // UTC unix nanoseconds; startTime noTime: zero
+	seq                                 uint64
+	odd                                 *oddFields
+	firstSeen, lastSeen                 int64 // unix nanoseconds
 }
+
+// oddFields are the fields of a heartbeat most agents leave empty, and the
+// times that UTC nanoseconds do not hold exactly.
+type oddFields struct {
+	v                                                             int
+	rollback                                                      bool
+	rollbackFrom, error, errorClass, errorCause, updatingTo, site string
+	at, startTime                                                 time.Time
+	otherV, oddAt, oddStart                                       bool
+}
+
+// noTime is entry.startTime for the zero time.
+const noTime = math.MinInt64
+
+// utcNanos is t as UTC nanoseconds, if that gives back t exactly (same
+// instant, same zone).
+func utcNanos(t time.Time) (int64, bool) {
+	if t.Location() != time.UTC {
+		return 0, false
+	}
+	n := t.UnixNano()
+	return n, n != noTime && time.Unix(0, n).UTC() == t
+}
+
+// set stores hb in e (keeping e's strings that are equal to hb's, so that a
+// million agents hold one copy of each, not one per heartbeat waiting for
+// the collector).
+func (e *entry) set(hb *Heartbeat) {
+	keep := func(old *string, s string) {
+		if *old != s {
+			*old = s
+		}
+	}
+	keep(&e.host, hb.Hostname)
+	keep(&e.group, hb.Group)
+	keep(&e.active, hb.ActiveVersion)
+	keep(&e.start, hb.StartVersion)
+	keep(&e.updater, hb.UpdaterVersion)
+	e.seq = hb.Seq
+	var odd oddFields
+	var ok bool
+	if e.at, ok = utcNanos(hb.At); !ok {
+		odd.at, odd.oddAt = hb.At, true
+	}
+	if hb.StartTime.IsZero() && hb.StartTime.Location() == time.UTC {
+		e.startTime = noTime
+	} else if e.startTime, ok = utcNanos(hb.StartTime); !ok {
+		odd.startTime, odd.oddStart = hb.StartTime, true
+	}
+	if hb.V != SchemaVersion {
+		odd.v, odd.otherV = hb.V, true
+	}
+	odd.rollback, odd.rollbackFrom, odd.error = hb.Rollback, hb.RollbackFrom, hb.Error
+	odd.errorClass, odd.errorCause, odd.updatingTo, odd.site = hb.ErrorClass, hb.ErrorCause, hb.UpdatingTo, hb.Site
+	switch {
+	case odd == oddFields{}:
+		e.odd = nil
+	case e.odd != nil && *e.odd == odd:
+	default:
+		e.odd = &odd
+	}
+}
+
+// heartbeat writes the heartbeat e holds, of agent id, into hb.
+func (e *entry) heartbeat(id rollout.AgentID, hb *Heartbeat) {
+	*hb = Heartbeat{
+		V: SchemaVersion, AgentID: id, Hostname: e.host, Group: e.group,
+		ActiveVersion: e.active, StartVersion: e.start, UpdaterVersion: e.updater,
+		At: time.Unix(0, e.at).UTC(), Seq: e.seq,
+	}
+	if e.startTime != noTime {
+		hb.StartTime = time.Unix(0, e.startTime).UTC()
+	}
+	if o := e.odd; o != nil {
+		if o.otherV {
+			hb.V = o.v
+		}
+		hb.Rollback, hb.RollbackFrom, hb.Error = o.rollback, o.rollbackFrom, o.error
+		hb.ErrorClass, hb.ErrorCause, hb.UpdatingTo, hb.Site = o.errorClass, o.errorCause, o.updatingTo, o.site
+		if o.oddAt {
+			hb.At = o.at
+		}
+		if o.oddStart {
+			hb.StartTime = o.startTime
+		}
+	}
+}
+
+func (e *entry) site() string {
+	if e.odd == nil {
+		return ""
+	}
+	return e.odd.site
+}
+
+// seen is a time the Aggregator was given as nanoseconds (the zone and the
+// monotonic reading do not matter to it), and back.
+func nanos(t time.Time) int64  { return t.UnixNano() }
+func seenAt(n int64) time.Time { return time.Unix(0, n) }
 
 // Agent is one inventory row, as reported by Agents.
 type Agent struct {
@@ -85,22 +195,19 @@ func (a *Aggregator) ObserveBatch(obs []Observation) {
 // still waiting for the collector.
 func (a *Aggregator) observe(hb *Heartbeat, t time.Time, recovered bool) {
 	e, ok := a.agents[hb.AgentID]
-	if !ok || t.Sub(e.lastSeen) >= a.expiry {
+	if !ok || a.expired(e, t) {
 		first := t
 		if recovered {
 			first = t.Add(-a.interval)
 		}
-		a.agents[hb.AgentID] = &entry{hb: *hb, firstSeen: first, lastSeen: t}
+		e = &entry{firstSeen: nanos(first), lastSeen: nanos(t)}
+		e.set(hb)
+		a.agents[hb.AgentID] = e
 		return
 	}
-	id, host := e.hb.AgentID, e.hb.Hostname
-	e.hb = *hb
-	e.hb.AgentID = id // equal: the map key
-	if hb.Hostname == host {
-		e.hb.Hostname = host
-	}
-	if t.After(e.lastSeen) {
-		e.lastSeen = t
+	e.set(hb)
+	if n := nanos(t); n > e.lastSeen {
+		e.lastSeen = n
 	}
 }
 
@@ -120,11 +227,11 @@ func (a *Aggregator) Expire(now time.Time) int {
 }
 
 func (a *Aggregator) expired(e *entry, now time.Time) bool {
-	return now.Sub(e.lastSeen) >= a.expiry
+	return nanos(now)-e.lastSeen >= int64(a.expiry)
 }
 
 func (a *Aggregator) established(e *entry, now time.Time) bool {
-	return now.Sub(e.firstSeen) >= a.interval
+	return nanos(now)-e.firstSeen >= int64(a.interval)
 }
 
 // Counts returns, per group, the counts of the agents that count at now:
@@ -149,25 +256,63 @@ func (a *Aggregator) Views(group string, now time.Time) []rollout.AgentView {
 // pass over the inventory under one lock, so every group's views are of the
 // same instant. A group with no such agent has no entry.
 func (a *Aggregator) ViewsByGroup(now time.Time) map[string][]rollout.AgentView {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make(map[string][]rollout.AgentView)
-	for _, e := range a.agents {
-		if !a.expired(e, now) && a.established(e, now) {
-			out[e.hb.Group] = append(out[e.hb.Group], a.view(e, now))
-		}
-	}
-	return out
+	_, byGroup := a.ViewsGrouped(now)
+	return byGroup
 }
 
-func (a *Aggregator) view(e *entry, now time.Time) rollout.AgentView {
-	h := &e.hb
-	return rollout.AgentView{
-		ID: h.AgentID, ActiveVersion: h.ActiveVersion, Rollback: h.Rollback,
-		RollbackFrom: h.RollbackFrom, Error: h.Error, StartTime: h.StartTime, UpdatingTo: h.UpdatingTo,
-		Unreachable: rollout.Unreachable(e.lastSeen, now, a.interval),
-		ErrorClass:  h.ErrorClass, ErrorCause: h.ErrorCause, Site: h.Site,
+// ViewsGrouped is ViewsByGroup, and all of those views in one slice whose
+// parts the groups' slices are (grouped, groups in no order): no view is
+// made twice, and nothing is allocated but the one slice of exactly the
+// agents counted, which at a million agents is most of what a controller's
+// pass allocates. Each group's slice has its own capacity: appending to it
+// never writes into another's.
+func (a *Aggregator) ViewsGrouped(now time.Time) ([]rollout.AgentView, map[string][]rollout.AgentView) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sizes := make(map[string]int)
+	total := 0
+	for _, e := range a.agents {
+		if a.counted(e, now) {
+			sizes[e.group]++
+			total++
+		}
 	}
+	all := make([]rollout.AgentView, total)
+	byGroup := make(map[string][]rollout.AgentView, len(sizes))
+	off := 0
+	for g, n := range sizes {
+		byGroup[g] = all[off : off : off+n]
+		off += n
+	}
+	for id, e := range a.agents {
+		if a.counted(e, now) {
+			byGroup[e.group] = append(byGroup[e.group], a.view(id, e, now))
+		}
+	}
+	return all, byGroup
+}
+
+// counted: established and not expired at now (the agents Counts counts).
+func (a *Aggregator) counted(e *entry, now time.Time) bool {
+	return !a.expired(e, now) && a.established(e, now)
+}
+
+func (a *Aggregator) view(id rollout.AgentID, e *entry, now time.Time) rollout.AgentView {
+	v := rollout.AgentView{
+		ID: id, ActiveVersion: e.active,
+		Unreachable: rollout.Unreachable(seenAt(e.lastSeen), now, a.interval),
+	}
+	if e.startTime != noTime {
+		v.StartTime = time.Unix(0, e.startTime).UTC()
+	}
+	if o := e.odd; o != nil {
+		v.Rollback, v.RollbackFrom, v.Error, v.UpdatingTo = o.rollback, o.rollbackFrom, o.error, o.updatingTo
+		v.ErrorClass, v.ErrorCause, v.Site = o.errorClass, o.errorCause, o.site
+		if o.oddStart {
+			v.StartTime = o.startTime
+		}
+	}
+	return v
 }
 
 // SiteCounts returns, per group, the counts of the agents Counts counts,
@@ -192,21 +337,21 @@ func (a *Aggregator) CountsWithSites(now time.Time) (map[string]rollout.Counts, 
 func (a *Aggregator) counts(now time.Time) (map[string]rollout.Counts, map[string]bool) {
 	out := make(map[string]rollout.Counts)
 	var sited map[string]bool
-	for _, e := range a.agents {
-		if a.expired(e, now) || !a.established(e, now) {
+	for id, e := range a.agents {
+		if !a.counted(e, now) {
 			continue
 		}
-		c := out[e.hb.Group]
+		c := out[e.group]
 		if c == nil {
 			c = rollout.Counts{}
-			out[e.hb.Group] = c
+			out[e.group] = c
 		}
-		c.Add(a.view(e, now))
-		if e.hb.Site != "" {
+		c.Add(a.view(id, e, now))
+		if e.site() != "" {
 			if sited == nil {
 				sited = map[string]bool{}
 			}
-			sited[e.hb.Group] = true
+			sited[e.group] = true
 		}
 	}
 	return out, sited
@@ -218,16 +363,16 @@ func (a *Aggregator) siteCounts(now time.Time, sited map[string]bool) map[string
 	if len(sited) == 0 {
 		return out
 	}
-	for _, e := range a.agents {
-		if !sited[e.hb.Group] || a.expired(e, now) || !a.established(e, now) {
+	for id, e := range a.agents {
+		if !sited[e.group] || !a.counted(e, now) {
 			continue
 		}
-		sc := out[e.hb.Group]
+		sc := out[e.group]
 		if sc == nil {
 			sc = rollout.SiteCounts{}
-			out[e.hb.Group] = sc
+			out[e.group] = sc
 		}
-		sc.Add(a.view(e, now))
+		sc.Add(a.view(id, e, now))
 	}
 	for g, sc := range out {
 		if sc = sc.Done(); sc == nil {
@@ -239,16 +384,23 @@ func (a *Aggregator) siteCounts(now time.Time, sited map[string]bool) map[string
 	return out
 }
 
+// agent is the inventory row of agent id (a.mu held).
+func (a *Aggregator) agent(id rollout.AgentID, e *entry, now time.Time) Agent {
+	r := Agent{FirstSeen: seenAt(e.firstSeen), LastSeen: seenAt(e.lastSeen), Established: a.established(e, now)}
+	e.heartbeat(id, &r.Heartbeat)
+	return r
+}
+
 // Agents lists the inventory (expired agents excluded), optionally only one
 // group, sorted by group then agent id.
 func (a *Aggregator) Agents(group string, now time.Time) []Agent {
 	a.mu.Lock()
 	out := make([]Agent, 0, len(a.agents))
-	for _, e := range a.agents {
-		if a.expired(e, now) || group != "" && e.hb.Group != group {
+	for id, e := range a.agents {
+		if a.expired(e, now) || group != "" && e.group != group {
 			continue
 		}
-		out = append(out, Agent{Heartbeat: e.hb, FirstSeen: e.firstSeen, LastSeen: e.lastSeen, Established: a.established(e, now)})
+		out = append(out, a.agent(id, e, now))
 	}
 	a.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
@@ -270,14 +422,17 @@ func (a *Aggregator) Len() int {
 // EachCounted calls fn, under the inventory's lock, with the latest
 // heartbeat and last-seen time of every agent that counts at now
 // (established and not expired: the agents Counts tallies), in no order. fn
-// must not call the Aggregator. It copies nothing, for readers that only
-// tally (the controller's metrics at a scrape).
+// must not call the Aggregator nor keep hb (it is reused). It allocates
+// nothing, for readers that only tally (the controller's metrics at a
+// scrape).
 func (a *Aggregator) EachCounted(now time.Time, fn func(hb *Heartbeat, lastSeen time.Time)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, e := range a.agents {
-		if !a.expired(e, now) && a.established(e, now) {
-			fn(&e.hb, e.lastSeen)
+	var hb Heartbeat
+	for id, e := range a.agents {
+		if a.counted(e, now) {
+			e.heartbeat(id, &hb)
+			fn(&hb, seenAt(e.lastSeen))
 		}
 	}
 }
@@ -285,14 +440,17 @@ func (a *Aggregator) EachCounted(now time.Time, fn func(hb *Heartbeat, lastSeen 
 // EachAgent calls fn, under the inventory's lock, with every agent not
 // expired at now, in no order: its latest heartbeat, when it was last
 // heard from, and whether it counts yet (established). fn must not call
-// the Aggregator nor keep hb. It copies nothing, for readers that pick a
-// few agents out of many (the dashboard's agents table).
+// the Aggregator nor keep hb (it is reused). It allocates nothing, for
+// readers that pick a few agents out of many (the dashboard's agents
+// table).
 func (a *Aggregator) EachAgent(now time.Time, fn func(hb *Heartbeat, lastSeen time.Time, established bool)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, e := range a.agents {
+	var hb Heartbeat
+	for id, e := range a.agents {
 		if !a.expired(e, now) {
-			fn(&e.hb, e.lastSeen, a.established(e, now))
+			e.heartbeat(id, &hb)
+			fn(&hb, seenAt(e.lastSeen), a.established(e, now))
 		}
 	}
 }
@@ -305,5 +463,5 @@ func (a *Aggregator) Lookup(id rollout.AgentID, now time.Time) (Agent, bool) {
 	if !ok || a.expired(e, now) {
 		return Agent{}, false
 	}
-	return Agent{Heartbeat: e.hb, FirstSeen: e.firstSeen, LastSeen: e.lastSeen, Established: a.established(e, now)}, true
+	return a.agent(id, e, now), true
 }

@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -665,11 +666,15 @@ func rss(args []string) error {
 	n := fs.Int("agents", 100_000, "agents in the stream")
 	groups := fs.Int("groups", 10, "groups")
 	bin := fs.String("controller", "", "controller binary (go build -o /tmp/controller ./cmd/controller)")
+	inproc := fs.Bool("inprocess", true, "first measure an in-process controller's heap growth")
+	memLimit := fs.String("gomemlimit", "", "GOMEMLIMIT for the controller process only (e.g. 550MiB); empty: the Go default (none)")
+	every := fs.Duration("heartbeat", 30*time.Second, "the fleet's heartbeat interval: during the live window every agent heartbeats once per interval (agents/interval heartbeats/s)")
+	window := fs.Duration("for", 30*time.Second, "how long the live window lasts")
 	fs.Parse(args)
 	if *bin == "" {
 		return fmt.Errorf("-controller is required")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	_, url, stop, err := startServerConf("", false)
 	if err != nil {
@@ -691,37 +696,54 @@ func rss(args []string) error {
 	info, _ := fleet.HB.Info(ctx)
 	fmt.Printf("rss: stream %s holds %d heartbeats (%d bytes)\n", kv.StreamHB, info.State.Msgs, info.State.Bytes)
 
-	// In process: the controller's heap alone (GC'd heap in use, delta).
-	runtime.GC()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	c, err := controller.New(fleet, controller.Options{ID: "inproc", Log: discard})
-	if err != nil {
-		return err
+	if *inproc {
+		// In process: the controller's heap alone (GC'd heap in use, delta).
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		c, err := controller.New(fleet, controller.Options{ID: "inproc", Log: discard})
+		if err != nil {
+			return err
+		}
+		cctx, ccancel := context.WithCancel(ctx)
+		start := time.Now()
+		stopped := make(chan error, 1)
+		go func() { stopped <- c.Run(cctx) }()
+		<-c.Ready()
+		ready := time.Since(start)
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		fmt.Printf("in-process controller: ready in %v with %d agents; heap in use +%.1f MiB (%.0f bytes/agent; includes the embedded server's share of the consumer)\n",
+			ready.Round(time.Millisecond), c.Inventory().Len(), float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/(1<<20), float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/float64(*n))
+		ccancel()
+		if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("in-process controller: %w", err)
+		}
 	}
-	cctx, ccancel := context.WithCancel(ctx)
-	start := time.Now()
-	stopped := make(chan error, 1)
-	go func() { stopped <- c.Run(cctx) }()
-	<-c.Ready()
-	ready := time.Since(start)
-	runtime.GC()
-	runtime.ReadMemStats(&m1)
-	fmt.Printf("in-process controller: ready in %v with %d agents; heap in use +%.1f MiB (%.0f bytes/agent; includes the embedded server's share of the consumer)\n",
-		ready.Round(time.Millisecond), c.Inventory().Len(), float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/(1<<20), float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/float64(*n))
-	ccancel()
-	if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("in-process controller: %w", err)
+
+	// A rollout under way, so that every pass decides every group: the
+	// config's groups and a spec for a new version.
+	if err := writeRollout(ctx, fleet, *groups); err != nil {
+		return err
 	}
 
 	// Separate process: the real cmd/controller against this server.
-	cmd := exec.Command(*bin, "run", "--nats", url, "--id", "rss", "--log-format", "json")
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(*bin, "run", "--nats", url, "--id", "rss", "--log-format", "json", "--http-addr", addr,
+		"--heartbeat-interval", every.String())
+	if *memLimit != "" {
+		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+*memLimit)
+	}
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	start = time.Now()
+	start := time.Now()
 	sc := bufio.NewScanner(stderr)
 	found := false
 	for sc.Scan() {
@@ -735,13 +757,129 @@ func rss(args []string) error {
 		return fmt.Errorf("controller exited before recovering the inventory")
 	}
 	go io.Copy(io.Discard, stderr)
-	ready = time.Since(start)
+	ready := time.Since(start)
 	pid := cmd.Process.Pid
-	r0 := vmRSS(pid)
-	time.Sleep(12 * time.Second) // one stats write and reconcile pass
-	r1 := vmRSS(pid)
-	fmt.Printf("controller process (pid %d): ready in %v (incl. process start); VmRSS at ready %.1f MiB, after one stats pass %.1f MiB\n",
-		pid, ready.Round(time.Millisecond), float64(r0)/1024, float64(r1)/1024)
-	fmt.Printf("bench process (embedded server + publisher + stopped in-process controller) VmRSS %.1f MiB\n", float64(vmRSS(os.Getpid()))/1024)
+	fmt.Printf("controller process (pid %d, GOMEMLIMIT=%q): inventory of %d recovered in %v (incl. process start); VmRSS %.1f MiB\n",
+		pid, *memLimit, *n, ready.Round(time.Millisecond), float64(vmRSS(pid))/1024)
+
+	// The live window: every agent's next heartbeat, paced at agents per
+	// heartbeat interval, while the controller's CPU and RSS are sampled.
+	perSec := float64(*n) / every.Seconds()
+	total := int(perSec * window.Seconds())
+	subjects, data, err = payloadsFrom(0, min(total, *n), *groups, 2)
+	if err != nil {
+		return err
+	}
+	recv0, err := scrapeMetric(addr, "fleetwave_heartbeats_received_total")
+	if err != nil {
+		return err
+	}
+	cpu0, t0 := procCPU(pid), time.Now()
+	var maxRSS int64
+	sample := func() {
+		if r := vmRSS(pid); r > maxRSS {
+			maxRSS = r
+		}
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	next := time.Now().Add(time.Second)
+	for i := 0; i < total; {
+		<-tick.C
+		due := int(perSec * time.Since(t0).Seconds())
+		for ; i < min(due, total); i++ {
+			j := i % len(subjects)
+			if _, err := js.PublishAsync(subjects[j], data[j], jetstream.WithStallWait(30*time.Second)); err != nil {
+				return err
+			}
+		}
+		if time.Now().After(next) {
+			sample()
+			next = next.Add(time.Second)
+		}
+	}
+	tick.Stop()
+	<-js.PublishAsyncComplete()
+	for {
+		got, err := scrapeMetric(addr, "fleetwave_heartbeats_received_total")
+		if err != nil {
+			return err
+		}
+		if got-recv0 >= float64(total) {
+			break
+		}
+		if time.Since(t0) > *window+time.Minute {
+			return fmt.Errorf("controller received %.0f of %d live heartbeats", got-recv0, total)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wall := time.Since(t0)
+	sample()
+	cpu := procCPU(pid) - cpu0
+	pct := 100 * cpu.Seconds() / wall.Seconds()
+	fmt.Printf("live window: %d heartbeats at %.0f/s over %v (all received after %v); controller CPU %.1f%% of one core (%.1f µs/heartbeat): headroom %.1f× on one core; VmRSS max %.1f MiB, now %.1f MiB\n",
+		total, perSec, window, wall.Round(time.Millisecond), pct, cpu.Seconds()/float64(total)*1e6, 100/pct, float64(maxRSS)/1024, float64(vmRSS(pid))/1024)
+	for _, h := range []string{"fleetwave_stats_write_duration_seconds", "fleetwave_rollout_pass_duration_seconds"} {
+		sum, err1 := scrapeMetric(addr, h+"_sum")
+		cnt, err2 := scrapeMetric(addr, h+"_count")
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		fmt.Printf("%s: %.0f passes, mean %.3fs\n", h, cnt, sum/max(cnt, 1))
+	}
+	fmt.Printf("bench process (embedded server + publisher) VmRSS %.1f MiB\n", float64(vmRSS(os.Getpid()))/1024)
 	return nil
+}
+
+// writeRollout writes a config of groups g0..g(n-1) and a spec for a new
+// version, so that a controller's every pass decides every group.
+func writeRollout(ctx context.Context, fleet *kv.Fleet, n int) error {
+	cfg := rollout.DefaultConfig()
+	cfg.Groups = nil
+	for i := range n {
+		g := rollout.DefaultGroup(groupOf(i, n))
+		g.DependsOn = []string{} // all at once: every pass moves every group
+		cfg.Groups = append(cfg.Groups, g)
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if _, err := kv.Save(ctx, fleet.Config, kv.KeyConfig, cfg, 0); err != nil {
+		return err
+	}
+	spec := rollout.DefaultSpec("14.3.7", "14.4.0")
+	spec.Critical = true
+	_, err := kv.Save(ctx, fleet.Plan, kv.KeySpec, spec, 0)
+	return err
+}
+
+// procCPU is the user + system CPU time process pid has used.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces) in ")".
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// scrapeMetric reads one unlabelled sample from addr's /metrics.
+func scrapeMetric(addr, name string) (float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("/metrics has no %s", name)
 }
