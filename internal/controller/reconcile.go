@@ -64,8 +64,10 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if _, bad := st.Problem(kv.BucketPlan, kv.KeyQuarantine); bad {
 		return nil // which versions are quarantined is not known: nothing moves
 	}
-	all, byGroup := c.agg.ViewsGrouped(now)
-	quarantine, err := c.quarantine(ctx, st.Quarantine, st.Config.Value.QuarantineAfter, all, now)
+	// Only the agents that rolled back matter to quarantine; each group's
+	// views are read when it is decided, one group at a time, so that a
+	// million agents are never all viewed at once.
+	quarantine, err := c.quarantine(ctx, st.Quarantine, st.Config.Value.QuarantineAfter, c.agg.RolledBack(now), now)
 	if err != nil {
 		return err
 	}
@@ -78,7 +80,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		if _, bad := st.Problem(kv.BucketPlan, kv.GroupKey(group)); bad {
 			continue
 		}
-		views := byGroup[group]
+		views := c.agg.Views(group, now)
 		prev, had := st.Groups[group]
 		measured := c.an.take(group)
 		next, events := rollout.Next(rollout.Input{
@@ -123,8 +125,8 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 // fleet-wide event (which the audit trail stores). It returns the list the
 // groups' steps use. A lost compare-and-swap (an operator changed the list)
 // is not an error: this pass uses what it read, the next one decides again.
-func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.QuarantineList], after int, all []rollout.AgentView, now time.Time) (rollout.QuarantineList, error) {
-	found := rollout.QuarantineFrom(all, after, e.Value, now.UTC())
+func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.QuarantineList], after int, rolledBack []rollout.AgentView, now time.Time) (rollout.QuarantineList, error) {
+	found := rollout.QuarantineFrom(rolledBack, after, e.Value, now.UTC())
 	if len(found) == 0 {
 		return e.Value, nil
 	}

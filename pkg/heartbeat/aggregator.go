@@ -2,6 +2,7 @@ package heartbeat
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -30,23 +31,38 @@ type Aggregator struct {
 	expiry   time.Duration
 
 	mu     sync.Mutex
-	agents map[rollout.AgentID]*entry
+	where  map[rollout.AgentID]place // every agent held
+	groups map[string]*members       // each group's agents
+}
+
+// members are one group's agents, in one slice of entries (and one of their
+// ids), so that a pass over a million agents reads memory in order rather
+// than chasing a pointer per agent, and a group can be read alone.
+type members struct {
+	group string
+	ids   []rollout.AgentID
+	e     []entry
+}
+
+// place is where an agent's entry is.
+type place struct {
+	m *members
+	i int32
 }
 
 // entry is one agent, kept small, for a controller holds a million of
-// them: 128 bytes (one allocation of the smallest class that fits), the
-// agent id as the map key, strings shared between agents where the decoder
-// shared them (groups, versions), times as UTC nanoseconds, and whatever a
-// steady agent does not send (an error, a rollback, an install under way, a
-// site, a time in another zone) in a second allocation only agents with
-// such a field have. compact and heartbeat convert exactly, both ways
-// (TestAggregatorKeepsHeartbeatsExactly).
+// them: 112 bytes, its id and group kept by its members, strings shared
+// between agents where the decoder shared them (versions), times as UTC
+// nanoseconds, and whatever a steady agent does not send (an error, a
+// rollback, an install under way, a site, a time in another zone) in an
+// allocation only agents with such a field have. set and heartbeat convert
+// exactly, both ways (TestAggregatorKeepsHeartbeatsExactly).
 type entry struct {
-	host, group, active, start, updater string
-	at, startTime                       int64 // UTC unix nanoseconds; startTime noTime: zero
-	seq                                 uint64
-	odd                                 *oddFields
-	firstSeen, lastSeen                 int64 // unix nanoseconds
+	host, active, start, updater string
+	at, startTime                int64 // UTC unix nanoseconds; startTime noTime: zero
+	seq                          uint64
+	odd                          *oddFields
+	firstSeen, lastSeen          int64 // unix nanoseconds
 }
 
 // oddFields are the fields of a heartbeat most agents leave empty, and the
@@ -82,7 +98,6 @@ func (e *entry) set(hb *Heartbeat) {
 		}
 	}
 	keep(&e.host, hb.Hostname)
-	keep(&e.group, hb.Group)
 	keep(&e.active, hb.ActiveVersion)
 	keep(&e.start, hb.StartVersion)
 	keep(&e.updater, hb.UpdaterVersion)
@@ -111,10 +126,10 @@ func (e *entry) set(hb *Heartbeat) {
 	}
 }
 
-// heartbeat writes the heartbeat e holds, of agent id, into hb.
-func (e *entry) heartbeat(id rollout.AgentID, hb *Heartbeat) {
+// heartbeat writes the heartbeat e holds, of agent id in group, into hb.
+func (e *entry) heartbeat(id rollout.AgentID, group string, hb *Heartbeat) {
 	*hb = Heartbeat{
-		V: SchemaVersion, AgentID: id, Hostname: e.host, Group: e.group,
+		V: SchemaVersion, AgentID: id, Hostname: e.host, Group: group,
 		ActiveVersion: e.active, StartVersion: e.start, UpdaterVersion: e.updater,
 		At: time.Unix(0, e.at).UTC(), Seq: e.seq,
 	}
@@ -143,8 +158,8 @@ func (e *entry) site() string {
 	return e.odd.site
 }
 
-// seen is a time the Aggregator was given as nanoseconds (the zone and the
-// monotonic reading do not matter to it), and back.
+// nanos is a time the Aggregator was given, as nanoseconds (the zone and
+// the monotonic reading do not matter to it), and seenAt that time back.
 func nanos(t time.Time) int64  { return t.UnixNano() }
 func seenAt(n int64) time.Time { return time.Unix(0, n) }
 
@@ -159,7 +174,8 @@ type Agent struct {
 // NewAggregator returns an empty inventory for agents that heartbeat every
 // interval and expire after expiry without one.
 func NewAggregator(interval, expiry time.Duration) *Aggregator {
-	return &Aggregator{interval: interval, expiry: expiry, agents: make(map[rollout.AgentID]*entry)}
+	return &Aggregator{interval: interval, expiry: expiry,
+		where: make(map[rollout.AgentID]place), groups: make(map[string]*members)}
 }
 
 // Observe records hb as received at t. recovered marks a heartbeat replayed
@@ -189,25 +205,65 @@ func (a *Aggregator) ObserveBatch(obs []Observation) {
 	}
 }
 
-// observe is Observe with a.mu held. An agent's id and host name rarely
-// change: the entry keeps the strings it holds when they are equal, so that
-// a million agents' inventory holds one copy of each, not one per heartbeat
-// still waiting for the collector.
+// observe is Observe with a.mu held.
 func (a *Aggregator) observe(hb *Heartbeat, t time.Time, recovered bool) {
-	e, ok := a.agents[hb.AgentID]
-	if !ok || a.expired(e, t) {
-		first := t
-		if recovered {
-			first = t.Add(-a.interval)
+	if p, ok := a.where[hb.AgentID]; ok {
+		e := &p.m.e[p.i]
+		if !a.expired(e, t) {
+			if n := nanos(t); n > e.lastSeen {
+				e.lastSeen = n
+			}
+			if p.m.group == hb.Group {
+				e.set(hb)
+				return
+			}
+			moved := *e // to another group, with its clocks
+			id := p.m.ids[p.i]
+			a.remove(p)
+			moved.set(hb)
+			a.insert(id, hb.Group, moved)
+			return
 		}
-		e = &entry{firstSeen: nanos(first), lastSeen: nanos(t)}
-		e.set(hb)
-		a.agents[hb.AgentID] = e
-		return
+		a.remove(p) // expired: it starts over
 	}
+	first := t
+	if recovered {
+		first = t.Add(-a.interval)
+	}
+	e := entry{firstSeen: nanos(first), lastSeen: nanos(t)}
 	e.set(hb)
-	if n := nanos(t); n > e.lastSeen {
-		e.lastSeen = n
+	a.insert(hb.AgentID, hb.Group, e)
+}
+
+func (a *Aggregator) insert(id rollout.AgentID, group string, e entry) {
+	m := a.groups[group]
+	if m == nil {
+		m = &members{group: group}
+		a.groups[group] = m
+	}
+	m.e, m.ids = append(m.e, e), append(m.ids, id)
+	a.where[id] = place{m: m, i: int32(len(m.e) - 1)}
+}
+
+// remove takes the agent at p out: the group's last agent moves into its
+// place.
+func (a *Aggregator) remove(p place) {
+	m, last := p.m, len(p.m.e)-1
+	delete(a.where, m.ids[p.i])
+	if int(p.i) != last {
+		m.e[p.i], m.ids[p.i] = m.e[last], m.ids[last]
+		a.where[m.ids[p.i]] = p
+	}
+	m.e[last], m.ids[last] = entry{}, "" // nothing kept alive
+	m.e, m.ids = m.e[:last], m.ids[:last]
+	switch {
+	case last == 0:
+		delete(a.groups, m.group)
+	case cap(m.e) > 1024 && last < cap(m.e)/4: // most expired: give the memory back
+		m.e, m.ids = slices.Clip(slices.Clone(m.e)), slices.Clip(slices.Clone(m.ids))
+		for i, id := range m.ids {
+			a.where[id] = place{m: m, i: int32(i)}
+		}
 	}
 }
 
@@ -217,10 +273,12 @@ func (a *Aggregator) Expire(now time.Time) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := 0
-	for id, e := range a.agents {
-		if a.expired(e, now) {
-			delete(a.agents, id)
-			n++
+	for _, m := range a.groups {
+		for i := len(m.e) - 1; i >= 0; i-- { // what moves into i was checked
+			if i < len(m.e) && a.expired(&m.e[i], now) {
+				a.remove(place{m: m, i: int32(i)})
+				n++
+			}
 		}
 	}
 	return n
@@ -234,6 +292,11 @@ func (a *Aggregator) established(e *entry, now time.Time) bool {
 	return nanos(now)-e.firstSeen >= int64(a.interval)
 }
 
+// counted: established and not expired at now (the agents Counts counts).
+func (a *Aggregator) counted(e *entry, now time.Time) bool {
+	return !a.expired(e, now) && a.established(e, now)
+}
+
 // Counts returns, per group, the counts of the agents that count at now:
 // established and not expired. The tally is rollout.Counts.Add, the same
 // rule the rollout engine applies.
@@ -245,56 +308,67 @@ func (a *Aggregator) Counts(now time.Time) map[string]rollout.Counts {
 }
 
 // Views returns the established, unexpired agents of group as the rollout
-// engine sees them. To read every group, use ViewsByGroup: one pass, one
-// lock.
+// engine sees them, from one pass over that group alone.
 func (a *Aggregator) Views(group string, now time.Time) []rollout.AgentView {
-	return a.ViewsByGroup(now)[group]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.groups[group]
+	if m == nil {
+		return nil
+	}
+	n := 0
+	for i := range m.e {
+		if a.counted(&m.e[i], now) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]rollout.AgentView, 0, n)
+	for i := range m.e {
+		if e := &m.e[i]; a.counted(e, now) {
+			out = append(out, a.view(m.ids[i], e, now))
+		}
+	}
+	return out
 }
 
 // ViewsByGroup returns, per group, the established, unexpired agents of that
 // group as the rollout engine sees them (what Views returns for it), from one
 // pass over the inventory under one lock, so every group's views are of the
-// same instant. A group with no such agent has no entry.
+// same instant. A group with no such agent has no entry. At a million agents
+// that is a million views at once: a controller reads one group at a time
+// (Views) instead.
 func (a *Aggregator) ViewsByGroup(now time.Time) map[string][]rollout.AgentView {
-	_, byGroup := a.ViewsGrouped(now)
-	return byGroup
-}
-
-// ViewsGrouped is ViewsByGroup, and all of those views in one slice whose
-// parts the groups' slices are (grouped, groups in no order): no view is
-// made twice, and nothing is allocated but the one slice of exactly the
-// agents counted, which at a million agents is most of what a controller's
-// pass allocates. Each group's slice has its own capacity: appending to it
-// never writes into another's.
-func (a *Aggregator) ViewsGrouped(now time.Time) ([]rollout.AgentView, map[string][]rollout.AgentView) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	sizes := make(map[string]int)
-	total := 0
-	for _, e := range a.agents {
-		if a.counted(e, now) {
-			sizes[e.group]++
-			total++
+	out := make(map[string][]rollout.AgentView)
+	for _, m := range a.groups {
+		for i := range m.e {
+			if e := &m.e[i]; a.counted(e, now) {
+				out[m.group] = append(out[m.group], a.view(m.ids[i], e, now))
+			}
 		}
 	}
-	all := make([]rollout.AgentView, total)
-	byGroup := make(map[string][]rollout.AgentView, len(sizes))
-	off := 0
-	for g, n := range sizes {
-		byGroup[g] = all[off : off : off+n]
-		off += n
-	}
-	for id, e := range a.agents {
-		if a.counted(e, now) {
-			byGroup[e.group] = append(byGroup[e.group], a.view(id, e, now))
-		}
-	}
-	return all, byGroup
+	return out
 }
 
-// counted: established and not expired at now (the agents Counts counts).
-func (a *Aggregator) counted(e *entry, now time.Time) bool {
-	return !a.expired(e, now) && a.established(e, now)
+// RolledBack returns the views of the established, unexpired agents, of
+// every group, that report a rollback: all the quarantine rule
+// (rollout.QuarantineFrom) looks at, without a view of every agent.
+func (a *Aggregator) RolledBack(now time.Time) []rollout.AgentView {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []rollout.AgentView
+	for _, m := range a.groups {
+		for i := range m.e {
+			if e := &m.e[i]; e.odd != nil && e.odd.rollback && a.counted(e, now) {
+				out = append(out, a.view(m.ids[i], e, now))
+			}
+		}
+	}
+	return out
 }
 
 func (a *Aggregator) view(id rollout.AgentID, e *entry, now time.Time) rollout.AgentView {
@@ -337,21 +411,26 @@ func (a *Aggregator) CountsWithSites(now time.Time) (map[string]rollout.Counts, 
 func (a *Aggregator) counts(now time.Time) (map[string]rollout.Counts, map[string]bool) {
 	out := make(map[string]rollout.Counts)
 	var sited map[string]bool
-	for id, e := range a.agents {
-		if !a.counted(e, now) {
-			continue
-		}
-		c := out[e.group]
-		if c == nil {
-			c = rollout.Counts{}
-			out[e.group] = c
-		}
-		c.Add(a.view(id, e, now))
-		if e.site() != "" {
-			if sited == nil {
-				sited = map[string]bool{}
+	for _, m := range a.groups {
+		var c rollout.Counts
+		for i := range m.e {
+			e := &m.e[i]
+			if !a.counted(e, now) {
+				continue
 			}
-			sited[e.group] = true
+			if c == nil {
+				c = rollout.Counts{}
+			}
+			c.Add(a.view(m.ids[i], e, now))
+			if e.site() != "" {
+				if sited == nil {
+					sited = map[string]bool{}
+				}
+				sited[m.group] = true
+			}
+		}
+		if c != nil {
+			out[m.group] = c
 		}
 	}
 	return out, sited
@@ -360,34 +439,26 @@ func (a *Aggregator) counts(now time.Time) (map[string]rollout.Counts, map[strin
 // siteCounts is SiteCounts for the sited groups (a.mu held).
 func (a *Aggregator) siteCounts(now time.Time, sited map[string]bool) map[string]rollout.SiteCounts {
 	out := make(map[string]rollout.SiteCounts)
-	if len(sited) == 0 {
-		return out
-	}
-	for id, e := range a.agents {
-		if !sited[e.group] || !a.counted(e, now) {
-			continue
+	for g := range sited {
+		m := a.groups[g]
+		sc := rollout.SiteCounts{}
+		for i := range m.e {
+			if e := &m.e[i]; a.counted(e, now) {
+				sc.Add(a.view(m.ids[i], e, now))
+			}
 		}
-		sc := out[e.group]
-		if sc == nil {
-			sc = rollout.SiteCounts{}
-			out[e.group] = sc
-		}
-		sc.Add(a.view(id, e, now))
-	}
-	for g, sc := range out {
-		if sc = sc.Done(); sc == nil {
-			delete(out, g)
-		} else {
+		if sc = sc.Done(); sc != nil {
 			out[g] = sc
 		}
 	}
 	return out
 }
 
-// agent is the inventory row of agent id (a.mu held).
-func (a *Aggregator) agent(id rollout.AgentID, e *entry, now time.Time) Agent {
+// agent is the inventory row of the agent at p (a.mu held).
+func (a *Aggregator) agent(p place, now time.Time) Agent {
+	e := &p.m.e[p.i]
 	r := Agent{FirstSeen: seenAt(e.firstSeen), LastSeen: seenAt(e.lastSeen), Established: a.established(e, now)}
-	e.heartbeat(id, &r.Heartbeat)
+	e.heartbeat(p.m.ids[p.i], p.m.group, &r.Heartbeat)
 	return r
 }
 
@@ -395,12 +466,16 @@ func (a *Aggregator) agent(id rollout.AgentID, e *entry, now time.Time) Agent {
 // group, sorted by group then agent id.
 func (a *Aggregator) Agents(group string, now time.Time) []Agent {
 	a.mu.Lock()
-	out := make([]Agent, 0, len(a.agents))
-	for id, e := range a.agents {
-		if a.expired(e, now) || group != "" && e.group != group {
+	var out []Agent
+	for _, m := range a.groups {
+		if group != "" && m.group != group {
 			continue
 		}
-		out = append(out, a.agent(id, e, now))
+		for i := range m.e {
+			if !a.expired(&m.e[i], now) {
+				out = append(out, a.agent(place{m: m, i: int32(i)}, now))
+			}
+		}
 	}
 	a.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
@@ -416,7 +491,7 @@ func (a *Aggregator) Agents(group string, now time.Time) []Agent {
 func (a *Aggregator) Len() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.agents)
+	return len(a.where)
 }
 
 // EachCounted calls fn, under the inventory's lock, with the latest
@@ -429,10 +504,12 @@ func (a *Aggregator) EachCounted(now time.Time, fn func(hb *Heartbeat, lastSeen 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var hb Heartbeat
-	for id, e := range a.agents {
-		if a.counted(e, now) {
-			e.heartbeat(id, &hb)
-			fn(&hb, seenAt(e.lastSeen))
+	for _, m := range a.groups {
+		for i := range m.e {
+			if e := &m.e[i]; a.counted(e, now) {
+				e.heartbeat(m.ids[i], m.group, &hb)
+				fn(&hb, seenAt(e.lastSeen))
+			}
 		}
 	}
 }
@@ -447,10 +524,12 @@ func (a *Aggregator) EachAgent(now time.Time, fn func(hb *Heartbeat, lastSeen ti
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var hb Heartbeat
-	for id, e := range a.agents {
-		if !a.expired(e, now) {
-			e.heartbeat(id, &hb)
-			fn(&hb, seenAt(e.lastSeen), a.established(e, now))
+	for _, m := range a.groups {
+		for i := range m.e {
+			if e := &m.e[i]; !a.expired(e, now) {
+				e.heartbeat(m.ids[i], m.group, &hb)
+				fn(&hb, seenAt(e.lastSeen), a.established(e, now))
+			}
 		}
 	}
 }
@@ -459,9 +538,9 @@ func (a *Aggregator) EachAgent(now time.Time, fn func(hb *Heartbeat, lastSeen ti
 func (a *Aggregator) Lookup(id rollout.AgentID, now time.Time) (Agent, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	e, ok := a.agents[id]
-	if !ok || a.expired(e, now) {
+	p, ok := a.where[id]
+	if !ok || a.expired(&p.m.e[p.i], now) {
 		return Agent{}, false
 	}
-	return a.agent(id, e, now), true
+	return a.agent(p, now), true
 }

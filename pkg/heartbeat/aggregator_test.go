@@ -615,3 +615,37 @@ func TestAggregatorSites(t *testing.T) {
 		}
 	}
 }
+
+// The passes a controller makes over a million agents: the counts it writes
+// every stats interval and the views every rollout pass decides on. Each
+// holds the inventory's lock for its whole run, so heartbeats wait for it.
+func BenchmarkAggregatePass1M(b *testing.B) {
+	a := filledAggregator(b, 1_000_000)
+	b.Run("CountsWithSites", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if c, _ := a.CountsWithSites(t0); len(c) != 3 {
+				b.Fatalf("%d groups, want 3", len(c))
+			}
+		}
+	})
+	b.Run("Views", func(b *testing.B) { // what a rollout pass reads: each group, one at a time
+		b.ReportAllocs()
+		for b.Loop() {
+			n := 0
+			for _, g := range []string{"canary", "prod", "staging"} {
+				n += len(a.Views(g, t0))
+			}
+			if n != 1_000_000 {
+				b.Fatalf("%d views", n)
+			}
+			a.RolledBack(t0)
+		}
+	})
+	b.Run("ViewsByGroup", func(b *testing.B) { // all at once, as before
+		b.ReportAllocs()
+		for b.Loop() {
+			a.ViewsByGroup(t0)
+		}
+	})
+}
