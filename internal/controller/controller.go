@@ -14,6 +14,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
 // Options configure a controller.
@@ -61,7 +62,8 @@ type Controller struct {
 	rejected atomic.Uint64
 	lastWarn atomic.Int64 // unix nanos of the last bad-heartbeat log line
 
-	statsRev map[string]uint64 // group → revision of our last stats write
+	statsRev map[string]uint64   // group → revision of our last stats write
+	views    []rollout.AgentView // the rollout pass's views of one group, reused (reconcile only)
 
 	lease   *kv.Lease
 	leader  bool        // last Campaign won (for logging changes only)

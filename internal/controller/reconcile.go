@@ -80,7 +80,10 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		if _, bad := st.Problem(kv.BucketPlan, kv.GroupKey(group)); bad {
 			continue
 		}
-		views := c.agg.Views(group, now)
+		// The views of the group before are not needed any more: their
+		// slice takes this group's (a pass allocates no views).
+		c.views = c.agg.AppendViews(c.views[:0], group, now)
+		views := c.views
 		prev, had := st.Groups[group]
 		measured := c.an.take(group)
 		next, events := rollout.Next(rollout.Input{

@@ -310,28 +310,31 @@ func (a *Aggregator) Counts(now time.Time) map[string]rollout.Counts {
 // Views returns the established, unexpired agents of group as the rollout
 // engine sees them, from one pass over that group alone.
 func (a *Aggregator) Views(group string, now time.Time) []rollout.AgentView {
+	if v := a.AppendViews(nil, group, now); len(v) > 0 {
+		return v
+	}
+	return nil
+}
+
+// AppendViews appends Views(group, now) to dst and returns it: a controller
+// passes the slice of its last group back in, so that its passes over a
+// million agents allocate nothing.
+func (a *Aggregator) AppendViews(dst []rollout.AgentView, group string, now time.Time) []rollout.AgentView {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	m := a.groups[group]
 	if m == nil {
-		return nil
+		return dst
 	}
-	n := 0
-	for i := range m.e {
-		if a.counted(&m.e[i], now) {
-			n++
-		}
+	if cap(dst)-len(dst) < len(m.e) {
+		dst = slices.Grow(dst, len(m.e))
 	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]rollout.AgentView, 0, n)
 	for i := range m.e {
 		if e := &m.e[i]; a.counted(e, now) {
-			out = append(out, a.view(m.ids[i], e, now))
+			dst = append(dst, a.view(m.ids[i], e, now))
 		}
 	}
-	return out
+	return dst
 }
 
 // ViewsByGroup returns, per group, the established, unexpired agents of that
