@@ -30,9 +30,10 @@ type Aggregator struct {
 	interval time.Duration
 	expiry   time.Duration
 
-	mu     sync.Mutex
-	where  map[rollout.AgentID]place // every agent held
-	groups map[string]*members       // each group's agents
+	mu       sync.Mutex
+	where    map[rollout.AgentID]place // every agent held
+	groups   map[string]*members       // each group's agents
+	versions versions
 }
 
 // members are one group's agents, in one slice of entries (and one of their
@@ -51,18 +52,48 @@ type place struct {
 }
 
 // entry is one agent, kept small, for a controller holds a million of
-// them: 112 bytes, its id and group kept by its members, strings shared
-// between agents where the decoder shared them (versions), times as UTC
-// nanoseconds, and whatever a steady agent does not send (an error, a
-// rollback, an install under way, a site, a time in another zone) in an
-// allocation only agents with such a field have. set and heartbeat convert
-// exactly, both ways (TestAggregatorKeepsHeartbeatsExactly).
+// them: 80 bytes, its id and group kept by its members, its versions as
+// numbers in the Aggregator's table of versions, times as UTC nanoseconds,
+// and whatever a steady agent does not send (an error, a rollback, an
+// install under way, a site, a time in another zone) in an allocation only
+// agents with such a field have. set and heartbeat convert exactly, both
+// ways (TestAggregatorKeepsHeartbeatsExactly).
 type entry struct {
-	host, active, start, updater string
-	at, startTime                int64 // UTC unix nanoseconds; startTime noTime: zero
-	seq                          uint64
-	odd                          *oddFields
-	firstSeen, lastSeen          int64 // unix nanoseconds
+	host                   string
+	active, start, updater uint32 // versions.strs; 0: ""
+	at, startTime          int64  // UTC unix nanoseconds; startTime noTime: zero
+	seq                    uint64
+	odd                    *oddFields
+	firstSeen, lastSeen    int64 // unix nanoseconds
+}
+
+// versions numbers the version strings agents report, so that an entry
+// holds three numbers where it would hold three strings. It only grows, up
+// to maxVersions; a version past that is kept in the agent's oddFields.
+type versions struct {
+	ids  map[string]uint32
+	strs []string // strs[0] is ""
+}
+
+const maxVersions = 1 << 16
+
+func (v *versions) id(s string) (uint32, bool) {
+	if s == "" {
+		return 0, true
+	}
+	if i, ok := v.ids[s]; ok {
+		return i, true
+	}
+	if len(v.strs) >= maxVersions {
+		return 0, false
+	}
+	if v.ids == nil {
+		v.ids, v.strs = make(map[string]uint32), []string{""}
+	}
+	v.strs = append(v.strs, s)
+	i := uint32(len(v.strs) - 1)
+	v.ids[s] = i
+	return i, true
 }
 
 // oddFields are the fields of a heartbeat most agents leave empty, and the
@@ -73,6 +104,10 @@ type oddFields struct {
 	rollbackFrom, error, errorClass, errorCause, updatingTo, site string
 	at, startTime                                                 time.Time
 	otherV, oddAt, oddStart                                       bool
+	// ownVersions: the versions table was full; these are the active,
+	// start and updater versions.
+	ownVersions bool
+	versions    [3]string
 }
 
 // noTime is entry.startTime for the zero time.
@@ -88,28 +123,30 @@ func utcNanos(t time.Time) (int64, bool) {
 	return n, n != noTime && time.Unix(0, n).UTC() == t
 }
 
-// set stores hb in e (keeping e's strings that are equal to hb's, so that a
-// million agents hold one copy of each, not one per heartbeat waiting for
-// the collector).
-func (e *entry) set(hb *Heartbeat) {
-	keep := func(old *string, s string) {
-		if *old != s {
-			*old = s
-		}
+// set stores hb in e (keeping e's host name when it is equal to hb's, so
+// that a million agents hold one copy of each, not one per heartbeat
+// waiting for the collector).
+func (a *Aggregator) set(e *entry, hb *Heartbeat) {
+	if e.host != hb.Hostname {
+		e.host = hb.Hostname
 	}
-	keep(&e.host, hb.Hostname)
-	keep(&e.active, hb.ActiveVersion)
-	keep(&e.start, hb.StartVersion)
-	keep(&e.updater, hb.UpdaterVersion)
 	e.seq = hb.Seq
 	var odd oddFields
-	var ok bool
-	if e.at, ok = utcNanos(hb.At); !ok {
+	var ok [3]bool
+	e.active, ok[0] = a.versions.id(hb.ActiveVersion)
+	e.start, ok[1] = a.versions.id(hb.StartVersion)
+	e.updater, ok[2] = a.versions.id(hb.UpdaterVersion)
+	if ok != [3]bool{true, true, true} {
+		e.active, e.start, e.updater = 0, 0, 0
+		odd.ownVersions, odd.versions = true, [3]string{hb.ActiveVersion, hb.StartVersion, hb.UpdaterVersion}
+	}
+	var exact bool
+	if e.at, exact = utcNanos(hb.At); !exact {
 		odd.at, odd.oddAt = hb.At, true
 	}
 	if hb.StartTime.IsZero() && hb.StartTime.Location() == time.UTC {
 		e.startTime = noTime
-	} else if e.startTime, ok = utcNanos(hb.StartTime); !ok {
+	} else if e.startTime, exact = utcNanos(hb.StartTime); !exact {
 		odd.startTime, odd.oddStart = hb.StartTime, true
 	}
 	if hb.V != SchemaVersion {
@@ -126,12 +163,22 @@ func (e *entry) set(hb *Heartbeat) {
 	}
 }
 
+// activeVersion is e's active version.
+func (a *Aggregator) activeVersion(e *entry) string {
+	if e.odd != nil && e.odd.ownVersions {
+		return e.odd.versions[0]
+	}
+	return a.versions.strs[e.active]
+}
+
 // heartbeat writes the heartbeat e holds, of agent id in group, into hb.
-func (e *entry) heartbeat(id rollout.AgentID, group string, hb *Heartbeat) {
+func (a *Aggregator) heartbeat(e *entry, id rollout.AgentID, group string, hb *Heartbeat) {
 	*hb = Heartbeat{
 		V: SchemaVersion, AgentID: id, Hostname: e.host, Group: group,
-		ActiveVersion: e.active, StartVersion: e.start, UpdaterVersion: e.updater,
 		At: time.Unix(0, e.at).UTC(), Seq: e.seq,
+	}
+	if e.odd == nil || !e.odd.ownVersions {
+		hb.ActiveVersion, hb.StartVersion, hb.UpdaterVersion = a.versions.strs[e.active], a.versions.strs[e.start], a.versions.strs[e.updater]
 	}
 	if e.startTime != noTime {
 		hb.StartTime = time.Unix(0, e.startTime).UTC()
@@ -139,6 +186,9 @@ func (e *entry) heartbeat(id rollout.AgentID, group string, hb *Heartbeat) {
 	if o := e.odd; o != nil {
 		if o.otherV {
 			hb.V = o.v
+		}
+		if o.ownVersions {
+			hb.ActiveVersion, hb.StartVersion, hb.UpdaterVersion = o.versions[0], o.versions[1], o.versions[2]
 		}
 		hb.Rollback, hb.RollbackFrom, hb.Error = o.rollback, o.rollbackFrom, o.error
 		hb.ErrorClass, hb.ErrorCause, hb.UpdatingTo, hb.Site = o.errorClass, o.errorCause, o.updatingTo, o.site
@@ -214,13 +264,13 @@ func (a *Aggregator) observe(hb *Heartbeat, t time.Time, recovered bool) {
 				e.lastSeen = n
 			}
 			if p.m.group == hb.Group {
-				e.set(hb)
+				a.set(e, hb)
 				return
 			}
 			moved := *e // to another group, with its clocks
 			id := p.m.ids[p.i]
 			a.remove(p)
-			moved.set(hb)
+			a.set(&moved, hb)
 			a.insert(id, hb.Group, moved)
 			return
 		}
@@ -231,8 +281,12 @@ func (a *Aggregator) observe(hb *Heartbeat, t time.Time, recovered bool) {
 		first = t.Add(-a.interval)
 	}
 	e := entry{firstSeen: nanos(first), lastSeen: nanos(t)}
-	e.set(hb)
-	a.insert(hb.AgentID, hb.Group, e)
+	a.set(&e, hb)
+	// The id and the host name in one allocation: one size class for both.
+	both := string(hb.AgentID) + hb.Hostname
+	id := rollout.AgentID(both[:len(hb.AgentID)])
+	e.host = both[len(hb.AgentID):]
+	a.insert(id, hb.Group, e)
 }
 
 func (a *Aggregator) insert(id rollout.AgentID, group string, e entry) {
@@ -376,7 +430,7 @@ func (a *Aggregator) RolledBack(now time.Time) []rollout.AgentView {
 
 func (a *Aggregator) view(id rollout.AgentID, e *entry, now time.Time) rollout.AgentView {
 	v := rollout.AgentView{
-		ID: id, ActiveVersion: e.active,
+		ID: id, ActiveVersion: a.activeVersion(e),
 		Unreachable: rollout.Unreachable(seenAt(e.lastSeen), now, a.interval),
 	}
 	if e.startTime != noTime {
@@ -461,7 +515,7 @@ func (a *Aggregator) siteCounts(now time.Time, sited map[string]bool) map[string
 func (a *Aggregator) agent(p place, now time.Time) Agent {
 	e := &p.m.e[p.i]
 	r := Agent{FirstSeen: seenAt(e.firstSeen), LastSeen: seenAt(e.lastSeen), Established: a.established(e, now)}
-	e.heartbeat(p.m.ids[p.i], p.m.group, &r.Heartbeat)
+	a.heartbeat(e, p.m.ids[p.i], p.m.group, &r.Heartbeat)
 	return r
 }
 
@@ -510,7 +564,7 @@ func (a *Aggregator) EachCounted(now time.Time, fn func(hb *Heartbeat, lastSeen 
 	for _, m := range a.groups {
 		for i := range m.e {
 			if e := &m.e[i]; a.counted(e, now) {
-				e.heartbeat(m.ids[i], m.group, &hb)
+				a.heartbeat(e, m.ids[i], m.group, &hb)
 				fn(&hb, seenAt(e.lastSeen))
 			}
 		}
@@ -530,7 +584,7 @@ func (a *Aggregator) EachAgent(now time.Time, fn func(hb *Heartbeat, lastSeen ti
 	for _, m := range a.groups {
 		for i := range m.e {
 			if e := &m.e[i]; !a.expired(e, now) {
-				e.heartbeat(m.ids[i], m.group, &hb)
+				a.heartbeat(e, m.ids[i], m.group, &hb)
 				fn(&hb, seenAt(e.lastSeen), a.established(e, now))
 			}
 		}

@@ -62,12 +62,32 @@ func TestAggregatorKeepsHeartbeatsExactly(t *testing.T) {
 	}
 }
 
-// TestEntrySize: an agent's entry is 112 bytes; each byte more is a
+// TestEntrySize: an agent's entry is 80 bytes; each byte more is a
 // megabyte more for a million-host fleet.
 func TestEntrySize(t *testing.T) {
 	t.Parallel()
-	if n := unsafe.Sizeof(entry{}); n > 112 {
-		t.Errorf("entry is %d bytes, want at most 112", n)
+	if n := unsafe.Sizeof(entry{}); n > 80 {
+		t.Errorf("entry is %d bytes, want at most 80", n)
+	}
+}
+
+// TestAggregatorVersionsTableFull: past maxVersions distinct versions an
+// agent's versions are kept with it, exactly.
+func TestAggregatorVersionsTableFull(t *testing.T) {
+	t.Parallel()
+	a := NewAggregator(time.Second, time.Hour)
+	at := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	for i := range maxVersions + 2 {
+		h := Heartbeat{V: 1, AgentID: rollout.AgentID(fmt.Sprintf("00000000-0000-4000-8000-%012x", i)), Group: "g",
+			ActiveVersion: fmt.Sprintf("1.0.%d", i), StartVersion: "0.9.0", UpdaterVersion: fmt.Sprintf("1.0.%d", i), At: at}
+		a.Observe(&h, at, false)
+		got, ok := a.Lookup(h.AgentID, at)
+		if !ok || got.Heartbeat != h {
+			t.Fatalf("agent %d: got %+v, want %+v", i, got.Heartbeat, h)
+		}
+	}
+	if n := len(a.versions.strs); n != maxVersions {
+		t.Errorf("versions table holds %d, want %d", n, maxVersions)
 	}
 }
 
