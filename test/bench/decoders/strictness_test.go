@@ -64,8 +64,10 @@ func handCases() []input {
 		{"dup key seq", with(`,"seq":43`)},
 		{"key Agent_ID", edit(`"agent_id"`, `"Agent_ID"`)},
 		{"agent_id then AGENT_ID", with(`,"AGENT_ID":"00000000-0000-4000-8000-000000000001"`)},
-		{"key ſite (U+017F)", with(`,"ſite":"eu-1"`)},
-		{"key ſeq (U+017F) after seq", with(`,"ſeq":7`)},
+		{`key \u017fite`, with(`,"ſite":"eu-1"`)},
+		{`key \u017feq after seq`, with(`,"ſeq":7`)},
+		{`key rollbac\u212a`, with(`,"rollbacK":true`)},
+		{"key rollbacK", with(`,"rollbacK":true`)},
 		{`key \u0061gent_id`, edit(`"agent_id"`, `"\u0061gent_id"`)},
 		{"invalid UTF-8 in error", edit(`"error":""`, "\"error\":\"boom \xff\"")},
 		{"invalid UTF-8 in hostname", edit(`"web-01"`, "\"web-\xc3\"")},
@@ -107,6 +109,13 @@ func handCases() []input {
 		{"unknown -", with(`,"x":-`)},
 		{"unknown 1-2", with(`,"x":1-2`)},
 		{"unknown .5", with(`,"x":.5`)},
+		{"unknown 0.", with(`,"x":0.`)},
+		{"unknown 1.e5", with(`,"x":1.e5`)},
+		{"unknown 1e", with(`,"x":1e`)},
+		{"unknown -01", with(`,"x":-01`)},
+		{"unknown 1.2.3", with(`,"x":1.2.3`)},
+		{`unknown long string with \0`, with(`,"x":"` + strings.Repeat("a", 40) + `\0` + strings.Repeat("b", 40) + `"`)},
+		{`unknown long string with raw tab`, with(`,"x":"` + strings.Repeat("a", 40) + "\t" + strings.Repeat("b", 40) + `"`)},
 		{"unknown nested", with(`,"x":[{"a":[1,{"b":null}]},[],{}]`)},
 		{`unknown bad escape \q`, with(`,"x":"\q"`)},
 		{"unknown tru", with(`,"x":tru`)},
@@ -147,7 +156,7 @@ func handCases() []input {
 }
 
 // seedCases are the seeds of pkg/heartbeat's FuzzDecode and FuzzDecodeFrom.
-func seedCases(t *testing.T) []input {
+func seedCases(t testing.TB) []input {
 	t.Helper()
 	var out []input
 	for _, fz := range []struct {
@@ -178,7 +187,7 @@ func seedCases(t *testing.T) []input {
 
 // readSeed parses a "go test fuzz v1" file whose values have the given
 // types (pkg/heartbeat's fuzz_test.go has the same).
-func readSeed(t *testing.T, path string, types []string) []string {
+func readSeed(t testing.TB, path string, types []string) []string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
