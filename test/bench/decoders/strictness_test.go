@@ -23,7 +23,36 @@ import (
 var (
 	oursMustMatch = flag.Bool("ours-must-match", false, "fail TestStrictness when ours differs from encoding/json in any way, error texts included")
 	allRows       = flag.Bool("all-rows", false, "print every input of TestStrictness, not only those where a candidate differs")
+	dump          = flag.String("dump", "", "write encoding/json's outcome for every input of TestStrictness and TestStrictnessMutants to this file, to compare two builds (GOEXPERIMENT=jsonv2 changes encoding/json)")
 )
+
+// dumper writes one line per input: its name, then ok and the decoded
+// heartbeat, or the error text.
+type dumper struct{ f *os.File }
+
+func newDumper(t *testing.T, suffix string) dumper {
+	t.Helper()
+	if *dump == "" {
+		return dumper{}
+	}
+	f, err := os.Create(*dump + suffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return dumper{f}
+}
+
+func (d dumper) write(name string, o outcome) {
+	if d.f == nil {
+		return
+	}
+	if o.err != "" {
+		fmt.Fprintf(d.f, "%s\trejects\t%q\n", name, o.err)
+		return
+	}
+	fmt.Fprintf(d.f, "%s\taccepts\t%q\n", name, fmt.Sprintf("%+v %s %s", o.h, o.h.StartTime.Format(time.RFC3339Nano), o.h.At.Format(time.RFC3339Nano)))
+}
 
 // seedDir is pkg/heartbeat's fuzz corpus in the main module.
 var seedDir = filepath.Join("..", "..", "..", "pkg", "heartbeat", "testdata", "fuzz")
@@ -296,6 +325,7 @@ func TestStrictness(t *testing.T) {
 	refDec := ref.New()
 	refParse := ref.NewParser()
 
+	dumped := newDumper(t, ".cases")
 	tallies := make([]tally, len(cands))
 	var rows [][]string // input name, then one cell per candidate
 	for _, in := range inputs {
@@ -305,6 +335,7 @@ func TestStrictness(t *testing.T) {
 			}
 			return refDec(in.data)
 		})
+		dumped.write(strconv.Quote(in.name), want)
 		wantParse := run(func() (*heartbeat.Heartbeat, error) {
 			var h heartbeat.Heartbeat
 			return &h, refParse(in.data, &h)
@@ -504,6 +535,7 @@ func TestStrictnessMutants(t *testing.T) {
 	for i := range counts {
 		counts[i] = count{n: map[string]int{}, example: map[string]string{}, size: map[string]int{}}
 	}
+	dumped := newDumper(t, ".mutants")
 	r := rand.New(rand.NewPCG(17, 1))
 	accepted := 0
 	for range *mutants {
@@ -513,6 +545,7 @@ func TestStrictnessMutants(t *testing.T) {
 			data = mutate(r, base)
 		}
 		want := run(func() (*heartbeat.Heartbeat, error) { return decs[0](data) })
+		dumped.write(strconv.Quote(string(data)), want)
 		if want.err == "" {
 			accepted++
 		}
