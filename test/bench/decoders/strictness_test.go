@@ -518,7 +518,7 @@ func TestStrictnessMutants(t *testing.T) {
 		}
 	}
 	for _, p := range payloads(t) {
-		bases = append(bases, p.data)
+		bases = append(bases, p.data[0])
 	}
 	cands := Candidates()
 	decs := make([]Decoder, len(cands))
