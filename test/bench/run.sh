@@ -31,6 +31,10 @@ go build -o "$bin/controller" ./cmd/controller || exit 1
   echo "== tier 100k 7 leaves sublist-cache"; "$bin/fleetbench" tier -agents 100000 -leaves 7 -sublist-cache
   echo "== rss 10k";  "$bin/fleetbench" rss -agents 10000  -controller "$bin/controller"
   echo "== rss 100k"; "$bin/fleetbench" rss -agents 100000 -controller "$bin/controller"
+  # 1: the candidate heartbeat decoders side by side, 5 interleaved rounds.
+  echo "== decoders"; sh test/bench/decoders/bench.sh 5 1s
+  echo "== decoders GOEXPERIMENT=jsonv2"; GOEXPERIMENT=jsonv2 sh test/bench/decoders/bench.sh 5 1s
+  echo "== decoders encoding/json vs GOEXPERIMENT=jsonv2"; sh test/bench/decoders/compare-jsonv2.sh
   echo "== httpfind"; go test -run '^$' -bench 'BenchmarkDecide|BenchmarkFind' -benchtime 2s ./pkg/httpfind
   # 5: a 100 MB release install against sha256sum && tar xzf.
   echo "== install 100MB"; go test -run '^$' -bench Install100MB -benchtime 1x -count 5 ./pkg/install/
