@@ -42,9 +42,10 @@ func (c Clock) orReal() Clock {
 // WaitHealthy waits for the app to become healthy within timeout and then to
 // stay healthy, with the runner reporting it alive, for minHealthy. Any
 // failure after it first looked healthy, or the app exiting, fails at once:
-// a version that flaps is not healthy. Until the first healthy answer, a
-// probe that hangs is cut off at timeout + one interval, so a failed wait
-// ends by then.
+// a version that flaps is not healthy. The last probe before timeout runs
+// at timeout, and no probe before the first healthy answer runs past
+// timeout by more than an interval (one that hangs is cut off), so a failed
+// wait ends by then.
 func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy time.Duration, clk Clock) error {
 	clk = clk.orReal()
 	interval := h.Interval
@@ -61,11 +62,11 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 		}
 		pctx, cancel := ctx, context.CancelFunc(func() {})
 		if healthySince.IsZero() {
-			// Until it first looks healthy, no probe may run past
-			// timeout + one interval (the last probe starts at most an
-			// interval after timeout): a health URL or command that hangs
-			// must not hold the rollback for the probe's own timeout.
-			pctx, cancel = context.WithTimeout(ctx, timeout+interval-now.Sub(start))
+			// Until it first looks healthy, a probe may run until timeout,
+			// or for one interval if that is later (the last probe starts
+			// at timeout): a health URL or command that hangs must not
+			// hold the rollback for the probe's own timeout.
+			pctx, cancel = context.WithTimeout(ctx, max(timeout-now.Sub(start), interval))
 		}
 		err = h.probe(pctx)
 		cancel()
@@ -80,10 +81,14 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 		if !healthySince.IsZero() && now.Sub(healthySince) >= minHealthy {
 			return nil
 		}
+		wait := interval
+		if healthySince.IsZero() {
+			wait = min(wait, timeout-clk.Now().Sub(start)) // the last probe at timeout, not after
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-clk.After(interval):
+		case <-clk.After(wait):
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -581,12 +582,50 @@ func TestWaitHealthy(t *testing.T) {
 	}
 }
 
+// TestWaitHealthyProbesLastAtTimeout: probes every interval, and the last
+// exactly at health_timeout, not up to an interval after it.
+func TestWaitHealthyProbesLastAtTimeout(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	start := now
+	clk := install.Clock{
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		After: func(d time.Duration) <-chan time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			now = now.Add(d)
+			c := make(chan time.Time, 1)
+			c <- now
+			return c
+		},
+	}
+	var probes []time.Duration
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		probes = append(probes, now.Sub(start))
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	r := healthApp(t, "exec sleep 60")
+	err := install.WaitHealthy(context.Background(), install.Health{URL: srv.URL, Interval: time.Second}, r, 2500*time.Millisecond, time.Second, clk)
+	if !errors.Is(err, install.ErrUnhealthy) {
+		t.Fatalf("WaitHealthy: %v; want ErrUnhealthy", err)
+	}
+	want := []time.Duration{0, time.Second, 2 * time.Second, 2500 * time.Millisecond}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, probes); diff != "" {
+		t.Errorf("probes at (-want +got):\n%s", diff)
+	}
+}
+
 // TestWaitHealthyBoundsAHangingProbe: a health URL that never answers, or a
-// health command that never ends, fails the wait about one interval after
-// health_timeout, not after the probe's own timeout (10 s for a URL, 30 s
-// for a command), which held a rollback for 21 s with a 3 s health_timeout
-// (docs/PERFORMANCE.md §5). The command's whole process group is ended,
-// the child it started too.
+// health command that never ends, fails the wait at health_timeout, not
+// after the probe's own timeout (10 s for a URL, 30 s for a command), which
+// held a rollback for 21 s with a 3 s health_timeout (docs/PERFORMANCE.md
+// §5). The command's whole process group is ended, the child it started
+// too.
 func TestWaitHealthyBoundsAHangingProbe(t *testing.T) {
 	hung := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
