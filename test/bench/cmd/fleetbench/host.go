@@ -461,10 +461,13 @@ func idle(args []string) error {
 	fmt.Printf("idle agentd over %v: VmRSS max %.1f MiB, last %.1f MiB (first %.1f MiB; of it anonymous: max %.1f MiB); CPU %v = %.3f%% of one core, %.4f%% of the machine's %d; %d heartbeats\n",
 		wall.Round(time.Second), mib(maxRSS), mib(last.rss), mib(first.rss), mib(maxAnon), cpu, pct, pct/float64(runtime.NumCPU()), runtime.NumCPU(), beats.Load())
 	verdict := "PASS"
-	if mib(maxRSS) > 20 || pct > 0.1 {
+	switch {
+	case wall < 10*time.Minute:
+		verdict = "not judged (the bound is over 10 minutes; CPU time counts in 10 ms ticks)"
+	case mib(maxRSS) > 20 || pct > 0.1:
 		verdict = "FAIL"
 	}
-	fmt.Printf("bound: ≤ 20 MiB RSS and ≤ 0.1%% CPU (of one core): %s\n", verdict)
+	fmt.Printf("bound: ≤ 20 MiB RSS and ≤ 0.1%% CPU (of one core) over 10 minutes: %s\n", verdict)
 	return nil
 }
 
