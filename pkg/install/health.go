@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -40,7 +42,10 @@ func (c Clock) orReal() Clock {
 // WaitHealthy waits for the app to become healthy within timeout and then to
 // stay healthy, with the runner reporting it alive, for minHealthy. Any
 // failure after it first looked healthy, or the app exiting, fails at once:
-// a version that flaps is not healthy.
+// a version that flaps is not healthy. The last probe before timeout runs
+// at timeout, and no probe before the first healthy answer runs past
+// timeout by more than an interval (one that hangs is cut off), so a failed
+// wait ends by then.
 func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy time.Duration, clk Clock) error {
 	clk = clk.orReal()
 	interval := h.Interval
@@ -55,22 +60,35 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnhealthy, err)
 		}
-		err = h.probe(ctx)
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if healthySince.IsZero() {
+			// Until it first looks healthy, a probe may run until timeout,
+			// or for one interval if that is later (the last probe starts
+			// at timeout): a health URL or command that hangs must not
+			// hold the rollback for the probe's own timeout.
+			pctx, cancel = context.WithTimeout(ctx, max(timeout-now.Sub(start), interval))
+		}
+		err = h.probe(pctx)
+		cancel()
 		switch {
 		case err == nil && healthySince.IsZero():
 			healthySince = now
 		case err != nil && !healthySince.IsZero():
 			return fmt.Errorf("%w: failed after %s healthy: %v", ErrUnhealthy, now.Sub(healthySince).Round(time.Millisecond), err)
-		case err != nil && now.Sub(start) >= timeout:
+		case err != nil && clk.Now().Sub(start) >= timeout:
 			return fmt.Errorf("%w: not healthy within health_timeout %s: %v", ErrUnhealthy, timeout, err)
 		}
 		if !healthySince.IsZero() && now.Sub(healthySince) >= minHealthy {
 			return nil
 		}
+		wait := interval
+		if healthySince.IsZero() {
+			wait = min(wait, timeout-clk.Now().Sub(start)) // the last probe at timeout, not after
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-clk.After(interval):
+		case <-clk.After(wait):
 		}
 	}
 }
@@ -80,7 +98,19 @@ func (h Health) probe(ctx context.Context) error {
 	case len(h.Command) > 0:
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, h.Command[0], h.Command[1:]...).CombinedOutput()
+		cmd := exec.CommandContext(ctx, h.Command[0], h.Command[1:]...)
+		// In a group of its own, all of which is killed when ctx ends: a
+		// shell's child (curl …) would otherwise live on, and hold the
+		// output pipe open, for as long as it hangs.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error {
+			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != syscall.ESRCH {
+				return err
+			}
+			return os.ErrProcessDone
+		}
+		cmd.WaitDelay = time.Second // a child that left the group and kept the pipe
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("health command %s: %w: %s", strings.Join(h.Command, " "), err, truncate(strings.TrimSpace(string(out)), 200))
 		}

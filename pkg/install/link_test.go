@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -576,6 +577,101 @@ func TestWaitHealthy(t *testing.T) {
 			}
 			if !errors.Is(err, install.ErrUnhealthy) || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("WaitHealthy: %v; want ErrUnhealthy mentioning %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestWaitHealthyProbesLastAtTimeout: probes every interval, and the last
+// exactly at health_timeout, not up to an interval after it.
+func TestWaitHealthyProbesLastAtTimeout(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	start := now
+	clk := install.Clock{
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		After: func(d time.Duration) <-chan time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			now = now.Add(d)
+			c := make(chan time.Time, 1)
+			c <- now
+			return c
+		},
+	}
+	var probes []time.Duration
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		probes = append(probes, now.Sub(start))
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	r := healthApp(t, "exec sleep 60")
+	err := install.WaitHealthy(context.Background(), install.Health{URL: srv.URL, Interval: time.Second}, r, 2500*time.Millisecond, time.Second, clk)
+	if !errors.Is(err, install.ErrUnhealthy) {
+		t.Fatalf("WaitHealthy: %v; want ErrUnhealthy", err)
+	}
+	want := []time.Duration{0, time.Second, 2 * time.Second, 2500 * time.Millisecond}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, probes); diff != "" {
+		t.Errorf("probes at (-want +got):\n%s", diff)
+	}
+}
+
+// TestWaitHealthyBoundsAHangingProbe: a health URL that never answers, or a
+// health command that never ends, fails the wait at health_timeout, not
+// after the probe's own timeout (10 s for a URL, 30 s for a command), which
+// held a rollback for 21 s with a 3 s health_timeout (docs/PERFORMANCE.md
+// §5). The command's whole process group is ended, the child it started
+// too.
+func TestWaitHealthyBoundsAHangingProbe(t *testing.T) {
+	hung := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-hung:
+		}
+	}))
+	defer srv.Close()
+	defer close(hung)
+	child := filepath.Join(t.TempDir(), "child.pid")
+	const timeout, interval = 300 * time.Millisecond, 100 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		health install.Health
+	}{
+		{"URL", install.Health{URL: srv.URL}},
+		{"command", install.Health{Command: []string{"/bin/sh", "-c", fmt.Sprintf("sleep 60 & echo $! > '%s'; wait", child)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := healthApp(t, "exec sleep 60")
+			h := tc.health
+			h.Interval = interval
+			start := time.Now()
+			err := install.WaitHealthy(context.Background(), h, r, timeout, time.Second, install.Clock{})
+			// Far below the probes' own timeouts, far above what it takes
+			// (timeout + interval) even on a busy machine.
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("WaitHealthy took %v with health_timeout %v", took, timeout)
+			}
+			if !errors.Is(err, install.ErrUnhealthy) || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("WaitHealthy: %v; want ErrUnhealthy (not a deadline: that would not blame the version)", err)
+			}
+			if len(h.Command) == 0 {
+				return
+			}
+			pid := waitChildPid(t, child)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if state, gone := procState(t, pid); gone || state == "Z" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the health command's child %d still runs", pid)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/fleetbench" ./test/bench/cmd/fleetbench || exit 1
 go build -o "$bin/controller" ./cmd/controller || exit 1
+go build -o "$bin/agentd" ./cmd/agentd || exit 1
 {
   date -u; go version; echo "nproc $(nproc)"; grep -m1 'model name' /proc/cpuinfo; free -m | sed -n 2p
   echo "== ingest 10k";  "$bin/fleetbench" ingest -agents 10000
@@ -38,4 +39,8 @@ go build -o "$bin/controller" ./cmd/controller || exit 1
   echo "== httpfind"; go test -run '^$' -bench 'BenchmarkDecide|BenchmarkFind' -benchtime 2s ./pkg/httpfind
   # 5: a 100 MB release install against sha256sum && tar xzf.
   echo "== install 100MB"; go test -run '^$' -bench Install100MB -benchtime 1x -count 5 ./pkg/install/
+  # 5: a failed health check rolled back (20 runs), and agentd idle.
+  echo "== rollback 20";      "$bin/fleetbench" rollback -runs 20 -agentd "$bin/agentd"
+  echo "== rollback 20 hang"; "$bin/fleetbench" rollback -runs 20 -bad-health hang -agentd "$bin/agentd"
+  echo "== idle 10m";         "$bin/fleetbench" idle -duration 10m -agentd "$bin/agentd"
 } 2>&1 | tee "$out"

@@ -2,14 +2,19 @@
 // heartbeat ingest against the raw JetStream publish rate (ingest), the cost
 // and latency of agents following the plan (plan), agents on their own
 // connections behind leaf nodes in front of a hub (tier), and the
-// controller's memory at a given fleet size (rss). Every mode starts its own
-// real nats-servers (internal/natsembed) on temporary stores; serve and
-// agents are the child processes plan and tier start.
+// controller's memory at a given fleet size (rss), the real agentd's
+// rollback of a release that fails its health check (rollback) and its
+// cost while idle (idle). Every mode starts its own real nats-servers
+// (internal/natsembed) on temporary stores; serve and agents are the child
+// processes plan and tier start, app the app agentd runs in rollback and
+// idle.
 //
 //	go run ./test/bench/cmd/fleetbench ingest -agents 100000
 //	go run ./test/bench/cmd/fleetbench plan -agents 10000 -mode shared
 //	go run ./test/bench/cmd/fleetbench tier -agents 100000 -leaves 7
 //	go run ./test/bench/cmd/fleetbench rss -agents 100000 -controller /tmp/controller
+//	go run ./test/bench/cmd/fleetbench rollback -runs 20 -agentd /tmp/agentd
+//	go run ./test/bench/cmd/fleetbench idle -duration 10m -agentd /tmp/agentd
 package main
 
 import (
@@ -51,7 +56,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: fleetbench ingest|plan|tier|rss|serve|agents [flags]")
+		fmt.Fprintln(os.Stderr, "usage: fleetbench ingest|plan|tier|rss|rollback|idle|serve|agents|app [flags]")
 		os.Exit(2)
 	}
 	raiseNoFile()
@@ -69,6 +74,12 @@ func main() {
 		err = tier(os.Args[2:])
 	case "agents":
 		err = agents(os.Args[2:])
+	case "rollback":
+		err = rollback(os.Args[2:])
+	case "idle":
+		err = idle(os.Args[2:])
+	case "app":
+		err = app(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}

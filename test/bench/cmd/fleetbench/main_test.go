@@ -2,13 +2,16 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
 // TestMain lets the test binary stand in for fleetbench when a mode starts
-// one of its child processes (os.Executable with "serve" or "agents").
+// one of its child processes (os.Executable with "serve", "agents", or
+// "app" in a release agentd runs).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "serve" || os.Args[1] == "agents") {
+	if len(os.Args) > 1 && (os.Args[1] == "serve" || os.Args[1] == "agents" || os.Args[1] == "app") {
 		main()
 		os.Exit(0)
 	}
@@ -38,5 +41,23 @@ func TestTierSmall(t *testing.T) {
 		if err := tier([]string{"-agents", "300", "-leaves", leaves, "-rounds", "2"}); err != nil {
 			t.Fatalf("%s leaves: %v", leaves, err)
 		}
+	}
+}
+
+// TestHostSmall: the real agentd rolls back two failing releases, one whose
+// health URL answers 503 and one whose never answers, and then idles
+// briefly.
+func TestHostSmall(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "agentd")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetwave/fleetwave/cmd/agentd").CombinedOutput(); err != nil {
+		t.Fatalf("go build agentd: %v\n%s", err, out)
+	}
+	for _, bad := range []string{"503", "hang"} {
+		if err := rollback([]string{"-agentd", bin, "-runs", "1", "-health-timeout", "1s", "-bad-health", bad}); err != nil {
+			t.Fatalf("rollback, health %s: %v", bad, err)
+		}
+	}
+	if err := idle([]string{"-agentd", bin, "-duration", "2s", "-every", "1s", "-settle", "0s"}); err != nil {
+		t.Fatalf("idle: %v", err)
 	}
 }
