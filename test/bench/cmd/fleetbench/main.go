@@ -452,23 +452,40 @@ func plan(args []string) error {
 	repeat := fs.Int("repeat", 1, "repeat the whole measurement (a new server, new agents, -rounds plan changes) this many times and summarise")
 	target := fs.Duration("target", 250*time.Millisecond, "the p99 the summary compares against (reported, not asserted)")
 	fs.StringVar(&o.pprof, "pprof", "", "conns mode: write CPU profiles of the server and agent processes, over the rounds, into this directory")
+	sweep := fs.String("sweep", "", "comma-separated agent counts to measure in turn instead of -agents (each with -repeat), then a table of them and where the p99 reaches -target")
 	fs.Parse(args)
 	printMachine()
-	var each []latencies
-	for r := range *repeat {
-		if *repeat > 1 {
-			fmt.Printf("-- repeat %d of %d (load average %s)\n", r+1, *repeat, loadavg())
-		}
-		lat, err := planOnce(o, r)
-		if err != nil {
-			return err
-		}
-		if len(lat.handler) > 0 {
-			each = append(each, lat)
+	sizes := []int{o.n}
+	if *sweep != "" {
+		sizes = nil
+		for _, f := range strings.Split(*sweep, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || v <= 0 {
+				return fmt.Errorf("-sweep: %q is not a number of agents", f)
+			}
+			sizes = append(sizes, v)
 		}
 	}
-	if len(each) > 0 {
-		repeatSummary(each, *target)
+	var rows []summaryRow
+	for _, size := range sizes {
+		o.n = size
+		var each []latencies
+		for r := range *repeat {
+			fmt.Printf("-- %d agents, repeat %d of %d (load average %s)\n", size, r+1, *repeat, loadavg())
+			lat, err := planOnce(o, r)
+			if err != nil {
+				return err
+			}
+			if len(lat.handler) > 0 {
+				each = append(each, lat)
+			}
+		}
+		if len(each) > 0 {
+			rows = append(rows, repeatSummary(each, size, *target))
+		}
+	}
+	if len(sizes) > 1 && len(rows) > 0 {
+		sweepTable(rows, *target)
 	}
 	return nil
 }
@@ -702,11 +719,12 @@ func planOnce(o planOpts, rep int) (latencies, error) {
 		return latencies{}, nil
 	}
 	cpu := newCPUMeter()
-	cpu.add("server", sp.pid())
+	cpu.add("server", "server", sp.pid())
 	for i, p := range procs {
-		cpu.add(fmt.Sprintf("agents%d", i), p.cmd.Process.Pid)
+		cpu.add(fmt.Sprintf("agents%d", i), "agents", p.cmd.Process.Pid)
 	}
-	cpu.add("bench", os.Getpid())
+	// In-process modes: the agents are this process.
+	cpu.add("bench", map[bool]string{true: "bench", false: "agents"}[o.mode == "conns"], os.Getpid())
 	if o.pprof != "" && o.mode == "conns" {
 		sp.profile()
 	}
@@ -757,6 +775,7 @@ func planOnce(o planOpts, rep int) (latencies, error) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	fmt.Printf("all %d rounds: %s\n", o.rounds, quantilesOf(all.handler))
+	all.cpu = cpu.total
 	return all, nil
 }
 

@@ -60,19 +60,48 @@ func machineCPU() time.Duration {
 }
 
 // cpuMeter takes the CPU used by named processes (and by the whole machine)
-// between two points.
+// between two points, and adds it up by class: "server" (nats-servers),
+// "agents" (the simulated agents' processes), everything else in "rest".
 type cpuMeter struct {
-	names []string
-	pids  []int
-	start []time.Duration
-	mach  time.Duration
-	wall  time.Time
+	names, classes []string
+	pids           []int
+	start          []time.Duration
+	mach           time.Duration
+	wall           time.Time
+	total          cpuTotals
+}
+
+// cpuTotals are the CPU times of a number of rounds, by class.
+type cpuTotals struct {
+	server, agents, rest, wall time.Duration
+	rounds                     int
+}
+
+func (t *cpuTotals) add(u cpuTotals) {
+	t.server += u.server
+	t.agents += u.agents
+	t.rest += u.rest
+	t.wall += u.wall
+	t.rounds += u.rounds
+}
+
+// perRound says the mean CPU of a round; per agent, the server's share.
+func (t cpuTotals) String(agents int) string {
+	if t.rounds == 0 {
+		return "cpu: n/a"
+	}
+	r := time.Duration(t.rounds)
+	return fmt.Sprintf("cpu per plan change (mean of %d): servers %d ms (%.1f µs per agent), agent processes %d ms (%.1f µs per agent), rest of machine (incl. the bench process) %d ms; wall %d ms",
+		t.rounds, (t.server / r).Milliseconds(), float64(t.server/r)/1e3/float64(agents), (t.agents / r).Milliseconds(),
+		float64(t.agents/r)/1e3/float64(agents), (t.rest / r).Milliseconds(), (t.wall / r).Milliseconds())
 }
 
 func newCPUMeter() *cpuMeter { return &cpuMeter{} }
 
-func (m *cpuMeter) add(name string, pid int) {
-	m.names, m.pids = append(m.names, name), append(m.pids, pid)
+// add meters process pid under name; class is "server", "agents" or
+// anything else (counted with the rest of the machine in the totals).
+func (m *cpuMeter) add(name, class string, pid int) {
+	m.names, m.classes, m.pids = append(m.names, name), append(m.classes, class), append(m.pids, pid)
 }
 
 func (m *cpuMeter) begin() {
@@ -85,19 +114,29 @@ func (m *cpuMeter) begin() {
 
 // end says, for the time since begin, how many ms of CPU each process
 // used, what the rest of the machine used, and the wall time, e.g.
-// "cpu ms: serve 120, agents 310, others 40 (wall 260 ms, 2 cores)".
-// Its tick is 10 ms: small figures are coarse.
+// "cpu ms: hub 120, agents0 310, bench 10, rest of machine 40 (wall 260 ms)",
+// and adds them to the totals. Its tick is 10 ms: small figures are coarse.
 func (m *cpuMeter) end() string {
 	var b strings.Builder
 	b.WriteString("cpu ms:")
 	var ours time.Duration
+	var t cpuTotals
 	for i, pid := range m.pids {
 		d := procCPU(pid) - m.start[i]
 		ours += d
+		switch m.classes[i] {
+		case "server":
+			t.server += d
+		case "agents":
+			t.agents += d
+		}
 		fmt.Fprintf(&b, " %s %d,", m.names[i], d.Milliseconds())
 	}
-	others := machineCPU() - m.mach - ours
-	fmt.Fprintf(&b, " rest of machine %d (wall %d ms)", max(0, others.Milliseconds()), time.Since(m.wall).Milliseconds())
+	others := max(0, machineCPU()-m.mach-ours)
+	t.rest = machineCPU() - m.mach - t.server - t.agents
+	t.wall, t.rounds = time.Since(m.wall), 1
+	m.total.add(t)
+	fmt.Fprintf(&b, " rest of machine %d (wall %d ms)", others.Milliseconds(), t.wall.Milliseconds())
 	return b.String()
 }
 
@@ -169,17 +208,31 @@ func (q quantiles) String() string {
 // when the server wrote it there.
 type latencies struct {
 	handler, wrote []time.Duration
+	cpu            cpuTotals
 }
 
 func (l *latencies) add(m latencies) {
 	l.handler = append(l.handler, m.handler...)
 	l.wrote = append(l.wrote, m.wrote...)
+	l.cpu.add(m.cpu)
+}
+
+// summaryRow is what repeatSummary found, for a table of several sizes.
+type summaryRow struct {
+	agents        int
+	all, wrote    quantiles // over every latency of every repeat
+	hasWrote      bool
+	p99s          []time.Duration // each repeat's handler p99, sorted
+	under, repeat int
+	cpu           cpuTotals
+	load          string
 }
 
 // repeatSummary prints, after every repeat of a measurement, each repeat's
 // p50/p99/max, the same over every latency of every repeat, and whether
 // the p99 stayed under target (reported, never asserted).
-func repeatSummary(each []latencies, target time.Duration) {
+func repeatSummary(each []latencies, agents int, target time.Duration) summaryRow {
+	row := summaryRow{agents: agents, repeat: len(each), load: loadavg()}
 	series := []struct {
 		name string
 		of   func(latencies) []time.Duration
@@ -187,7 +240,7 @@ func repeatSummary(each []latencies, target time.Duration) {
 		{"agent's handler", func(l latencies) []time.Duration { return l.handler }},
 		{"server wrote it (kernel receive stamp)", func(l latencies) []time.Duration { return l.wrote }},
 	}
-	for _, s := range series {
+	for k, s := range series {
 		var all, p99s []time.Duration
 		under := 0
 		for i, l := range each {
@@ -215,6 +268,43 @@ func repeatSummary(each []latencies, target time.Duration) {
 			verdict = "NOT MET"
 		}
 		fmt.Printf("criterion p99 < %v, put to %s: %s (p99 of all %v; %d of %d repeats under)\n", target, s.name, verdict, q.p99.Round(time.Millisecond), under, len(p99s))
+		if k == 0 {
+			row.all, row.p99s, row.under = q, p99s, under
+		} else {
+			row.wrote, row.hasWrote = q, true
+		}
+	}
+	for _, l := range each {
+		row.cpu.add(l.cpu)
+	}
+	fmt.Println(row.cpu.String(agents))
+	return row
+}
+
+// sweepTable prints one line per size and where the p99 over all repeats
+// first reaches target.
+func sweepTable(rows []summaryRow, target time.Duration) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/1e6) }
+	fmt.Printf("\n| agents | handler p50 / p99 / max ms (all repeats) | p99 per repeat, min / median / max ms | repeats under %v | server wrote it p99 ms | server CPU per change ms (µs per agent) | agent processes CPU ms | rest of machine CPU ms (other sessions + bench) | wall ms | load average after |\n|---|---|---|---|---|---|---|---|---|---|\n", target)
+	cross := 0
+	for _, r := range rows {
+		wrote := "—"
+		if r.hasWrote {
+			wrote = ms(r.wrote.p99)
+		}
+		n := time.Duration(max(1, r.cpu.rounds))
+		fmt.Printf("| %d | %s / %s / %s | %s / %s / %s | %d of %d | %s | %d (%.1f) | %d | %d | %d | %s |\n", r.agents,
+			ms(r.all.p50), ms(r.all.p99), ms(r.all.max), ms(r.p99s[0]), ms(r.p99s[len(r.p99s)/2]), ms(r.p99s[len(r.p99s)-1]),
+			r.under, r.repeat, wrote, (r.cpu.server / n).Milliseconds(), float64(r.cpu.server/n)/1e3/float64(r.agents),
+			(r.cpu.agents / n).Milliseconds(), (r.cpu.rest / n).Milliseconds(), (r.cpu.wall / n).Milliseconds(), r.load)
+		if cross == 0 && r.all.p99 >= target {
+			cross = r.agents
+		}
+	}
+	if cross == 0 {
+		fmt.Printf("p99 over all repeats stayed under %v up to %d agents\n", target, rows[len(rows)-1].agents)
+	} else {
+		fmt.Printf("p99 over all repeats first reached %v at %d agents\n", target, cross)
 	}
 }
 

@@ -297,7 +297,7 @@ func tier(args []string) error {
 		}
 		each = append(each, lat)
 	}
-	repeatSummary(each, *target)
+	repeatSummary(each, o.n, *target)
 	return nil
 }
 
@@ -442,7 +442,7 @@ leafnodes { remotes: [ { urls: ["nats-leaf://127.0.0.1:%d"], deny_imports: ["fle
 		if i > 0 {
 			name = fmt.Sprintf("leaf%d", i-1)
 		}
-		cpu.add(name, s.pid())
+		cpu.add(name, "server", s.pid())
 		b := before[i]
 		fmt.Printf("%-6s conns %6d  leafnodes %2d  subs %6d  rss %7.1f MiB (+%.1f)  heap %6.1f MiB  stacks %6.1f MiB  goroutines %6d\n",
 			name, a.Connections, a.LeafNodes, a.Subscriptions, float64(a.RSSKiB)/1024, float64(a.RSSKiB-b.RSSKiB)/1024, float64(a.HeapInuse)/(1<<20), float64(a.StackInuse)/(1<<20), a.Goroutines)
@@ -451,9 +451,9 @@ leafnodes { remotes: [ { urls: ["nats-leaf://127.0.0.1:%d"], deny_imports: ["fle
 		}
 	}
 	for i, p := range procs {
-		cpu.add(fmt.Sprintf("agents%d", i), p.cmd.Process.Pid)
+		cpu.add(fmt.Sprintf("agents%d", i), "agents", p.cmd.Process.Pid)
 	}
-	cpu.add("bench", os.Getpid())
+	cpu.add("bench", "bench", os.Getpid())
 
 	var all latencies
 	for r := range o.rounds {
@@ -482,6 +482,7 @@ leafnodes { remotes: [ { urls: ["nats-leaf://127.0.0.1:%d"], deny_imports: ["fle
 		all.add(lat)
 	}
 	fmt.Printf("all %d rounds: %s\n", o.rounds, quantilesOf(all.handler))
+	all.cpu = cpu.total
 	for i, s := range servers {
 		if i == 0 || len(servers) < 4 {
 			a := s.stats()
