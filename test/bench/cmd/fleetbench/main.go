@@ -356,6 +356,7 @@ func waitReceived(ctx context.Context, c *controller.Controller, want uint64) er
 type serverStats struct {
 	RSSKiB        int64  `json:"rss_kib"`
 	HeapInuse     uint64 `json:"heap_inuse"`
+	StackInuse    uint64 `json:"stack_inuse"`
 	Goroutines    int    `json:"goroutines"`
 	Connections   int    `json:"connections"`
 	Subscriptions uint32 `json:"subscriptions"`
@@ -382,21 +383,30 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	cache := fs.Bool("sublist-cache", false, "run the server with nats-server's sublist cache on (nats-server's default; fleetwave turns it off: docs/PERFORMANCE.md 2b)")
 	conf := fs.String("conf", "", "nats-server configuration text to start from")
+	prof := fs.String("cpuprofile", "", "write a CPU profile here, from the first 'prof' line read on stdin to the end")
 	fs.Parse(args)
 	ns, url, stop, err := startServerConf(*conf, *cache)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	cp := &cpuProfile{path: *prof}
+	defer cp.stop()
 	fmt.Println(url)
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
+		if sc.Text() == "prof" {
+			if err := cp.start(); err != nil {
+				return err
+			}
+			continue
+		}
 		runtime.GC()
 		debug.FreeOSMemory()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		vz, _ := ns.Varz(nil)
-		s := serverStats{RSSKiB: vmRSS(os.Getpid()), HeapInuse: ms.HeapInuse, Goroutines: runtime.NumGoroutine()}
+		s := serverStats{RSSKiB: vmRSS(os.Getpid()), HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse, Goroutines: runtime.NumGoroutine()}
 		if vz != nil {
 			s.Connections, s.Subscriptions, s.LeafNodes = vz.Connections, vz.Subscriptions, vz.Leafs
 		}
@@ -442,90 +452,177 @@ func (p *serverProc) stats() serverStats {
 	return s
 }
 
+// profile starts the CPU profile of a server started with -cpuprofile.
+func (p *serverProc) profile() { fmt.Fprintln(p.in, "prof") }
+
+func (p *serverProc) pid() int { return p.cmd.Process.Pid }
+
 func (p *serverProc) close() { p.in.Close(); p.cmd.Wait() }
 
-func percentiles(lat []time.Duration) string {
-	slices.Sort(lat)
-	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
-	return fmt.Sprintf("p50 %v  p99 %v  max %v", q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
+// planOpts are plan's flags.
+type planOpts struct {
+	n, conns, groups, rounds int
+	mode                     string
+	warm, cache              bool
+	pprof                    string // directory for the children's CPU profiles
 }
 
 func plan(args []string) error {
 	fs := flag.NewFlagSet("plan", flag.ExitOnError)
-	n := fs.Int("agents", 1000, "watching agents")
-	mode := fs.String("mode", "shared", "conns: one connection per agent (production); shared: -conns connections, two core subscriptions per agent; fanout: -conns connections, one fleet.plan.> subscription per connection fanned out in process (as test/sim); watch: one kv.WatchFiltered (a JetStream consumer) per agent")
-	conns := fs.Int("conns", 10, "connections in shared, fanout and watch mode")
-	groups := fs.Int("groups", 10, "groups")
-	rounds := fs.Int("rounds", 5, "plan changes to time")
-	warm := fs.Bool("warm", true, "put the spec (republished on fleet.plan.spec) before subscribing, as when agents (re)connect to a fleet that has a plan: the server then holds a cached match for that subject and copies it on every new subscription to it; false: subscribe first")
-	cache := fs.Bool("sublist-cache", false, "run the server with nats-server's sublist cache on (nats-server's default; fleetwave turns it off: docs/PERFORMANCE.md 2b)")
+	var o planOpts
+	fs.IntVar(&o.n, "agents", 1000, "watching agents")
+	fs.StringVar(&o.mode, "mode", "shared", "conns: one connection per agent (production), the agents in child processes of their own (fleetbench agents, at most 15,000 each); shared: -conns connections, two core subscriptions per agent; fanout: -conns connections, one fleet.plan.> subscription per connection fanned out in process (as test/sim); watch: one kv.WatchFiltered (a JetStream consumer) per agent")
+	fs.IntVar(&o.conns, "conns", 10, "connections in shared, fanout and watch mode")
+	fs.IntVar(&o.groups, "groups", 10, "groups")
+	fs.IntVar(&o.rounds, "rounds", 5, "plan changes to time in each repeat")
+	fs.BoolVar(&o.warm, "warm", true, "put the spec (republished on fleet.plan.spec) before subscribing, as when agents (re)connect to a fleet that has a plan: the server then holds a cached match for that subject and copies it on every new subscription to it; false: subscribe first")
+	fs.BoolVar(&o.cache, "sublist-cache", false, "run the server with nats-server's sublist cache on (nats-server's default; fleetwave turns it off: docs/PERFORMANCE.md 2b)")
+	repeat := fs.Int("repeat", 1, "repeat the whole measurement (a new server, new agents, -rounds plan changes) this many times and summarise")
+	target := fs.Duration("target", 250*time.Millisecond, "the p99 the summary compares against (reported, not asserted)")
+	fs.StringVar(&o.pprof, "pprof", "", "conns mode: write CPU profiles of the server and agent processes, over the rounds, into this directory")
+	sweep := fs.String("sweep", "", "comma-separated agent counts to measure in turn instead of -agents (each with -repeat), then a table of them and where the p99 reaches -target")
 	fs.Parse(args)
+	printMachine()
+	sizes := []int{o.n}
+	if *sweep != "" {
+		sizes = nil
+		for _, f := range strings.Split(*sweep, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || v <= 0 {
+				return fmt.Errorf("-sweep: %q is not a number of agents", f)
+			}
+			sizes = append(sizes, v)
+		}
+	}
+	var rows []summaryRow
+	for _, size := range sizes {
+		o.n = size
+		var each []latencies
+		for r := range *repeat {
+			fmt.Printf("-- %d agents, repeat %d of %d (load average %s)\n", size, r+1, *repeat, loadavg())
+			lat, err := planOnce(o, r)
+			if err != nil {
+				return err
+			}
+			if len(lat.handler) > 0 {
+				each = append(each, lat)
+			}
+		}
+		if len(each) > 0 {
+			rows = append(rows, repeatSummary(each, size, *target))
+		}
+	}
+	if len(sizes) > 1 && len(rows) > 0 {
+		sweepTable(rows, *target)
+	}
+	return nil
+}
+
+// planOnce is one measurement: a server started, the agents subscribed,
+// -rounds plan changes timed, everything stopped again. It returns every
+// latency (none when no watcher could be made).
+func planOnce(o planOpts, rep int) (latencies, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	var serveArgs []string
-	if *cache {
+	if o.cache {
 		serveArgs = append(serveArgs, "-sublist-cache")
 	}
-	sp, err := startServerProc(serveArgs...)
+	profArgs := func(name string) []string {
+		if o.pprof == "" || o.mode != "conns" {
+			return nil
+		}
+		return []string{"-cpuprofile", fmt.Sprintf("%s/%s-r%d.pprof", o.pprof, name, rep+1)}
+	}
+	sp, err := startServerProc(append(serveArgs, profArgs("serve")...)...)
 	if err != nil {
-		return err
+		return latencies{}, err
 	}
 	defer sp.close()
 	adm, js, fleet, err := openFleet(ctx, sp.url)
 	if err != nil {
-		return err
+		return latencies{}, err
 	}
 	defer adm.Close()
 	spec, _ := json.Marshal(rollout.DefaultSpec("14.3.6", "14.3.7"))
-	if *warm {
+	if o.warm {
 		if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
-			return err
+			return latencies{}, err
 		}
 	}
 	before := sp.stats()
 
-	// One latency slot per agent per round; handlers write theirs.
+	// One latency slot per agent per round; handlers of the in-process
+	// modes write theirs.
 	var putAt atomic.Int64
 	var got atomic.Int64
-	lat := make([]time.Duration, *n)
+	lat := make([]time.Duration, o.n)
 	done := make(chan struct{}, 1)
 	record := func(i int) {
 		lat[i] = time.Duration(time.Now().UnixNano() - putAt.Load())
-		if got.Add(1) == int64(*n) {
+		if got.Add(1) == int64(o.n) {
 			done <- struct{}{}
 		}
 	}
 
-	nconns := *conns
-	if *mode == "conns" {
-		nconns = *n
-	}
-	ncs := make([]*nats.Conn, nconns)
+	nconns := o.conns
+	var ncs []*nats.Conn
+	var procs []*agentsProc
+	defer func() {
+		for _, p := range procs {
+			p.close()
+		}
+	}()
 	start := time.Now()
-	var wg sync.WaitGroup
-	var cerr atomic.Value
-	sem := make(chan struct{}, 64)
-	for i := range ncs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			nc, err := nats.Connect(sp.url, nats.Name(fmt.Sprintf("agent-%d", i)), nats.MaxReconnects(-1))
+	if o.mode == "conns" {
+		// The agents in processes of their own, so that what the server
+		// does and what the clients do are measured apart.
+		nconns = o.n
+		const maxPerProc = 15_000
+		for first := 0; first < o.n; first += maxPerProc {
+			p, err := startAgentsProc(sp.url, first, min(maxPerProc, o.n-first), o.groups,
+				append([]string{"-heartbeat=false"}, profArgs(fmt.Sprintf("agents%d", len(procs)))...)...)
 			if err != nil {
-				cerr.Store(err)
-				return
+				return latencies{}, err
 			}
-			ncs[i] = nc
+			procs = append(procs, p)
+		}
+		for _, p := range procs {
+			if _, err := p.report(); err != nil {
+				return latencies{}, err
+			}
+		}
+	} else {
+		ncs = make([]*nats.Conn, nconns)
+		var wg sync.WaitGroup
+		var cerr atomic.Value
+		sem := make(chan struct{}, 64)
+		for i := range ncs {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				nc, err := nats.Connect(sp.url, nats.Name(fmt.Sprintf("agent-%d", i)), nats.MaxReconnects(-1))
+				if err != nil {
+					cerr.Store(err)
+					return
+				}
+				ncs[i] = nc
+			}()
+		}
+		wg.Wait()
+		defer func() {
+			for _, nc := range ncs {
+				if nc != nil {
+					nc.Close()
+				}
+			}
 		}()
-	}
-	wg.Wait()
-	if e := cerr.Load(); e != nil {
-		return fmt.Errorf("connect: %v", e)
-	}
-	for _, nc := range ncs {
-		defer nc.Close()
+		if e := cerr.Load(); e != nil {
+			return latencies{}, fmt.Errorf("connect: %v", e)
+		}
 	}
 	var consumerErr error
 	watchers := 0
@@ -533,7 +630,7 @@ func plan(args []string) error {
 	// (flushed, so the server has processed them) when there are many.
 	last := start
 	progress := func(i int) error {
-		if *n < 20_000 || (i+1)%10_000 != 0 {
+		if o.n < 20_000 || (i+1)%10_000 != 0 {
 			return nil
 		}
 		for _, nc := range ncs {
@@ -545,28 +642,30 @@ func plan(args []string) error {
 		last = time.Now()
 		return nil
 	}
-	switch *mode {
-	case "conns", "shared":
-		for i := range *n {
-			if err := subscribePlan(ncs[i%nconns], i, *groups, func() { record(i) }); err != nil {
-				return err
+	switch o.mode {
+	case "conns":
+		watchers = o.n // subscribed by the agents processes before they reported
+	case "shared":
+		for i := range o.n {
+			if err := subscribePlan(ncs[i%nconns], i, o.groups, func() { record(i) }); err != nil {
+				return latencies{}, err
 			}
 			if err := progress(i); err != nil {
-				return err
+				return latencies{}, err
 			}
 		}
 		for _, nc := range ncs {
 			if err := nc.FlushTimeout(2 * time.Minute); err != nil {
-				return err
+				return latencies{}, err
 			}
 		}
-		watchers = *n
+		watchers = o.n
 	case "fanout":
 		// One subscription per connection, handed to that connection's
 		// agents in process (what test/sim does): the server holds nconns
 		// subscriptions whatever the number of agents.
 		agents := make([][]int, nconns)
-		for i := range *n {
+		for i := range o.n {
 			agents[i%nconns] = append(agents[i%nconns], i)
 		}
 		for j, nc := range ncs {
@@ -579,30 +678,30 @@ func plan(args []string) error {
 					record(i)
 				}
 			}); err != nil {
-				return err
+				return latencies{}, err
 			}
 		}
 		for _, nc := range ncs {
 			if err := nc.FlushTimeout(2 * time.Minute); err != nil {
-				return err
+				return latencies{}, err
 			}
 		}
-		watchers = *n
+		watchers = o.n
 	case "watch":
 		jss := make([]jetstream.KeyValue, nconns)
 		for j, nc := range ncs {
 			cj, _ := jetstream.New(nc)
 			if jss[j], err = cj.KeyValue(ctx, kv.BucketPlan); err != nil {
-				return err
+				return latencies{}, err
 			}
 		}
-		for i := range *n + 1 { // one more than asked: show the limit
-			w, err := jss[i%nconns].WatchFiltered(ctx, []string{kv.KeySpec, kv.GroupKey(groupOf(i, *groups))}, jetstream.UpdatesOnly())
+		for i := range o.n + 1 { // one more than asked: show the limit
+			w, err := jss[i%nconns].WatchFiltered(ctx, []string{kv.KeySpec, kv.GroupKey(groupOf(i, o.groups))}, jetstream.UpdatesOnly())
 			if err != nil {
 				consumerErr = fmt.Errorf("watcher %d: %w", i+1, err)
 				break
 			}
-			if i == *n {
+			if i == o.n {
 				consumerErr = fmt.Errorf("watcher %d: accepted (no limit hit)", i+1)
 				w.Stop()
 				break
@@ -616,25 +715,25 @@ func plan(args []string) error {
 			}()
 			watchers++
 		}
-		if watchers < *n {
+		if watchers < o.n {
 			fmt.Printf("only %d watchers could be created: %v\n", watchers, consumerErr)
-			*n = watchers
+			o.n = watchers
 		}
 	default:
-		return fmt.Errorf("unknown mode %q", *mode)
+		return latencies{}, fmt.Errorf("unknown mode %q", o.mode)
 	}
 	setup := time.Since(start)
 	time.Sleep(2 * time.Second) // let the server settle (watch: consumers created)
 	after := sp.stats()
 	si, err := js.Stream(ctx, kv.PlanStream)
 	if err != nil {
-		return err
+		return latencies{}, err
 	}
 	info, err := si.Info(ctx)
 	if err != nil {
-		return err
+		return latencies{}, err
 	}
-	fmt.Printf("plan: mode=%s agents=%d connections=%d warm=%v sublist-cache=%v setup=%v\n", *mode, watchers, nconns, *warm, *cache, setup.Round(time.Millisecond))
+	fmt.Printf("plan: mode=%s agents=%d connections=%d agent processes=%d warm=%v sublist-cache=%v setup=%v\n", o.mode, watchers, nconns, len(procs), o.warm, o.cache, setup.Round(time.Millisecond))
 	fmt.Printf("server before: rss %d KiB heap %d KiB conns %d subs %d goroutines %d\n", before.RSSKiB, before.HeapInuse>>10, before.Connections, before.Subscriptions, before.Goroutines)
 	fmt.Printf("server after:  rss %d KiB heap %d KiB conns %d subs %d goroutines %d\n", after.RSSKiB, after.HeapInuse>>10, after.Connections, after.Subscriptions, after.Goroutines)
 	fmt.Printf("server cost per agent: rss %.1f KiB, heap %.1f KiB, %.2f subscriptions, %.2f goroutines\n",
@@ -645,29 +744,67 @@ func plan(args []string) error {
 		fmt.Printf("consumer %d: %v\n", watchers+1, consumerErr)
 	}
 	if watchers == 0 {
-		return nil
+		return latencies{}, nil
+	}
+	cpu := newCPUMeter()
+	cpu.add("server", "server", sp.pid())
+	for i, p := range procs {
+		cpu.add(fmt.Sprintf("agents%d", i), "agents", p.cmd.Process.Pid)
+	}
+	// In-process modes: the agents are this process.
+	cpu.add("bench", map[bool]string{true: "bench", false: "agents"}[o.mode == "conns"], os.Getpid())
+	if o.pprof != "" && o.mode == "conns" {
+		sp.profile()
 	}
 	lat = lat[:watchers]
-	var all []time.Duration
-	for r := range *rounds {
-		got.Store(0)
-		clear(lat)
+	var all latencies
+	for r := range o.rounds {
 		spec, _ := json.Marshal(rollout.DefaultSpec("14.3.6", fmt.Sprintf("14.3.%d", 8+r)))
-		putAt.Store(time.Now().UnixNano())
-		if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
-			return err
+		var round latencies
+		split := ""
+		if o.mode == "conns" {
+			for _, p := range procs {
+				fmt.Fprintln(p.in, "round")
+			}
+			for _, p := range procs {
+				if !p.out.Scan() || p.out.Text() != "armed" {
+					return latencies{}, fmt.Errorf("agents process did not arm for round %d", r+1)
+				}
+			}
+			cpu.begin()
+			t0 := time.Now().UnixNano()
+			if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
+				return latencies{}, err
+			}
+			if round, split, err = collectRound(procs, t0, watchers, r); err != nil {
+				return latencies{}, err
+			}
+		} else {
+			got.Store(0)
+			clear(lat)
+			cpu.begin()
+			putAt.Store(time.Now().UnixNano())
+			if _, err := fleet.Plan.Put(ctx, kv.KeySpec, spec); err != nil {
+				return latencies{}, err
+			}
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				return latencies{}, fmt.Errorf("round %d: only %d of %d watchers saw the change in 30s", r, got.Load(), watchers)
+			}
+			round.handler = slices.Clone(lat)
 		}
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			return fmt.Errorf("round %d: only %d of %d watchers saw the change in 30s", r, got.Load(), watchers)
+		fmt.Printf("round %d: %d/%d notified: %s\n", r+1, len(round.handler), watchers, quantilesOf(round.handler))
+		if split != "" {
+			fmt.Printf("  %s\n", split)
 		}
-		fmt.Printf("round %d: %d/%d notified: %s\n", r+1, got.Load(), watchers, percentiles(slices.Clone(lat)))
-		all = append(all, lat...)
+		fmt.Printf("  %s\n", cpu.end())
+		all.add(round)
 		time.Sleep(500 * time.Millisecond)
 	}
-	fmt.Printf("all %d rounds: %s\n", *rounds, percentiles(all))
-	return nil
+	fmt.Printf("all %d rounds: %s\n", o.rounds, quantilesOf(all.handler))
+	all.cpu = cpu.total
+	return all, nil
 }
 
 // ---- rss ------------------------------------------------------------------
@@ -861,22 +998,6 @@ func writeRollout(ctx context.Context, fleet *kv.Fleet, n int) error {
 	spec.Critical = true
 	_, err := kv.Save(ctx, fleet.Plan, kv.KeySpec, spec, 0)
 	return err
-}
-
-// procCPU is the user + system CPU time process pid has used.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name (which may hold spaces) in ")".
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
 
 // scrapeMetric reads one unlabelled sample from addr's /metrics.

@@ -30,7 +30,7 @@ func TestIngestSmall(t *testing.T) {
 
 func TestPlanSmall(t *testing.T) {
 	for _, mode := range []string{"conns", "shared", "fanout"} {
-		if err := plan([]string{"-mode", mode, "-agents", "100", "-conns", "4", "-rounds", "2"}); err != nil {
+		if err := plan([]string{"-mode", mode, "-agents", "100", "-conns", "4", "-rounds", "2", "-repeat", "2"}); err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
 	}
@@ -38,7 +38,7 @@ func TestPlanSmall(t *testing.T) {
 
 func TestTierSmall(t *testing.T) {
 	for _, leaves := range []string{"0", "2"} {
-		if err := tier([]string{"-agents", "300", "-leaves", leaves, "-rounds", "2"}); err != nil {
+		if err := tier([]string{"-agents", "300", "-leaves", leaves, "-rounds", "2", "-repeat", "2"}); err != nil {
 			t.Fatalf("%s leaves: %v", leaves, err)
 		}
 	}
@@ -59,5 +59,19 @@ func TestHostSmall(t *testing.T) {
 	}
 	if err := idle([]string{"-agentd", bin, "-duration", "2s", "-every", "1s", "-settle", "0s"}); err != nil {
 		t.Fatalf("idle: %v", err)
+	}
+}
+
+// TestPlanProfiles: -pprof leaves a CPU profile of the server and of the
+// agents process for each repeat.
+func TestPlanProfiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := plan([]string{"-mode", "conns", "-agents", "50", "-rounds", "1", "-pprof", dir}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"serve-r1.pprof", "agents0-r1.pprof"} {
+		if fi, err := os.Stat(dir + "/" + f); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: want a non-empty profile, got %v", f, err)
+		}
 	}
 }
