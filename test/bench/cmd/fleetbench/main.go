@@ -215,6 +215,38 @@ func ingest(args []string) error {
 	base := rate(*n, d)
 	fmt.Printf("baseline publish (no consumer):      %8d msgs in %7.3fs = %9.0f msgs/s\n", *n, d.Seconds(), base)
 
+	// 1b. The bus's own speed with one follower: every agent's next
+	// heartbeat published while a bare core subscription on the republish
+	// subject counts them and does nothing else. What the server and a
+	// client spend to deliver them is the part of the path no controller
+	// can take away.
+	bareNC, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	var bare atomic.Int64
+	if _, err := bareNC.Subscribe(kv.InventoryRepublish+">", func(*nats.Msg) { bare.Add(1) }); err != nil {
+		return err
+	}
+	if err := bareNC.Flush(); err != nil {
+		return err
+	}
+	subjects, data, _ = payloadsFrom(0, *n, *groups, 2)
+	start := time.Now()
+	if _, err := publishAll(ctx, js, subjects, data); err != nil {
+		return err
+	}
+	for bare.Load() < int64(*n) {
+		if time.Since(start) > time.Minute {
+			return fmt.Errorf("bare follower received %d of %d", bare.Load(), *n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d = time.Since(start)
+	bareNC.Close()
+	follow := rate(*n, d)
+	fmt.Printf("bare follower (publish → recv):      %8d msgs in %7.3fs = %9.0f msgs/s  (%.2f× baseline)\n", *n, d.Seconds(), follow, follow/base)
+
 	// 2. Replay: a controller starts against the full stream and recovers
 	// the inventory (ordered consumer, DeliverLastPerSubject).
 	cNC, _, cfleet, err := openFleet(ctx, url)
@@ -228,7 +260,7 @@ func ingest(args []string) error {
 	}
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
-	start := time.Now()
+	start = time.Now()
 	go c.Run(cctx)
 	if err := waitReceived(ctx, c, uint64(*n)); err != nil {
 		return err
@@ -240,7 +272,7 @@ func ingest(args []string) error {
 
 	// 3. Live: publish every agent's next heartbeat while the controller
 	// follows; time until the controller has received all of them.
-	subjects, data, _ = payloadsFrom(0, *n, *groups, 2)
+	subjects, data, _ = payloadsFrom(0, *n, *groups, 3)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -266,7 +298,7 @@ func ingest(args []string) error {
 	}
 	live := rate(*n, d)
 	fmt.Printf("live publish with controller:        %8d msgs in %7.3fs = %9.0f msgs/s  (%.2f× baseline)\n", *n, pd.Seconds(), rate(*n, pd), rate(*n, pd)/base)
-	fmt.Printf("controller live (publish → recv):    %8d msgs in %7.3fs = %9.0f msgs/s  (%.2f× baseline)\n", *n, d.Seconds(), live, live/base)
+	fmt.Printf("controller live (publish → recv):    %8d msgs in %7.3fs = %9.0f msgs/s  (%.2f× baseline, %.2f× the bare follower)\n", *n, d.Seconds(), live, live/base, live/follow)
 	_, rej := c.Counters()
 	fmt.Printf("rejected: %d, inventory: %d agents\n", rej, c.Inventory().Len())
 
