@@ -124,9 +124,16 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 // groups' steps use. A lost compare-and-swap (an operator changed the list)
 // is not an error: this pass uses what it read, the next one decides again.
 func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.QuarantineList], after int, byGroup map[string][]rollout.AgentView, now time.Time) (rollout.QuarantineList, error) {
+	// Only agents that report a rollback can count (QuarantineFrom skips
+	// the others): a fleet of a million is not copied every pass to find
+	// the few.
 	var all []rollout.AgentView
 	for _, views := range byGroup {
-		all = append(all, views...)
+		for _, a := range views {
+			if a.Rollback {
+				all = append(all, a)
+			}
+		}
 	}
 	found := rollout.QuarantineFrom(all, after, e.Value, now.UTC())
 	if len(found) == 0 {
