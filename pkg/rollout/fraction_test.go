@@ -117,3 +117,43 @@ func TestDeciderIsDecide(t *testing.T) {
 		}
 	}
 }
+
+// TestCountAgentsIsAdd: the slice-tallied CountAgents gives what adding the
+// agents one by one into the map gives, versions interleaved.
+func TestCountAgentsIsAdd(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	src := rand.NewChaCha8([32]byte{4})
+	versions := []string{"", "1.0.0", "2.0.0", "3.0.0-rc.1", "none"}
+	var agents []AgentView
+	for range 5000 {
+		id, _ := NewAgentID(src)
+		a := AgentView{ID: id, ActiveVersion: versions[r.IntN(len(versions))], Unreachable: r.IntN(10) == 0}
+		switch r.IntN(5) {
+		case 0:
+			a.Rollback, a.RollbackFrom = true, "2.0.0"
+		case 1:
+			a.Error, a.ErrorClass = "download: HTTP 503", FailureInfrastructure
+		case 2:
+			a.Error = "health check failed"
+		case 3:
+			a.UpdatingTo = "2.0.0"
+		}
+		agents = append(agents, a)
+	}
+	want := Counts{}
+	for _, a := range agents {
+		want.Add(a)
+	}
+	got := CountAgents(agents)
+	if len(got) != len(want) {
+		t.Fatalf("%d versions, want %d", len(got), len(want))
+	}
+	for v, w := range want {
+		if got[v] != w {
+			t.Errorf("%s: %+v, want %+v", v, got[v], w)
+		}
+	}
+	if c := CountAgents(nil); c == nil || len(c) != 0 {
+		t.Errorf("no agents: %v, want an empty map", c)
+	}
+}

@@ -19,8 +19,10 @@ type Progress struct {
 	// HeartbeatsPerSec is what the controller received since the last
 	// Progress, per second.
 	HeartbeatsPerSec float64
-	RSSBytes         int64
-	Goroutines       int
+	// Inventory is how many agents the controller holds.
+	Inventory  int
+	RSSBytes   int64
+	Goroutines int
 	// RolloutPass and StatsWrite are the controller's own timings of its
 	// passes since the last Progress.
 	RolloutPass, StatsWrite PassTimes
@@ -112,6 +114,7 @@ func (s *Sim) progress(ctrl *controller.Controller, phase string, start time.Tim
 		Phase:            phase,
 		Elapsed:          now.Sub(start),
 		HeartbeatsPerSec: float64(recv-prev.recv) / now.Sub(prev.at).Seconds(),
+		Inventory:        ctrl.Inventory().Len(),
 		RSSBytes:         rss(),
 		Goroutines:       runtime.NumGoroutine(),
 		RolloutPass:      rp.since(prev.rollout),

@@ -94,8 +94,8 @@ func WriteProgress(w io.Writer, p Progress) error {
 		}
 		fmt.Fprintf(&b, " %s %s %d/%d in-flight %d;", g.Name, state, g.OnTarget, g.Initial, g.InFlight)
 	}
-	fmt.Fprintf(&b, " hb %.0f/s; rollout pass %s; stats write %s; RSS %.0f MiB; %d goroutines\n",
-		p.HeartbeatsPerSec, p.RolloutPass, p.StatsWrite, float64(p.RSSBytes)/(1<<20), p.Goroutines)
+	fmt.Fprintf(&b, " inventory %d; hb %.0f/s; rollout pass %s; stats write %s; RSS %.0f MiB; %d goroutines\n",
+		p.Inventory, p.HeartbeatsPerSec, p.RolloutPass, p.StatsWrite, float64(p.RSSBytes)/(1<<20), p.Goroutines)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

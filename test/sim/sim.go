@@ -137,6 +137,10 @@ type Options struct {
 	// AtEnd, when set, is called once the rollout has ended, before
 	// anything is stopped (e.g. to write a heap profile of the live state).
 	AtEnd func()
+	// MaxRSS, when set, stops the run (outcome "rss-limit", with the
+	// report) once the process's RSS exceeds it, in bytes: a run of a
+	// million agents on a shared machine.
+	MaxRSS int64
 }
 
 func (o Options) withDefaults() Options {
@@ -268,7 +272,7 @@ type Report struct {
 	Agents      int           `json:"agents"`
 	Connections int           `json:"connections"`
 	Duration    time.Duration `json:"duration_ns"` // spec write → end
-	Outcome     string        `json:"outcome"`     // done | halted | stuck | timeout
+	Outcome     string        `json:"outcome"`     // done | halted | stuck | timeout | rss-limit
 	Groups      []GroupReport `json:"groups"`
 
 	NotifyP50 time.Duration `json:"notify_p50_ns"` // spec write → agent saw it
@@ -385,8 +389,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 	// Warm up: every agent established in the controller and counted in
 	// fleet_stats, so initial_count is the whole group.
+	counted := 0
 	if err := s.until(ctx, 30*time.Second+20*o.HeartbeatInterval, func() (bool, error) {
 		tellProgress()
+		if err := s.overRSS(); err != nil {
+			return false, err
+		}
 		stats, err := fleet.ReadStats(ctx)
 		if err != nil {
 			return false, err
@@ -395,9 +403,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		for _, gs := range kv.MergeStats(stats, time.Now()) {
 			total += gs.Versions.Total()
 		}
+		counted = total
 		return total == o.Agents, nil
 	}); err != nil {
-		return nil, fmt.Errorf("sim: warm-up: not every agent counted: %w", err)
+		return nil, fmt.Errorf("sim: warm-up: not every agent counted (%d of %d in fleet_stats): %w", counted, o.Agents, err)
 	}
 
 	recv0, _ := ctrl.Counters()
@@ -420,6 +429,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	var haltQuiet time.Time
 	err = s.until(ctx, o.Timeout, func() (bool, error) {
 		tellProgress()
+		if err := s.overRSS(); err != nil {
+			outcome = "rss-limit"
+			return false, err
+		}
 		sts, inFlight := s.stats.snapshot()
 		stuck := s.stats.stuckCounts()
 		done, halted, timedOut := true, false, false
@@ -519,7 +532,22 @@ func saveLatest[T any](ctx context.Context, b jetstream.KeyValue, key string, v 
 	return nil
 }
 
+// errRSSLimit stops a run whose process outgrew Options.MaxRSS.
+var errRSSLimit = errors.New("process RSS over the limit")
+
+// overRSS is errRSSLimit when the process is over Options.MaxRSS.
+func (s *Sim) overRSS() error {
+	if s.o.MaxRSS <= 0 {
+		return nil
+	}
+	if r := rss(); r > s.o.MaxRSS {
+		return fmt.Errorf("%w: %d MiB > %d MiB", errRSSLimit, r>>20, s.o.MaxRSS>>20)
+	}
+	return nil
+}
+
 // until polls cond every 50ms until it is true, fails, or timeout passes.
+// An errRSSLimit from cond ends it at once.
 func (s *Sim) until(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -530,6 +558,9 @@ func (s *Sim) until(ctx context.Context, timeout time.Duration, cond func() (boo
 		ok, err := cond()
 		if ok {
 			return nil
+		}
+		if errors.Is(err, errRSSLimit) {
+			return err
 		}
 		if err != nil {
 			last = err

@@ -81,6 +81,7 @@ func main() {
 	flag.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Int64Var(&o.Seed, "seed", 1, "seed for agent ids, jitter and install times")
 	progress := flag.Duration("progress", 0, "print a progress line on stderr this often (0: none)")
+	maxRSS := flag.Int64("max-rss", 0, "stop the run (outcome rss-limit) once the process RSS exceeds this many MiB (0: no limit)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (warm-up and rollout) to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile to this file when the rollout ends (before anything is stopped)")
 	flag.Parse()
@@ -101,6 +102,7 @@ func main() {
 	if *verbose {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	o.MaxRSS = *maxRSS << 20
 	if *progress > 0 {
 		o.ProgressEvery = *progress
 		o.Progress = func(p sim.Progress) { sim.WriteProgress(os.Stderr, p) }
