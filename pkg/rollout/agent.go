@@ -60,9 +60,36 @@ func blocked(a AgentView) bool {
 // infrastructure (retrying), failed (rolled back or reporting another
 // error) and are installing another version, and the lowest id.
 func CountAgents(agents []AgentView) Counts {
-	c := Counts{}
+	// A group runs a handful of versions: the tallies are kept in a
+	// slice searched from the version last seen, and go into the map once
+	// (a map lookup and store per agent was a tenth of a controller pass
+	// at 250,000 agents).
+	type tally struct {
+		v  string
+		vc VersionCount
+	}
+	var ts []tally
+	last := -1
 	for _, a := range agents {
-		c.Add(a)
+		v := versionKey(a)
+		if last < 0 || ts[last].v != v {
+			last = -1
+			for i := range ts {
+				if ts[i].v == v {
+					last = i
+					break
+				}
+			}
+			if last < 0 {
+				ts = append(ts, tally{v: v})
+				last = len(ts) - 1
+			}
+		}
+		ts[last].vc.add(a)
+	}
+	c := make(Counts, len(ts))
+	for _, t := range ts {
+		c[t.v] = t.vc
 	}
 	return c
 }
@@ -70,11 +97,22 @@ func CountAgents(agents []AgentView) Counts {
 // Add counts one agent into c (the rule of CountAgents, for callers that
 // tally without building a slice).
 func (c Counts) Add(a AgentView) {
-	v := a.ActiveVersion
-	if v == "" {
-		v = NoVersion
-	}
+	v := versionKey(a)
 	vc := c[v]
+	vc.add(a)
+	c[v] = vc
+}
+
+// versionKey is the Counts key a is counted under.
+func versionKey(a AgentView) string {
+	if a.ActiveVersion == "" {
+		return NoVersion
+	}
+	return a.ActiveVersion
+}
+
+// add counts one agent of this version.
+func (vc *VersionCount) add(a AgentView) {
 	vc.Count++
 	switch {
 	case a.Unreachable:
@@ -95,7 +133,6 @@ func (c Counts) Add(a AgentView) {
 	if vc.LowestID == "" || a.ID < vc.LowestID {
 		vc.LowestID = a.ID
 	}
-	c[v] = vc
 }
 
 // The failure rules. An agent has failed the target when either

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -64,17 +63,40 @@ func ParseAgentID(s string) (AgentID, error) {
 // uniform, so the fraction is uniform, and "fraction < progress" selects about
 // progress × N agents. 53 bits because that is what a float64 holds exactly;
 // more would round the largest ids up to 1.0.
+//
+// The rollout engine computes it for every agent of a group on every pass,
+// and agents on every plan change: it reads the 16 hex digits in place,
+// allocating nothing. An id that is not 36 characters with hex digits
+// there maps to 0.
 func (id AgentID) Fraction() float64 {
-	var b [8]byte
-	src := string(id)
-	if len(src) != 36 {
+	if len(id) != 36 {
 		return 0
 	}
-	hexDigits := src[0:8] + src[9:13] + src[14:18]
-	if _, err := hex.Decode(b[:], []byte(hexDigits)); err != nil {
-		return 0
+	var v uint64
+	for i := 0; i < 18; i++ {
+		if i == 8 || i == 13 {
+			continue // the hyphens, not checked (as before: not read)
+		}
+		d, ok := hexDigit(id[i])
+		if !ok {
+			return 0
+		}
+		v = v<<4 | uint64(d)
 	}
-	return float64(binary.BigEndian.Uint64(b[:])>>11) / (1 << 53)
+	return float64(v>>11) / (1 << 53)
+}
+
+// hexDigit is the value of one hex digit, either case (as encoding/hex).
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 func truncate(s string, n int) string {

@@ -43,8 +43,31 @@ package rollout
 //   - Without a valid target version the answer is "" and false: keep what
 //     you have.
 func Decide(id AgentID, spec Spec, st GroupStatus, mode Mode) (version string, update bool) {
+	return NewDecider(spec, st, mode).Decide(id)
+}
+
+// A Decider is Decide for one spec, group status and mode, with all that
+// does not depend on the agent worked out once: for a caller that decides
+// for many agents of a group on the same plan (a simulated fleet). Decide
+// is a Decider used once, so the two cannot disagree.
+type Decider struct {
+	// Everyone gets version and update, except in canary (canaries get
+	// v2 and true) and active (v2, and update for canaries and ids below
+	// progress).
+	version    string
+	update     bool
+	v2         string
+	canaries   []Canary
+	byProgress bool // active: update iff a canary or id.Fraction() < progress
+	onlyCanary bool // canary: v2 and true for canaries only
+	progress   float64
+}
+
+// NewDecider works out Decide's answer for spec, st and mode (see Decide)
+// up to the agent id.
+func NewDecider(spec Spec, st GroupStatus, mode Mode) Decider {
 	if ValidateVersion(spec.TargetVersion) != nil {
-		return "", false
+		return Decider{}
 	}
 	v1, v2 := st.Hold(spec), spec.TargetVersion
 	state, halted := st.State, st.Halted
@@ -53,33 +76,55 @@ func Decide(id AgentID, spec Spec, st GroupStatus, mode Mode) (version string, u
 	}
 	switch lowestMode(mode, spec.Mode, st.Mode) {
 	case ModeDisabled:
-		return v2, false
+		return Decider{version: v2}
 	case ModePaused:
 		switch {
 		case halted:
-			return v1, false
+			return Decider{version: v1}
 		case state == StateActive || state == StateDone:
-			return v2, false
+			return Decider{version: v2}
 		}
-		return v1, false
+		return Decider{version: v1}
 	}
 	switch state {
 	case StateCanary:
-		if halted || !st.IsCanary(id) {
-			return v1, false
+		if halted {
+			return Decider{version: v1}
 		}
-		return v2, true
+		return Decider{version: v1, v2: v2, canaries: st.Canaries, onlyCanary: true}
 	case StateActive:
 		if halted {
-			return v1, false
+			return Decider{version: v1}
 		}
-		return v2, st.IsCanary(id) || id.Fraction() < st.Progress
+		return Decider{version: v2, canaries: st.Canaries, byProgress: true, progress: st.Progress}
 	case StateDone:
-		return v2, true
+		return Decider{version: v2, update: true}
 	case StateRolledBack:
-		return v1, v1 != ""
+		return Decider{version: v1, update: v1 != ""}
 	}
-	return v1, false
+	return Decider{version: v1}
+}
+
+// Decide is Decide(id, spec, st, mode) for the Decider's spec, st and mode.
+func (d Decider) Decide(id AgentID) (version string, update bool) {
+	switch {
+	case d.onlyCanary:
+		if d.isCanary(id) {
+			return d.v2, true
+		}
+	case d.byProgress:
+		return d.version, d.isCanary(id) || id.Fraction() < d.progress
+	}
+	return d.version, d.update
+}
+
+func (d Decider) isCanary(id AgentID) bool {
+	for _, c := range d.canaries {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Act reports whether an agent that runs installed ("" for nothing) should

@@ -397,14 +397,17 @@ func (m *machine) canary() bool {
 	if an.halted {
 		return false
 	}
-	var inFlight []AgentView
+	inFlight, blockedInFlight := 0, []AgentView(nil)
 	for _, a := range views {
 		if a.ActiveVersion != st.TargetVersion {
-			inFlight = append(inFlight, a)
+			inFlight++
+			if blocked(a) {
+				blockedInFlight = append(blockedInFlight, a)
+			}
 		}
 	}
 	m.countBlocked()
-	if m.infraHold(inFlight, len(st.Canaries), "canaries") || !v.healthy || !an.promote {
+	if m.infraHold(inFlight, blockedInFlight, len(st.Canaries), "canaries") || !v.healthy || !an.promote {
 		return false
 	}
 	approved, ok := m.gate(ApprovalAfterCanary)
@@ -433,8 +436,13 @@ func (m *machine) active() bool {
 	st, in := &m.st, m.in
 	target := st.TargetVersion
 	settled, pendingCanaries, released := 0, 0, 0
-	var pending []float64
-	var inFlight []AgentView // pending agents told to update, and pending canaries
+	// Sized for every agent at once: a group of a third of a million
+	// hosts would grow it twenty times a pass.
+	pending := make([]float64, 0, len(in.Agents))
+	// Pending agents told to update, and pending canaries: how many, and
+	// those of them blocked on infrastructure (only those are looked at
+	// one by one: a window of tens of thousands is not copied every pass).
+	inFlight, blockedInFlight := 0, []AgentView(nil)
 	for _, a := range in.Agents {
 		switch {
 		case a.Unreachable:
@@ -455,23 +463,24 @@ func (m *machine) active() bool {
 			}
 		case st.IsCanary(a.ID):
 			pendingCanaries++
-			inFlight = append(inFlight, a)
+			inFlight++
+			if blocked(a) {
+				blockedInFlight = append(blockedInFlight, a)
+			}
 		default:
-			pending = append(pending, a.ID.Fraction())
-			if a.ID.Fraction() < st.Progress {
-				inFlight = append(inFlight, a)
+			f := a.ID.Fraction()
+			pending = append(pending, f)
+			if f < st.Progress {
+				inFlight++
+				if blocked(a) {
+					blockedInFlight = append(blockedInFlight, a)
+				}
 			}
 		}
 	}
 	slices.Sort(pending)
 	m.countBlocked()
-	held := m.infraHold(inFlight, InFlightWindow(m.gc.MaxInFlight, st.InitialCount), "agents in flight")
-	blockedInFlight := 0
-	for _, a := range inFlight {
-		if blocked(a) {
-			blockedInFlight++
-		}
-	}
+	held := m.infraHold(inFlight, blockedInFlight, InFlightWindow(m.gc.MaxInFlight, st.InitialCount), "agents in flight")
 	// Unreachable agents are present (the freeze rule is about agents that
 	// expired) but not on the target: what they run now is not known.
 	present, onTarget := in.Counts.Total(), in.Counts[target].Count-in.Counts[target].Unreachable
@@ -484,7 +493,7 @@ func (m *machine) active() bool {
 		Pending:         pending,
 		PendingCanaries: pendingCanaries,
 		Released:        released,
-		Blocked:         blockedInFlight,
+		Blocked:         len(blockedInFlight),
 		Prev:            st.Progress,
 	})
 	if !held && !an.hold {
@@ -526,30 +535,27 @@ func (m *machine) countBlocked() {
 }
 
 // infraHold holds the group's progress while more than infrastructure_hold
-// of inFlight (the agents told to update that have not got there: the
-// agents in flight, or the canaries), counted against at least capacity
-// (the max_in_flight window, or the canary count), are blocked on
-// infrastructure, and
+// of the inFlight agents (the agents told to update that have not got
+// there: the agents in flight, or the canaries), counted against at least
+// capacity (the max_in_flight window, or the canary count), are blocked on
+// infrastructure (blockedInFlight, those of them that are), and
 // says so in Held with the count and the causes. Nothing fails and
 // nothing halts: the agents retry, and the hold ends by itself when fewer
 // are blocked. The first step held and the first step after emit an event.
-func (m *machine) infraHold(inFlight []AgentView, capacity int, what string) bool {
+func (m *machine) infraHold(inFlight int, blockedInFlight []AgentView, capacity int, what string) bool {
 	st := &m.st
-	n, causes := 0, map[string]int{}
-	for _, a := range inFlight {
-		if blocked(a) {
-			n++
-			causes[causeOf(a)]++
-		}
+	n, causes := len(blockedInFlight), map[string]int{}
+	for _, a := range blockedInFlight {
+		causes[causeOf(a)]++
 	}
 	// The share is of the window (max_in_flight, or the canaries), not
 	// of what is in flight right now: one blocked host left alone in a
 	// window whose others finished must not stop the group for good.
-	held := n > 0 && float64(n) > m.gc.InfrastructureHold.Of(max(len(inFlight), capacity))
+	held := n > 0 && float64(n) > m.gc.InfrastructureHold.Of(max(inFlight, capacity))
 	switch {
 	case held:
 		text := fmt.Sprintf("%d of %d %s blocked on infrastructure (%s), more than infrastructure_hold %s: progress held, nothing counted as failed; moves on when they recover",
-			n, len(inFlight), what, describeCauses(causes), m.gc.InfrastructureHold)
+			n, inFlight, what, describeCauses(causes), m.gc.InfrastructureHold)
 		if st.Held == "" {
 			m.emit(EventHeld, st.State, st.State, text)
 		}

@@ -45,7 +45,7 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 		sh.mu.Lock()
 		for i := range sh.agents {
 			a := &sh.agents[i]
-			perGroup[a.group][a.active]++
+			perGroup[a.group][sh.vers[a.active]]++
 			size[a.group]++
 		}
 		sh.mu.Unlock()

@@ -1,13 +1,13 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,30 +21,59 @@ import (
 
 // agent is one virtual host. It is owned by its shard and only touched under
 // the shard's lock.
+//
+// It is kept small, for a fleet of a million in one process (64 bytes,
+// and 36 for its id): versions are indices in the shard's table of the
+// versions it has seen (ver), times are Unix nanoseconds (0: none), flags
+// are bits, and what a heartbeat says that follows from the rest (the
+// hostname, the text of an infrastructure error) is written when it is
+// sent.
 type agent struct {
-	id       rollout.AgentID
-	hostname string
-	group    int
-	gen      uint32 // bumped when the slot is reused by churn; stale events are dropped
+	// id is a slice of the shard's block of ids (one string for all the
+	// shard's first agents), or a string of its own once churn replaced
+	// the host.
+	id rollout.AgentID
 
-	active       string
-	startVersion string
-	startTime    time.Time
-	rollback     bool
-	rollbackFrom string
-	badVersion   string // rolled back from; never retried automatically (as agentd)
-	seq          uint64
+	startTime int64 // when its last install started
+	// A blocked install (flBlocked): when its next attempt is due, and
+	// until when its attempts of installTo are blocked (0 before its
+	// first).
+	retryAt      int64
+	blockedUntil int64
 
-	installing bool
-	installTo  string
-	notified   bool // saw the spec of the current run
+	seq   uint32
+	gen   uint32 // bumped when the slot is reused by churn; stale events are dropped
+	group uint16
 
-	// An install blocked on infrastructure: the error it reports until
-	// its next attempt, when that is due, and until when its attempts of
-	// installTo are blocked (zero before its first).
-	blockedErr   string
-	retryAt      time.Time
-	blockedUntil time.Time
+	active       ver
+	startVersion ver
+	rollbackFrom ver
+	badVersion   ver // rolled back from; never retried automatically (as agentd)
+	installTo    ver
+
+	flags agentFlags
+}
+
+// ver is an index in the shard's version table (shard.vers); 0 is "".
+type ver uint16
+
+type agentFlags uint8
+
+const (
+	flRollback   agentFlags = 1 << iota
+	flInstalling            // an install (or a blocked attempt) runs
+	flNotified              // saw the spec of the current run
+	flBlocked               // its last attempt met the release site down (HTTP 503)
+)
+
+func (a *agent) has(f agentFlags) bool { return a.flags&f != 0 }
+
+func (a *agent) set(f agentFlags, on bool) {
+	if on {
+		a.flags |= f
+	} else {
+		a.flags &^= f
+	}
 }
 
 type eventKind uint8
@@ -55,24 +84,53 @@ const (
 	evRetry // a blocked install's retry is due
 )
 
+// event is something due for one agent at a time (Unix nanoseconds).
 type event struct {
-	at   time.Time
-	idx  int
+	at   int64
+	idx  int32
 	gen  uint32
 	kind eventKind
 }
 
+// eventHeap is a min-heap of events by time, typed (container/heap would
+// box every event pushed: one allocation per heartbeat).
 type eventHeap []event
 
-func (h eventHeap) Len() int           { return len(h) }
-func (h eventHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h eventHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)        { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q[p].at <= q[i].at {
+			break
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && q[l].at < q[m].at {
+			m = l
+		}
+		if r := l + 1; r < n && q[r].at < q[m].at {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[m], q[i] = q[i], q[m]
+		i = m
+	}
+	*h = q
+	return top
 }
 
 // planView is what one connection knows of fleet_plan.
@@ -81,6 +139,7 @@ type planView struct {
 	specRev  uint64
 	status   []rollout.GroupStatus
 	stRev    []uint64
+	decider  []rollout.Decider // per group, for spec and status
 	allDirty bool
 	dirty    []bool
 }
@@ -97,10 +156,13 @@ type shard struct {
 	agents []agent
 	events eventHeap
 	plan   planView
+	vers   []string       // version table: vers[0] is ""
+	verIdx map[string]ver // and back
 	rng    *rand.Rand
 	idsrc  *rand.ChaCha8
 	wake   chan struct{}
 	churn  float64 // fractional agents owed to churn
+	buf    []byte  // the heartbeat being sent
 }
 
 func newShard(s *Sim, n int, count int) *shard {
@@ -110,6 +172,9 @@ func newShard(s *Sim, n int, count int) *shard {
 	sh := &shard{
 		s: s, n: n,
 		agents: make([]agent, count),
+		events: make(eventHeap, 0, count+count/4),
+		vers:   []string{""},
+		verIdx: map[string]ver{"": 0},
 		rng:    rand.New(src),
 		idsrc:  src,
 		wake:   make(chan struct{}, 1),
@@ -118,36 +183,62 @@ func newShard(s *Sim, n int, count int) *shard {
 	sh.plan.status = make([]rollout.GroupStatus, g)
 	sh.plan.stRev = make([]uint64, g)
 	sh.plan.dirty = make([]bool, g)
-	now := time.Now()
+	sh.plan.decider = make([]rollout.Decider, g)
+	// The first ids in one string; each agent draws its id and then the
+	// time of its first beat, spread over one interval.
+	var ids strings.Builder
+	ids.Grow(count * 36)
+	first := make([]int64, count)
+	now := time.Now().UnixNano()
+	for i := range count {
+		ids.WriteString(string(sh.newID()))
+		first[i] = now + sh.rng.Int64N(int64(s.o.HeartbeatInterval))
+	}
+	block := ids.String()
+	start := sh.ver(s.o.StartVersion)
 	for i := range sh.agents {
-		sh.initAgent(i, (n*s.o.AgentsPerConn+i)%g)
-		// Spread the first beats over one interval.
-		sh.push(event{at: now.Add(time.Duration(sh.rng.Int64N(int64(s.o.HeartbeatInterval)))), idx: i, kind: evBeat})
+		sh.agents[i] = agent{id: rollout.AgentID(block[36*i : 36*i+36]), group: uint16((n*s.o.AgentsPerConn + i) % g), gen: 1, active: start}
+		sh.push(event{at: first[i], idx: int32(i), kind: evBeat})
 	}
 	return sh
 }
 
-func (sh *shard) initAgent(i, group int) {
+func (sh *shard) newID() rollout.AgentID {
 	id, err := rollout.NewAgentID(sh.idsrc)
 	if err != nil {
 		panic(err) // ChaCha8 never fails
 	}
+	return id
+}
+
+// initAgent makes slot i a new host of group on the start version (churn).
+func (sh *shard) initAgent(i, group int) {
 	a := &sh.agents[i]
-	gen := a.gen + 1
-	*a = agent{id: id, hostname: "sim-" + strconv.Itoa(sh.n) + "-" + strconv.Itoa(i), group: group, gen: gen, active: sh.s.o.StartVersion}
+	*a = agent{id: sh.newID(), group: uint16(group), gen: a.gen + 1, active: sh.ver(sh.s.o.StartVersion)}
+}
+
+// ver is v's index in the version table, added if new.
+func (sh *shard) ver(v string) ver {
+	if x, ok := sh.verIdx[v]; ok {
+		return x
+	}
+	x := ver(len(sh.vers))
+	sh.vers = append(sh.vers, v)
+	sh.verIdx[v] = x
+	return x
 }
 
 func (sh *shard) push(e event) {
 	if e.gen == 0 {
 		e.gen = sh.agents[e.idx].gen
 	}
-	heap.Push(&sh.events, e)
+	sh.events.push(e)
 }
 
-func (sh *shard) nextBeat(now time.Time) time.Time {
+func (sh *shard) nextBeat(now int64) int64 {
 	iv := float64(sh.s.o.HeartbeatInterval)
 	j := sh.s.o.HeartbeatJitter
-	return now.Add(time.Duration(iv * (1 + j*(2*sh.rng.Float64()-1))))
+	return now + int64(iv*(1+j*(2*sh.rng.Float64()-1)))
 }
 
 // start connects, subscribes and reads the plan once.
@@ -211,15 +302,20 @@ func (sh *shard) apply(key string, value []byte, rev uint64) {
 	sh.mu.Lock()
 	changed := false
 	var fresh *rollout.GroupStatus
+	p := &sh.plan
 	if key == kv.KeySpec {
 		var sp rollout.Spec
-		if rev > sh.plan.specRev && json.Unmarshal(value, &sp) == nil {
-			sh.plan.spec, sh.plan.specRev, sh.plan.allDirty, changed = sp, rev, true, true
+		if rev > p.specRev && json.Unmarshal(value, &sp) == nil {
+			p.spec, p.specRev, p.allDirty, changed = sp, rev, true, true
+			for gi := range p.decider {
+				p.decider[gi] = rollout.NewDecider(sp, p.status[gi], p.status[gi].Mode)
+			}
 		}
 	} else if gi, ok := sh.s.groupIndex[key]; ok {
 		var st rollout.GroupStatus
-		if rev > sh.plan.stRev[gi] && json.Unmarshal(value, &st) == nil {
-			sh.plan.status[gi], sh.plan.stRev[gi], sh.plan.dirty[gi], changed = st, rev, true, true
+		if rev > p.stRev[gi] && json.Unmarshal(value, &st) == nil {
+			p.status[gi], p.stRev[gi], p.dirty[gi], changed = st, rev, true, true
+			p.decider[gi] = rollout.NewDecider(p.spec, st, st.Mode)
 			if sh.s.stats.observeStatus(gi, st, rev) {
 				fresh = &st
 			}
@@ -251,50 +347,60 @@ func (sh *shard) run(ctx context.Context) {
 		case <-refresh.C:
 			sh.refresh(ctx)
 		case <-sh.wake:
-			sh.step(ctx, time.Now())
+			sh.step(time.Now())
 		case <-tick.C:
-			sh.step(ctx, time.Now())
+			sh.step(time.Now())
 		}
 	}
 }
 
-func (sh *shard) step(ctx context.Context, now time.Time) {
+// step does what is due at now: decisions on a new plan, churn, then every
+// event due, in time order.
+func (sh *shard) step(t time.Time) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	now := t.UnixNano()
 	sh.decideDirty(now)
 	sh.doChurn(now)
-	for len(sh.events) > 0 && !sh.events[0].at.After(now) {
-		e := heap.Pop(&sh.events).(event)
+	for len(sh.events) > 0 && sh.events[0].at <= now {
+		e := sh.events.pop()
 		a := &sh.agents[e.idx]
 		if e.gen != a.gen {
 			continue
 		}
+		i := int(e.idx)
 		switch e.kind {
 		case evBeat:
-			sh.beat(e.idx, now)
+			sh.beat(i, now)
 			sh.push(event{at: sh.nextBeat(now), idx: e.idx, kind: evBeat})
 		case evInstallDone:
-			sh.finishInstall(e.idx, now)
+			sh.finishInstall(i, now)
 		case evRetry:
-			sh.decide(e.idx, now)
+			sh.decide(i, now)
 		}
 	}
 }
 
-func (sh *shard) decideDirty(now time.Time) {
+func (sh *shard) decideDirty(now int64) {
 	p := &sh.plan
 	if !p.allDirty && !anyTrue(p.dirty) {
 		return
 	}
+	notified := 0
 	for i := range sh.agents {
 		a := &sh.agents[i]
 		if p.allDirty || p.dirty[a.group] {
-			if !a.notified && p.spec.TargetVersion == sh.s.o.TargetVersion && p.spec.TargetVersion != "" {
-				a.notified = true
-				sh.s.stats.notified(time.Now())
+			if !a.has(flNotified) && p.spec.TargetVersion == sh.s.o.TargetVersion && p.spec.TargetVersion != "" {
+				a.set(flNotified, true)
+				notified++
 			}
 			sh.decide(i, now)
 		}
+	}
+	if notified > 0 {
+		// Each decision above ran by now: a few hundred microseconds
+		// for a shard of thousands.
+		sh.s.stats.notified(time.Now(), notified)
 	}
 	p.allDirty = false
 	clear(p.dirty)
@@ -309,35 +415,39 @@ func anyTrue(b []bool) bool {
 	return false
 }
 
-// decide is agentd's decision: rollout.Decide on the plan it knows.
-func (sh *shard) decide(i int, now time.Time) {
+// decide is agentd's decision: rollout.Decide on the plan it knows (its
+// group's Decider, worked out once per plan change).
+func (sh *shard) decide(i int, now int64) {
 	a := &sh.agents[i]
-	if a.installing {
+	if a.has(flInstalling) {
 		return
 	}
-	st := sh.plan.status[a.group]
-	version, update := rollout.Decide(a.id, sh.plan.spec, st, st.Mode)
-	if !rollout.Act(a.active, version, update) || version == a.badVersion || now.Before(a.retryAt) {
+	version, update := sh.plan.decider[a.group].Decide(a.id)
+	if !rollout.Act(sh.vers[a.active], version, update) || version == sh.vers[a.badVersion] || now < a.retryAt {
 		return
 	}
-	if version != a.installTo {
-		a.blockedUntil = time.Time{}
+	to := sh.ver(version)
+	if to != a.installTo {
+		a.blockedUntil = 0
 	}
-	if a.blockedUntil.IsZero() {
-		a.blockedUntil = now.Add(sh.s.o.InfraFor)
+	if a.blockedUntil == 0 {
+		a.blockedUntil = now + int64(sh.s.o.InfraFor)
 	}
-	a.installing, a.installTo, a.retryAt = true, version, time.Time{}
+	a.installTo, a.retryAt = to, 0
+	a.set(flInstalling, true)
 	if !sh.infraBlocked(a, now) {
 		// As agentd: a retry's heartbeats say blocked until its download
 		// starts, which it does once the outage is over.
-		a.blockedErr = ""
+		a.set(flBlocked, false)
 	}
 	a.startVersion, a.startTime = a.active, now
-	a.rollback, a.rollbackFrom = false, ""
-	sh.s.stats.installStarted(a.group, a.id, version, st, sh.s.o.FailRate[version] > 0)
+	a.rollbackFrom = 0
+	a.set(flRollback, false)
+	st := sh.plan.status[a.group]
+	sh.s.stats.installStarted(int(a.group), a.id, version, st, sh.s.o.FailRate[version] > 0)
 	if a.id.Fraction() < sh.s.o.Stuck[version] {
 		// Stuck in its health wait: no end event, updating_to forever.
-		sh.s.stats.installStuck(a.group)
+		sh.s.stats.installStuck(int(a.group))
 		sh.beat(i, now)
 		return
 	}
@@ -345,34 +455,38 @@ func (sh *shard) decide(i int, now time.Time) {
 	if span := sh.s.o.InstallMax - sh.s.o.InstallMin; span > 0 {
 		d += time.Duration(sh.rng.Int64N(int64(span)))
 	}
-	sh.push(event{at: now.Add(d), idx: i, kind: evInstallDone})
+	sh.push(event{at: now + int64(d), idx: int32(i), kind: evInstallDone})
 	sh.beat(i, now) // at once after a state change
 }
 
-func (sh *shard) finishInstall(i int, now time.Time) {
+func (sh *shard) finishInstall(i int, now int64) {
 	a := &sh.agents[i]
-	if !a.installing {
+	if !a.has(flInstalling) {
 		return
 	}
-	failed := failsOn(a.id, a.installTo, sh.s.o.FailRate[a.installTo])
-	a.installing = false
+	to := sh.vers[a.installTo]
+	failed := failsOn(a.id, to, sh.s.o.FailRate[to])
+	a.set(flInstalling, false)
+	g := int(a.group)
 	if sh.infraBlocked(a, now) {
 		// The release site answered 503: nothing changed on the host;
 		// it retries InfraRetry later, as agentd does (with backoff).
-		a.blockedErr, a.retryAt = "download "+a.installTo+": release site: HTTP 503", now.Add(sh.s.o.InfraRetry)
-		sh.s.stats.installBlocked(a.group, a.id)
-		sh.s.stats.installFinished(a.group, false, sh.plan.status[a.group])
-		sh.push(event{at: a.retryAt, idx: i, gen: a.gen, kind: evRetry})
+		a.retryAt = now + int64(sh.s.o.InfraRetry)
+		a.set(flBlocked, true)
+		sh.s.stats.installBlocked(g, a.id)
+		sh.s.stats.installFinished(g, false, sh.plan.status[g])
+		sh.push(event{at: a.retryAt, idx: int32(i), gen: a.gen, kind: evRetry})
 		sh.beat(i, now)
 		return
 	}
-	a.blockedErr = ""
+	a.set(flBlocked, false)
 	if failed {
-		a.rollback, a.rollbackFrom, a.badVersion = true, a.installTo, a.installTo
+		a.rollbackFrom, a.badVersion = a.installTo, a.installTo
+		a.set(flRollback, true)
 	} else {
 		sh.setActive(a, a.installTo)
 	}
-	sh.s.stats.installFinished(a.group, failed, sh.plan.status[a.group])
+	sh.s.stats.installFinished(g, failed, sh.plan.status[g])
 	sh.beat(i, now)
 	sh.decide(i, now) // e.g. a rolled back group sends it back
 }
@@ -380,8 +494,9 @@ func (sh *shard) finishInstall(i int, now time.Time) {
 // infraBlocked reports whether a's install of installTo meets the release
 // site down at now (InfraFail of its hosts, for InfraFor from their first
 // attempt).
-func (sh *shard) infraBlocked(a *agent, now time.Time) bool {
-	return now.Before(a.blockedUntil) && failsOn(a.id, "infrastructure "+a.installTo, sh.s.o.InfraFail[a.installTo])
+func (sh *shard) infraBlocked(a *agent, now int64) bool {
+	to := sh.vers[a.installTo]
+	return now < a.blockedUntil && failsOn(a.id, "infrastructure "+to, sh.s.o.InfraFail[to])
 }
 
 // failsOn reports whether an install of version fails on agent id: a fixed
@@ -398,26 +513,33 @@ func failsOn(id rollout.AgentID, version string, rate float64) bool {
 	return float64(h.Sum64()>>11)/(1<<53) < rate
 }
 
-func (sh *shard) beat(i int, now time.Time) {
+// heartbeat is what agent i reports at now.
+func (sh *shard) heartbeat(i int, now int64) heartbeat.Heartbeat {
 	a := &sh.agents[i]
-	a.seq++
 	hb := heartbeat.Heartbeat{
-		V: heartbeat.SchemaVersion, AgentID: a.id, Hostname: a.hostname, Group: sh.s.groups[a.group],
-		ActiveVersion: a.active, StartVersion: a.startVersion, StartTime: a.startTime,
-		Rollback: a.rollback, RollbackFrom: a.rollbackFrom, At: now, Seq: a.seq,
+		V: heartbeat.SchemaVersion, AgentID: a.id, Hostname: "sim-" + strconv.Itoa(sh.n) + "-" + strconv.Itoa(i),
+		Group: sh.s.groups[a.group], ActiveVersion: sh.vers[a.active], StartVersion: sh.vers[a.startVersion],
+		Rollback: a.has(flRollback), RollbackFrom: sh.vers[a.rollbackFrom], At: time.Unix(0, now), Seq: uint64(a.seq),
 	}
-	if a.installing {
-		hb.UpdatingTo = a.installTo // as agentd, for as long as the install runs
+	if a.startTime != 0 {
+		hb.StartTime = time.Unix(0, a.startTime)
 	}
-	if a.blockedErr != "" {
-		hb.Error, hb.ErrorClass, hb.ErrorCause = a.blockedErr, heartbeat.ClassInfrastructure, "download failed (HTTP 503)"
+	if a.has(flInstalling) {
+		hb.UpdatingTo = sh.vers[a.installTo] // as agentd, for as long as the install runs
 	}
-	data, err := heartbeat.Encode(&hb)
-	if err != nil {
-		sh.s.log.Warn("encode heartbeat", "err", err)
-		return
+	if a.has(flBlocked) {
+		hb.Error, hb.ErrorClass, hb.ErrorCause = "download "+sh.vers[a.installTo]+": release site: HTTP 503", heartbeat.ClassInfrastructure, "download failed (HTTP 503)"
 	}
-	if err := sh.nc.Publish(heartbeat.SubjectFor(hb.Group, a.id), data); err != nil {
+	return hb
+}
+
+func (sh *shard) beat(i int, now int64) {
+	sh.agents[i].seq++
+	hb := sh.heartbeat(i, now)
+	// heartbeat.Encode's bytes, into a buffer the shard reuses (Publish
+	// copies them).
+	sh.buf = appendHeartbeat(sh.buf[:0], &hb)
+	if err := sh.nc.Publish(heartbeat.SubjectFor(hb.Group, hb.AgentID), sh.buf); err != nil {
 		return // the connection is closing: not sent
 	}
 	sh.s.stats.beats.Add(1)
@@ -426,7 +548,7 @@ func (sh *shard) beat(i int, now time.Time) {
 // doChurn replaces agents at the configured rate: the old host goes silent
 // (the controller expires it), a new one with a fresh id joins on the start
 // version.
-func (sh *shard) doChurn(now time.Time) {
+func (sh *shard) doChurn(now int64) {
 	rate := sh.s.churnOn.Load()
 	if rate == 0 || len(sh.agents) == 0 {
 		return
@@ -436,37 +558,42 @@ func (sh *shard) doChurn(now time.Time) {
 	for ; sh.churn >= 1; sh.churn-- {
 		i := sh.rng.IntN(len(sh.agents))
 		a := &sh.agents[i]
-		if a.installing {
-			sh.s.stats.installAborted(a.group)
+		if a.has(flInstalling) {
+			sh.s.stats.installAborted(int(a.group))
 		}
-		sh.setActive(a, "") // the host leaves
+		sh.setActive(a, 0) // the host leaves
 		sh.initAgent(i, sh.rng.IntN(len(sh.s.groups)))
 		sh.s.stats.churned.Add(1)
-		sh.push(event{at: now.Add(time.Duration(sh.rng.Int64N(int64(sh.s.o.HeartbeatInterval)))), idx: i, kind: evBeat})
-		sh.agents[i].notified = true // a new host is not counted in notify latency
+		sh.push(event{at: now + sh.rng.Int64N(int64(sh.s.o.HeartbeatInterval)), idx: int32(i), kind: evBeat})
+		sh.agents[i].set(flNotified, true) // a new host is not counted in notify latency
 		sh.decide(i, now)
 	}
 }
 
 // setActive makes v a's active version, keeping the tracker's count of
-// hosts on the target ("" : the host leaves).
-func (sh *shard) setActive(a *agent, v string) {
+// hosts on the target (0, "": the host leaves).
+func (sh *shard) setActive(a *agent, v ver) {
 	target := sh.s.o.TargetVersion
+	was, is := sh.vers[a.active], sh.vers[v]
 	switch {
-	case a.active != target && v == target:
-		sh.s.stats.onTargetChanged(a.group, 1)
-	case a.active == target && v != target:
-		sh.s.stats.onTargetChanged(a.group, -1)
+	case was != target && is == target:
+		sh.s.stats.onTargetChanged(int(a.group), 1)
+	case was == target && is != target:
+		sh.s.stats.onTargetChanged(int(a.group), -1)
 	}
 	a.active = v
 }
 
-// versions reports, under the lock, how many agents of each group are on v.
+// countOn adds, under the lock, how many agents of each group are on v.
 func (sh *shard) countOn(v string, out []int) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	x, ok := sh.verIdx[v]
+	if !ok {
+		return
+	}
 	for i := range sh.agents {
-		if sh.agents[i].active == v {
+		if sh.agents[i].active == x {
 			out[sh.agents[i].group]++
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -50,7 +51,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(tw, "plan write → agent notified\tp50 %v\tp99 %v\t(%d agents)\n", r.NotifyP50.Round(time.Microsecond), r.NotifyP99.Round(time.Microsecond), r.Notified)
 	fmt.Fprintf(tw, "heartbeats\t%.0f/s ingested\t%d received, %d rejected, %d sent\n", r.HeartbeatsPerSec, r.HeartbeatsReceived, r.HeartbeatsRejected, r.HeartbeatsSent)
 	fmt.Fprintf(tw, "process CPU\t%v\t(whole process: controller + embedded nats-server + simulator)\n", r.ProcessCPU.Round(time.Millisecond))
-	fmt.Fprintf(tw, "RSS\t%.1f MiB\t(VmRSS of the whole process)\n", float64(r.RSSBytes)/(1<<20))
+	fmt.Fprintf(tw, "controller passes\trollout %s\tstats write %s\n", r.RolloutPass, r.StatsWrite)
+	fmt.Fprintf(tw, "RSS\t%.1f MiB\t(VmRSS of the whole process; peak %.1f MiB)\n", float64(r.RSSBytes)/(1<<20), float64(r.RSSPeakBytes)/(1<<20))
 	if r.Churned > 0 {
 		fmt.Fprintf(tw, "churn\t%d agents replaced\n", r.Churned)
 	}
@@ -62,4 +64,38 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// String is "N, mean M, slowest ≤ B".
+func (p PassTimes) String() string {
+	if p.Count == 0 {
+		return "none"
+	}
+	slowest := "≤ " + p.AtMost.String()
+	if p.AtMost < 0 && len(p.bounds) > 0 {
+		slowest = "> " + time.Duration(p.bounds[len(p.bounds)-1]*float64(time.Second)).String()
+	}
+	return fmt.Sprintf("%d, mean %v, slowest %s", p.Count, p.Mean.Round(10*time.Microsecond), slowest)
+}
+
+// WriteProgress writes p as one line: phase and time, each group's
+// state, hosts on the target and in flight, heartbeats received per
+// second, the controller's passes since the last line, RSS, goroutines.
+func WriteProgress(w io.Writer, p Progress) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %6s:", p.Phase, p.Elapsed.Round(time.Second))
+	for _, g := range p.Groups {
+		state := string(g.State)
+		if state == "" {
+			state = "-"
+		}
+		if g.Halted {
+			state += "(halted)"
+		}
+		fmt.Fprintf(&b, " %s %s %d/%d in-flight %d;", g.Name, state, g.OnTarget, g.Initial, g.InFlight)
+	}
+	fmt.Fprintf(&b, " inventory %d; hb %.0f/s; rollout pass %s; stats write %s; RSS %.0f MiB; %d goroutines\n",
+		p.Inventory, p.HeartbeatsPerSec, p.RolloutPass, p.StatsWrite, float64(p.RSSBytes)/(1<<20), p.Goroutines)
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -129,6 +129,18 @@ type Options struct {
 	Settle time.Duration
 	Seed   int64
 	Log    *slog.Logger // nil: silent
+
+	// Progress, when set, is called every ProgressEvery (10s) from the
+	// spec write to the end with what the run looks like then.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+	// AtEnd, when set, is called once the rollout has ended, before
+	// anything is stopped (e.g. to write a heap profile of the live state).
+	AtEnd func()
+	// MaxRSS, when set, stops the run (outcome "rss-limit", with the
+	// report) once the process's RSS exceeds it, in bytes: a run of a
+	// million agents on a shared machine.
+	MaxRSS int64
 }
 
 func (o Options) withDefaults() Options {
@@ -180,6 +192,7 @@ func (o Options) withDefaults() Options {
 	def(&o.Tick, 20*time.Millisecond)
 	def(&o.Timeout, 5*time.Minute)
 	def(&o.ChurnFor, 10*time.Second)
+	def(&o.ProgressEvery, 10*time.Second)
 	def(&o.Settle, 3*o.ReconcileInterval+2*o.StatsInterval)
 	if o.Seed == 0 {
 		o.Seed = 1
@@ -259,7 +272,7 @@ type Report struct {
 	Agents      int           `json:"agents"`
 	Connections int           `json:"connections"`
 	Duration    time.Duration `json:"duration_ns"` // spec write → end
-	Outcome     string        `json:"outcome"`     // done | halted | stuck | timeout
+	Outcome     string        `json:"outcome"`     // done | halted | stuck | timeout | rss-limit
 	Groups      []GroupReport `json:"groups"`
 
 	NotifyP50 time.Duration `json:"notify_p50_ns"` // spec write → agent saw it
@@ -274,8 +287,14 @@ type Report struct {
 	// ProcessCPU is user+system CPU of the whole process during the rollout
 	// (getrusage): controller, embedded nats-server and simulator together.
 	ProcessCPU time.Duration `json:"process_cpu_ns"`
-	// RSSBytes is VmRSS of the whole test process at the end.
-	RSSBytes int64 `json:"rss_bytes"`
+	// RSSBytes is VmRSS of the whole test process at the end,
+	// RSSPeakBytes its peak (VmHWM).
+	RSSBytes     int64 `json:"rss_bytes"`
+	RSSPeakBytes int64 `json:"rss_peak_bytes"`
+	// RolloutPass and StatsWrite are the controller's own timings of its
+	// rollout passes and stats writes during the rollout.
+	RolloutPass PassTimes `json:"rollout_pass"`
+	StatsWrite  PassTimes `json:"stats_write"`
 }
 
 // Run simulates one rollout from StartVersion to TargetVersion and reports.
@@ -358,9 +377,24 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		wg.Go(func() { sh.run(runCtx) })
 	}
 
+	// Progress lines, every ProgressEvery, in the warm-up and the rollout.
+	mark := progressMark{at: time.Now()}
+	phase, phaseStart, lastProgress := "warm-up", time.Now(), time.Now()
+	tellProgress := func() {
+		if o.Progress != nil && time.Since(lastProgress) >= o.ProgressEvery {
+			lastProgress = time.Now()
+			o.Progress(s.progress(ctrl, phase, phaseStart, &mark))
+		}
+	}
+
 	// Warm up: every agent established in the controller and counted in
 	// fleet_stats, so initial_count is the whole group.
+	counted := 0
 	if err := s.until(ctx, 30*time.Second+20*o.HeartbeatInterval, func() (bool, error) {
+		tellProgress()
+		if err := s.overRSS(); err != nil {
+			return false, err
+		}
 		stats, err := fleet.ReadStats(ctx)
 		if err != nil {
 			return false, err
@@ -369,14 +403,18 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		for _, gs := range kv.MergeStats(stats, time.Now()) {
 			total += gs.Versions.Total()
 		}
+		counted = total
 		return total == o.Agents, nil
 	}); err != nil {
-		return nil, fmt.Errorf("sim: warm-up: not every agent counted: %w", err)
+		return nil, fmt.Errorf("sim: warm-up: not every agent counted (%d of %d in fleet_stats): %w", counted, o.Agents, err)
 	}
 
 	recv0, _ := ctrl.Counters()
+	rp0, sw0 := passTimes(ctrl)
 	cpu0 := processCPU()
 	start := time.Now()
+	phase, phaseStart = "rollout", start
+	mark = progressMark{at: start, recv: recv0, rollout: rp0, stats: sw0}
 	s.stats.setSpecAt(start)
 	spec := rollout.DefaultSpec(o.StartVersion, o.TargetVersion)
 	spec.Critical = true // windows ignored; dependencies still apply
@@ -390,6 +428,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	outcome := "timeout"
 	var haltQuiet time.Time
 	err = s.until(ctx, o.Timeout, func() (bool, error) {
+		tellProgress()
+		if err := s.overRSS(); err != nil {
+			outcome = "rss-limit"
+			return false, err
+		}
 		sts, inFlight := s.stats.snapshot()
 		stuck := s.stats.stuckCounts()
 		done, halted, timedOut := true, false, false
@@ -431,8 +474,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	})
 	end := time.Now()
 	s.churnOn.Store(0)
+	if o.AtEnd != nil {
+		o.AtEnd()
+	}
 
 	rep := s.report(ctrl, end.Sub(start), recv0, cpu0)
+	rp, sw := passTimes(ctrl)
+	rep.RolloutPass, rep.StatsWrite = rp.since(rp0), sw.since(sw0)
 	rep.Outcome = outcome
 	if err != nil {
 		return rep, fmt.Errorf("sim: rollout not finished: %w", err)
@@ -484,7 +532,22 @@ func saveLatest[T any](ctx context.Context, b jetstream.KeyValue, key string, v 
 	return nil
 }
 
+// errRSSLimit stops a run whose process outgrew Options.MaxRSS.
+var errRSSLimit = errors.New("process RSS over the limit")
+
+// overRSS is errRSSLimit when the process is over Options.MaxRSS.
+func (s *Sim) overRSS() error {
+	if s.o.MaxRSS <= 0 {
+		return nil
+	}
+	if r := rss(); r > s.o.MaxRSS {
+		return fmt.Errorf("%w: %d MiB > %d MiB", errRSSLimit, r>>20, s.o.MaxRSS>>20)
+	}
+	return nil
+}
+
 // until polls cond every 50ms until it is true, fails, or timeout passes.
+// An errRSSLimit from cond ends it at once.
 func (s *Sim) until(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -495,6 +558,9 @@ func (s *Sim) until(ctx context.Context, timeout time.Duration, cond func() (boo
 		ok, err := cond()
 		if ok {
 			return nil
+		}
+		if errors.Is(err, errRSSLimit) {
+			return err
 		}
 		if err != nil {
 			last = err
@@ -515,7 +581,8 @@ func (s *Sim) report(ctrl *controller.Controller, d time.Duration, recv0 uint64,
 		HeartbeatsPerSec: float64(recv-recv0) / d.Seconds(),
 		Churned:          s.stats.churned.Load(),
 		ProcessCPU:       processCPU() - cpu0,
-		RSSBytes:         rss(),
+		RSSBytes:         procStatus("VmRSS:"),
+		RSSPeakBytes:     procStatus("VmHWM:"),
 	}
 	onTarget := make([]int, len(s.groups))
 	for _, sh := range s.shards {
@@ -564,14 +631,17 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// rss is VmRSS of this whole process from /proc/self/status (0 elsewhere).
-func rss() int64 {
+// rss is VmRSS of this whole process (0 where there is no /proc).
+func rss() int64 { return procStatus("VmRSS:") }
+
+// procStatus is a size in /proc/self/status, in bytes (0 elsewhere).
+func procStatus(field string) int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			f := strings.Fields(v)
 			if len(f) > 0 {
 				kb, _ := strconv.ParseInt(f[0], 10, 64)

@@ -58,10 +58,14 @@ func (t *tracker) setSpecAt(at time.Time) {
 	t.mu.Unlock()
 }
 
-func (t *tracker) notified(now time.Time) {
+// notified records n agents that saw the spec by now.
+func (t *tracker) notified(now time.Time, n int) {
 	t.mu.Lock()
 	if !t.specAt.IsZero() {
-		t.notifyLat = append(t.notifyLat, now.Sub(t.specAt))
+		d := now.Sub(t.specAt)
+		for range n {
+			t.notifyLat = append(t.notifyLat, d)
+		}
 	}
 	t.mu.Unlock()
 }

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +37,8 @@ func (f failRates) Set(s string) error {
 }
 
 func main() {
+	code := 0
+	defer func() { os.Exit(code) }()
 	var o sim.Options
 	fr, stuck, infra := failRates{}, failRates{}, failRates{}
 	errRate, errFrom := failRates{}, failRates{}
@@ -76,10 +80,15 @@ func main() {
 	flag.DurationVar(&o.MinHealthyTime, "min-healthy", 0, "min_healthy_time (0s..)")
 	flag.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Int64Var(&o.Seed, "seed", 1, "seed for agent ids, jitter and install times")
+	progress := flag.Duration("progress", 0, "print a progress line on stderr this often (0: none)")
+	maxRSS := flag.Int64("max-rss", 0, "stop the run (outcome rss-limit) once the process RSS exceeds this many MiB (0: no limit)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (warm-up and rollout) to this file")
+	memProfile := flag.String("memprofile", "", "write a heap profile to this file when the rollout ends (before anything is stopped)")
 	flag.Parse()
 	if *out != "table" && *out != "json" {
 		fmt.Fprintln(os.Stderr, "sim: -o must be table or json")
-		os.Exit(2)
+		code = 2
+		return
 	}
 	o.MaxInFlight, o.FailureThreshold = rollout.Percent(*mif), rollout.Percent(*fth)
 	o.CanaryCount, o.NoCanaries = *canaries, *canaries == 0
@@ -93,6 +102,30 @@ func main() {
 	if *verbose {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	o.MaxRSS = *maxRSS << 20
+	if *progress > 0 {
+		o.ProgressEvery = *progress
+		o.Progress = func(p sim.Progress) { sim.WriteProgress(os.Stderr, p) }
+	}
+	if *memProfile != "" {
+		o.AtEnd = func() {
+			if err := writeHeapProfile(*memProfile); err != nil {
+				fmt.Fprintln(os.Stderr, "sim:", err)
+			}
+		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sim: cpu profile:", err)
+			code = 2
+			return
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	rep, err := sim.Run(ctx, o)
@@ -105,6 +138,20 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		code = 1
 	}
+}
+
+// writeHeapProfile writes the live heap after a collection.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
