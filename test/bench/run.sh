@@ -73,10 +73,11 @@ full() {
 		run "ingest 1M before, pair $r" "$bin/fleetbench-before" ingest -agents 1000000
 		run "ingest 1M after, pair $r" "$fb" ingest -agents 1000000
 	done
-	run "ingest 200k before, profiled" "$bin/fleetbench-before" ingest -agents 200000 -cpuprofile "$tmp/before.prof"
-	run "pprof before" go tool pprof -top -nodecount 25 "$bin/fleetbench-before" "$tmp/before.prof"
-	run "ingest 200k after, profiled" "$fb" ingest -agents 200000 -cpuprofile "$tmp/after.prof"
-	run "pprof after" go tool pprof -top -nodecount 25 "$fb" "$tmp/after.prof"
+	# The profiles stay beside the output file ($out.before.prof, .after.prof).
+	run "ingest 200k before, profiled" "$bin/fleetbench-before" ingest -agents 200000 -cpuprofile "$out.before.prof"
+	run "pprof before" go tool pprof -top -nodecount 25 "$bin/fleetbench-before" "$out.before.prof"
+	run "ingest 200k after, profiled" "$fb" ingest -agents 200000 -cpuprofile "$out.after.prof"
+	run "pprof after" go tool pprof -top -nodecount 25 "$fb" "$out.after.prof"
 	run "ingest 10k" "$fb" ingest -agents 10000
 	# 1: the decoders, ours against encoding/json in the same run, and the
 	# candidate libraries side by side (5 interleaved rounds).
