@@ -2,7 +2,7 @@
 # Runs every benchmark of docs/PERFORMANCE.md in one go on this machine.
 #
 # Usage (from the repository root):
-#   test/bench/run.sh [outfile]          every figure (about an hour on 2 cores)
+#   test/bench/run.sh [outfile]          every figure (about 75 minutes on 2 cores)
 #   test/bench/run.sh -quick [outfile]   each command at a small size (< 3 min):
 #                                        CI runs it so that no benchmark rots
 #
@@ -115,6 +115,10 @@ full() {
 	run "install 100MB" go test -run '^$' -bench Install100MB -benchtime 1x -count 5 ./pkg/install/
 	run "rollback 20" "$fb" rollback -runs 20 -agentd "$bin/agentd"
 	run "rollback 20 hang" "$fb" rollback -runs 20 -bad-health hang -agentd "$bin/agentd"
+	# 2: a simulated rollout of 1,000,000 agents on 200 shared connections
+	# (about 20 minutes; the whole process's RSS is the simulator's too).
+	run "sim 1M" go run ./test/cmd/sim --agents 1000000 --heartbeat 30s --install-min 10s --install-max 30s \
+		--reconcile 5s --stats 10s --timeout 30m --progress 1m
 	wait "$idle" || echo "idle 10m" >>"$tmp/failed"
 	echo "== idle 10m (ran in the background from the start)"
 	cat "$tmp/idle.txt"
