@@ -7,6 +7,7 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/fleetbench" ./test/bench/cmd/fleetbench || exit 1
 go build -o "$bin/controller" ./cmd/controller || exit 1
+go build -o "$bin/sim" ./test/cmd/sim || exit 1
 {
   date -u; go version; echo "nproc $(nproc)"; grep -m1 'model name' /proc/cpuinfo; free -m | sed -n 2p
   echo "== ingest 10k";  "$bin/fleetbench" ingest -agents 10000
@@ -34,4 +35,6 @@ go build -o "$bin/controller" ./cmd/controller || exit 1
   echo "== httpfind"; go test -run '^$' -bench 'BenchmarkDecide|BenchmarkFind' -benchtime 2s ./pkg/httpfind
   # 5: a 100 MB release install against sha256sum && tar xzf.
   echo "== install 100MB"; go test -run '^$' -bench Install100MB -benchtime 1x -count 5 ./pkg/install/
+  # A simulated rollout of 1,000,000 agents (about 20 minutes on 2 cores).
+  echo "== sim 1M rollout"; uptime; "$bin/sim" --agents 1000000 --heartbeat 30s --install-min 10s --install-max 30s --reconcile 5s --stats 10s --timeout 30m --progress 60s --max-rss 16000
 } 2>&1 | tee "$out"
