@@ -1,9 +1,10 @@
-// Package sim is a fleet simulator: N virtual agents (designed for up to
-// 100k) on a few NATS connections drive a real, in-process controller
-// through one rollout in compressed time. See docs/simulator.md.
+// Package sim is a fleet simulator: N virtual agents (up to a million in
+// one process) on a few NATS connections drive a real, in-process
+// controller through one rollout in compressed time. See docs/simulator.md.
 //
-// Each virtual agent has its own agent_id, group and update state; it
-// heartbeats on fleet.hb.<group>.<id> with heartbeat.Encode every interval ±
+// Each virtual agent has its own agent_id, group and update state (64
+// bytes and its id); it heartbeats on fleet.hb.<group>.<id> with
+// heartbeat.Encode's bytes every interval ±
 // jitter and at once after a state change, and follows the plan as agentd
 // does, with rollout.Decide on the spec and its group's status. A shard (one
 // NATS connection, by default per 5,000 agents) holds ONE core subscription
@@ -272,7 +273,7 @@ type Report struct {
 	Agents      int           `json:"agents"`
 	Connections int           `json:"connections"`
 	Duration    time.Duration `json:"duration_ns"` // spec write → end
-	Outcome     string        `json:"outcome"`     // done | halted | stuck | timeout | rss-limit
+	Outcome     string        `json:"outcome"`     // done | halted | stuck | timeout | rss-limit | interrupted
 	Groups      []GroupReport `json:"groups"`
 
 	NotifyP50 time.Duration `json:"notify_p50_ns"` // spec write → agent saw it
@@ -473,6 +474,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return false, nil
 	})
 	end := time.Now()
+	if err != nil && ctx.Err() != nil {
+		outcome = "interrupted"
+	}
 	s.churnOn.Store(0)
 	if o.AtEnd != nil {
 		o.AtEnd()

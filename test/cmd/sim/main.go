@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -84,6 +85,7 @@ func main() {
 	maxRSS := flag.Int64("max-rss", 0, "stop the run (outcome rss-limit) once the process RSS exceeds this many MiB (0: no limit)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (warm-up and rollout) to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile to this file when the rollout ends (before anything is stopped)")
+	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile (1 in 10 events) to this file when the rollout ends")
 	flag.Parse()
 	if *out != "table" && *out != "json" {
 		fmt.Fprintln(os.Stderr, "sim: -o must be table or json")
@@ -107,9 +109,15 @@ func main() {
 		o.ProgressEvery = *progress
 		o.Progress = func(p sim.Progress) { sim.WriteProgress(os.Stderr, p) }
 	}
-	if *memProfile != "" {
-		o.AtEnd = func() {
-			if err := writeHeapProfile(*memProfile); err != nil {
+	if *mutexProfile != "" {
+		runtime.SetMutexProfileFraction(10)
+	}
+	o.AtEnd = func() {
+		for _, p := range []struct{ name, path string }{{"heap", *memProfile}, {"mutex", *mutexProfile}} {
+			if p.path == "" {
+				continue
+			}
+			if err := writeProfile(p.name, p.path); err != nil {
 				fmt.Fprintln(os.Stderr, "sim:", err)
 			}
 		}
@@ -126,7 +134,9 @@ func main() {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Interrupted or terminated, the run still reports where it was (and
+	// writes its profiles).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := sim.Run(ctx, o)
 	if rep != nil {
@@ -142,16 +152,19 @@ func main() {
 	}
 }
 
-// writeHeapProfile writes the live heap after a collection.
-func writeHeapProfile(path string) error {
+// writeProfile writes the named runtime/pprof profile (the heap: the live
+// heap after a collection).
+func writeProfile(name, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	runtime.GC()
-	if err := pprof.WriteHeapProfile(f); err != nil {
+	if name == "heap" {
+		runtime.GC()
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("%s profile: %w", name, err)
 	}
 	return f.Close()
 }
