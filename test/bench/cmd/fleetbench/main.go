@@ -36,7 +36,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -627,24 +626,11 @@ func planOnce(o planOpts, rep int) (latencies, error) {
 		}
 	} else {
 		ncs = make([]*nats.Conn, nconns)
-		var wg sync.WaitGroup
-		var cerr atomic.Value
-		sem := make(chan struct{}, 64)
-		for i := range ncs {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				nc, err := nats.Connect(sp.url, nats.Name(fmt.Sprintf("agent-%d", i)), nats.MaxReconnects(-1))
-				if err != nil {
-					cerr.Store(err)
-					return
-				}
-				ncs[i] = nc
-			}()
-		}
-		wg.Wait()
+		cerr := inParallel(len(ncs), 64, func(i int) error {
+			nc, err := nats.Connect(sp.url, nats.Name(fmt.Sprintf("agent-%d", i)), nats.MaxReconnects(-1))
+			ncs[i] = nc
+			return err
+		})
 		defer func() {
 			for _, nc := range ncs {
 				if nc != nil {
@@ -652,8 +638,8 @@ func planOnce(o planOpts, rep int) (latencies, error) {
 				}
 			}
 		}()
-		if e := cerr.Load(); e != nil {
-			return latencies{}, fmt.Errorf("connect: %v", e)
+		if cerr != nil {
+			return latencies{}, fmt.Errorf("connect: %v", cerr)
 		}
 	}
 	var consumerErr error
@@ -795,13 +781,8 @@ func planOnce(o planOpts, rep int) (latencies, error) {
 		var round latencies
 		split := ""
 		if o.mode == "conns" {
-			for _, p := range procs {
-				fmt.Fprintln(p.in, "round")
-			}
-			for _, p := range procs {
-				if !p.out.Scan() || p.out.Text() != "armed" {
-					return latencies{}, fmt.Errorf("agents process did not arm for round %d", r+1)
-				}
+			if err := armRound(procs, r); err != nil {
+				return latencies{}, err
 			}
 			cpu.begin()
 			t0 := time.Now().UnixNano()

@@ -135,44 +135,31 @@ func agents(args []string) error {
 	)
 	ncs := make([]*nats.Conn, *n)
 	start := time.Now()
-	var wg sync.WaitGroup
-	var cerr atomic.Value
-	sem := make(chan struct{}, 32)
-	for i := range ncs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			dialers[i] = &stampDialer{armed: &armed}
-			nc, err := nats.Connect(*url, nats.Name(fmt.Sprintf("agent-%d", *first+i)), nats.MaxReconnects(-1),
-				nats.Timeout(time.Minute), nats.SetCustomDialer(dialers[i]))
-			if err != nil {
-				cerr.Store(err)
+	cerr := inParallel(len(ncs), 32, func(i int) error {
+		dialers[i] = &stampDialer{armed: &armed}
+		nc, err := nats.Connect(*url, nats.Name(fmt.Sprintf("agent-%d", *first+i)), nats.MaxReconnects(-1),
+			nats.Timeout(time.Minute), nats.SetCustomDialer(dialers[i]))
+		if err != nil {
+			return err
+		}
+		ncs[i] = nc
+		err = subscribePlan(nc, *first+i, *groups, func() {
+			if !armed.Load() || seen[i].Load() != 0 {
 				return
 			}
-			ncs[i] = nc
-			err = subscribePlan(nc, *first+i, *groups, func() {
-				if !armed.Load() || seen[i].Load() != 0 {
-					return
-				}
-				seen[i].Store(time.Now().UnixNano())
-				if got.Add(1) == int64(*n) {
-					done <- struct{}{}
-				}
-			})
-			if err == nil && *heartbeat {
-				err = nc.Publish(subjects[i], data[i])
+			seen[i].Store(time.Now().UnixNano())
+			if got.Add(1) == int64(*n) {
+				done <- struct{}{}
 			}
-			if err == nil {
-				err = nc.FlushTimeout(time.Minute)
-			}
-			if err != nil {
-				cerr.Store(err)
-			}
-		}()
-	}
-	wg.Wait()
+		})
+		if err == nil && *heartbeat {
+			err = nc.Publish(subjects[i], data[i])
+		}
+		if err == nil {
+			err = nc.FlushTimeout(time.Minute)
+		}
+		return err
+	})
 	defer func() {
 		for _, nc := range ncs {
 			if nc != nil {
@@ -180,8 +167,8 @@ func agents(args []string) error {
 			}
 		}
 	}()
-	if e := cerr.Load(); e != nil {
-		return fmt.Errorf("agents %d..%d: %v", *first, *first+*n-1, e)
+	if cerr != nil {
+		return fmt.Errorf("agents %d..%d: %v", *first, *first+*n-1, cerr)
 	}
 	out := json.NewEncoder(os.Stdout)
 	if err := out.Encode(agentsReport{Agents: *n, Connect: time.Since(start).Seconds(), RSSKiB: vmRSS(os.Getpid())}); err != nil {
@@ -457,13 +444,8 @@ leafnodes { remotes: [ { urls: ["nats-leaf://127.0.0.1:%d"], deny_imports: ["fle
 
 	var all latencies
 	for r := range o.rounds {
-		for _, p := range procs {
-			fmt.Fprintln(p.in, "round")
-		}
-		for _, p := range procs {
-			if !p.out.Scan() || p.out.Text() != "armed" {
-				return latencies{}, fmt.Errorf("agents process did not arm for round %d", r+1)
-			}
+		if err := armRound(procs, r); err != nil {
+			return latencies{}, err
 		}
 		cpu.begin()
 		t0 := time.Now().UnixNano()
@@ -496,6 +478,48 @@ leafnodes { remotes: [ { urls: ["nats-leaf://127.0.0.1:%d"], deny_imports: ["fle
 // started at t0 (unix nanos) and returns the latencies (t0 to each agent's
 // handler) and a line that splits them: t0 to the socket read that brought
 // the message, and from that read to the handler.
+// inParallel runs fn for 0..n-1, at most limit at a time, and returns the
+// first error one returned.
+func inParallel(n, limit int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, limit)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// armRound tells every agents process that round r (from 0) begins and
+// waits until each has answered "armed".
+func armRound(procs []*agentsProc, r int) error {
+	for _, p := range procs {
+		fmt.Fprintln(p.in, "round")
+	}
+	for _, p := range procs {
+		if !p.out.Scan() || p.out.Text() != "armed" {
+			return fmt.Errorf("agents process did not arm for round %d", r+1)
+		}
+	}
+	return nil
+}
+
 func collectRound(procs []*agentsProc, t0 int64, n, round int) (latencies, string, error) {
 	var lat, kernel, wake, arrive, client []time.Duration
 	missing := 0
