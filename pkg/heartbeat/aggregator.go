@@ -329,7 +329,7 @@ func (a *Aggregator) Expire(now time.Time) int {
 	n := 0
 	for _, m := range a.groups {
 		for i := len(m.e) - 1; i >= 0; i-- { // what moves into i was checked
-			if i < len(m.e) && a.expired(&m.e[i], now) {
+			if a.expired(&m.e[i], now) {
 				a.remove(place{m: m, i: int32(i)})
 				n++
 			}

@@ -20,6 +20,7 @@ import (
 // For every input it accepts it fills h exactly as json.Unmarshal does
 // (FuzzDecode checks this against encoding/json on every input), so the
 // fast path changes how fast a heartbeat is read, never what is read.
+//
 // in interns the short strings that repeat across a fleet (groups,
 // versions, classes, causes, sites) so that decoding them allocates
 // nothing; nil allocates each.
