@@ -26,6 +26,8 @@ func TestClassOf(t *testing.T) {
 		{"nil", nil, "", ""},
 		{"checksum", wrap(install.ErrBadChecksum), install.ClassArtifact, "checksum mismatch"},
 		{"signature", wrap(install.ErrBadSignature), install.ClassArtifact, "bad signature"},
+		{"signed the old way", wrap(fmt.Errorf("%w: %w", install.ErrBadSignature, install.ErrOldSignature)), install.ClassArtifact, "signed the old way (re-sign)"},
+		{"signed for another release", wrap(fmt.Errorf("%w: %w", install.ErrBadSignature, install.ErrOtherRelease)), install.ClassArtifact, "signed for another release"},
 		{"hostile archive", wrap(fmt.Errorf("%w: entry %q: escapes", install.ErrHostileArchive, "../x")), install.ClassArtifact, "archive rejected"},
 		{"invalid tree", wrap(fmt.Errorf("%w: %w: no bin/", install.ErrHostileArchive, install.ErrInvalidRelease)), install.ClassRelease, "invalid release tree"},
 		{"unhealthy", wrap(install.ErrUnhealthy), install.ClassRelease, "unhealthy"},

@@ -127,14 +127,17 @@ func (s *installServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256(rel.tarball)
 	sumFile := []byte(hex.EncodeToString(sum[:]) + "  app.tar.gz\n")
+	statement := install.Statement{App: "app", Version: parts[0], File: "app.tar.gz", Size: int64(len(rel.tarball)), SHA256: hex.EncodeToString(sum[:])}.Bytes()
 	var body []byte
 	switch parts[1] {
 	case "app.tar.gz":
 		body = rel.tarball
 	case "app.tar.gz.sha256":
 		body = sumFile
+	case "app.tar.gz.statement":
+		body = statement
 	case "app.tar.gz.sig":
-		body = ed25519.Sign(s.key, sumFile)
+		body = ed25519.Sign(s.key, statement)
 	default:
 		http.NotFound(w, r)
 		return
