@@ -28,6 +28,7 @@ func TestClassOf(t *testing.T) {
 		{"signature", wrap(install.ErrBadSignature), install.ClassArtifact, "bad signature"},
 		{"signed the old way", wrap(fmt.Errorf("%w: %w", install.ErrBadSignature, install.ErrOldSignature)), install.ClassArtifact, "signed the old way (re-sign)"},
 		{"signed for another release", wrap(fmt.Errorf("%w: %w", install.ErrBadSignature, install.ErrOtherRelease)), install.ClassArtifact, "signed for another release"},
+		{"ships a program agentd runs", wrap(install.ErrShadowsTool), install.ClassRelease, "ships a program agentd runs"},
 		{"hostile archive", wrap(fmt.Errorf("%w: entry %q: escapes", install.ErrHostileArchive, "../x")), install.ClassArtifact, "archive rejected"},
 		{"invalid tree", wrap(fmt.Errorf("%w: %w: no bin/", install.ErrHostileArchive, install.ErrInvalidRelease)), install.ClassRelease, "invalid release tree"},
 		{"unhealthy", wrap(install.ErrUnhealthy), install.ClassRelease, "unhealthy"},

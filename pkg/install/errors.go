@@ -23,6 +23,10 @@ var (
 	// version or file (a release replayed under another name). It comes
 	// with ErrBadSignature.
 	ErrOtherRelease = errors.New("signature is for another release")
+	// ErrShadowsTool: the release ships, in bin/, a program agentd runs
+	// (Tools). Linked into the bin dir, which is often early in root's
+	// PATH, it would stand in for that program. The release's fault.
+	ErrShadowsTool = errors.New("release ships a program agentd runs")
 	// ErrNoSpace: not enough free disk space for the release.
 	ErrNoSpace = errors.New("not enough free space")
 	// ErrDownload: the release could not be fetched.

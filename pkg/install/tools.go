@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -31,7 +32,19 @@ const (
 	ToolShell = "sh"
 	// ToolSystemctl restarts and checks the app's unit (SystemdRunner).
 	ToolSystemctl = "systemctl"
+	// ToolAgentd is agentd itself: a release may ship one only when
+	// releases are signed (Installer: self-update runs it, as root).
+	ToolAgentd = "agentd"
 )
+
+// Tools are the names a release may not ship in bin/ (ErrShadowsTool): the
+// programs agentd runs. agentd finds them by absolute path, so a link of
+// that name in the bin dir would not fool agentd; but it would fool every
+// root shell that has the bin dir first in its PATH (and an operator typing
+// "systemctl status" there), so such a release is refused before anything
+// changes. This is the one list: add a program here when agentd starts
+// running it.
+var Tools = []string{ToolShell, ToolSystemctl, ToolAgentd}
 
 // LookTool finds the program name in SystemPath's directories, never in
 // the caller's PATH, and returns its absolute path.
@@ -61,4 +74,25 @@ func ChildEnv(env []string) []string {
 		}
 	}
 	return append(out, "PATH="+SystemPath)
+}
+
+// checkTools refuses release binaries named like a program agentd runs
+// (Tools). agentd itself is allowed when allowAgentd (releases are signed:
+// see Installer.preflight).
+func checkTools(v string, names []string, allowAgentd bool) error {
+	var bad []string
+	for _, name := range names {
+		if slices.Contains(Tools, name) && !(name == ToolAgentd && allowAgentd) {
+			bad = append(bad, "bin/"+name)
+		}
+	}
+	switch {
+	case len(bad) == 0:
+		return nil
+	case len(bad) == 1 && bad[0] == "bin/"+ToolAgentd:
+		return fmt.Errorf("%w: %s ships bin/agentd, which self-update would run as root: only signed releases may (agentd --public-key)", ErrShadowsTool, v)
+	}
+	return fmt.Errorf("%w: %s ships %s: linked into the bin dir, it would stand in for the system's in every PATH that lists the bin dir first "+
+		"(agentd itself runs %s by absolute path, with PATH=%s); rename it in the release",
+		ErrShadowsTool, v, strings.Join(bad, ", "), strings.Join(Tools, ", "), SystemPath)
 }
