@@ -4,7 +4,9 @@
 //	releases --addr 127.0.0.1:8088 --release 1.0.0=good --release 2.0.0=crash
 //
 // serves stand-in releases built on the fly (an app that runs, or one that
-// exits at start), and
+// exits at start), signed with --key KEY.pem (an Ed25519 private key, as
+// scripts/release.sh --new-key writes: agentd --public-key KEY.pem.pub),
+// and
 //
 //	releases --addr 127.0.0.1:8088 --dir site
 //
@@ -14,6 +16,9 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,7 +33,8 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
-	dir := flag.String("dir", "", "serve this release site directory (<version>/app.tar.gz, .sha256, .sig) instead of stand-in releases")
+	dir := flag.String("dir", "", "serve this release site directory (<version>/app.tar.gz, .sha256, .sig, .statement) instead of stand-in releases")
+	keyFile := flag.String("key", "", "sign the stand-in releases with this Ed25519 private key (PEM, as scripts/release.sh --new-key writes)")
 	var specs []string
 	flag.Func("release", "VERSION=good|crash (repeat)", func(s string) error { specs = append(specs, s); return nil })
 	flag.Parse()
@@ -37,8 +43,8 @@ func main() {
 	}
 	var h http.Handler
 	switch {
-	case *dir != "" && len(specs) > 0:
-		log.Fatal("--dir and --release exclude each other")
+	case *dir != "" && (len(specs) > 0 || *keyFile != ""):
+		log.Fatal("--dir serves a site as it is: --release and --key are for stand-in releases")
 	case *dir != "":
 		fi, err := os.Stat(*dir)
 		if err == nil && !fi.IsDir() {
@@ -49,7 +55,14 @@ func main() {
 		}
 		h = http.FileServer(http.Dir(*dir))
 	default:
-		srv := releases.NewServer(nil)
+		var key ed25519.PrivateKey
+		if *keyFile != "" {
+			var err error
+			if key, err = readKey(*keyFile); err != nil {
+				log.Fatalf("--key %s: %v", *keyFile, err)
+			}
+		}
+		srv := releases.NewServer(key)
 		for _, s := range specs {
 			v, b, ok := strings.Cut(s, "=")
 			if !ok || (b != string(releases.Good) && b != string(releases.Crash)) {
@@ -68,4 +81,26 @@ func main() {
 	// The first line says where to fetch from; scripts read it.
 	fmt.Fprintf(os.Stdout, "%s\n", releases.URLTemplate("http://"+ln.Addr().String()))
 	log.Fatal(http.Serve(ln, h))
+}
+
+// readKey reads an Ed25519 private key in PEM (PKCS #8), as openssl genpkey
+// -algorithm ed25519 writes it.
+func readKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, errors.New("no PEM block")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("a %T, want an Ed25519 key", k)
+	}
+	return key, nil
 }
