@@ -453,8 +453,8 @@ func (f *Fetcher) verify(ctx context.Context, rawURL string, expect Statement, s
 	}
 	if ed25519.Verify(f.PublicKey, sumFile, sig) {
 		return fmt.Errorf("%w: %w: it covers only the .sha256 file, which names neither app nor version, so it would verify for any version; "+
-			"re-sign the release with scripts/release.sh --key (it signs a statement of app, version, file, size and sha256) and publish its .sig and .statement",
-			ErrBadSignature, ErrOldSignature)
+			"re-sign the release: scripts/release.sh --key KEY.pem --resign %s SITEDIR (it signs a statement of app, version, file, size and sha256; the tarball stays as it is)",
+			ErrBadSignature, ErrOldSignature, expect.Version)
 	}
 	if b, err := f.getSmall(ctx, rawURL+StatementSuffix, maxStatementBytes); err == nil {
 		if signed, err := ParseStatement(b); err == nil && ed25519.Verify(f.PublicKey, b, sig) {

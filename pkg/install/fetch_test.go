@@ -432,7 +432,7 @@ func TestFetchSignature(t *testing.T) {
 		{name: "missing", sig: nil, wantIs: []error{install.ErrDownload}},
 		// Made the old way: over the checksum file, which names no version.
 		{name: "old way", sig: ed25519.Sign(priv, sumFile), wantIs: []error{install.ErrBadSignature, install.ErrOldSignature},
-			wantText: "re-sign the release with scripts/release.sh"},
+			wantText: "re-sign the release: scripts/release.sh --key KEY.pem --resign " + fetchVersion + " SITEDIR"},
 		// Genuine signatures of another release, replayed here.
 		{name: "another version", sig: ed25519.Sign(priv, older), published: older, wantIs: []error{install.ErrBadSignature, install.ErrOtherRelease},
 			wantText: "signed for version 1.0.0, want " + fetchVersion},

@@ -297,7 +297,7 @@ func TestSignatureReplay(t *testing.T) {
 	h.waitWrites(100)
 
 	h.refused("1.1.0", "signed for version 1.0.0, want 1.1.0", install.ClassArtifact, false)
-	h.refused("1.2.0", "re-sign the release with scripts/release.sh", install.ClassArtifact, false)
+	h.refused("1.2.0", "scripts/release.sh --key KEY.pem --resign 1.2.0 SITEDIR", install.ClassArtifact, false)
 
 	// The real 1.1.0, signed for what it is.
 	if err := rs.AddBin("1.1.0", map[string]string{"app": dbappScript("1.1.0", 2, "write")}); err != nil {
