@@ -1,7 +1,7 @@
 // Command releases serves app releases over HTTP, for the demo and for
 // trying fleetwave by hand:
 //
-//	releases --addr 127.0.0.1:8088 --release 1.0.0=good --release 2.0.0=crash
+//	releases --addr 127.0.0.1:8088 --release 1.0.0=good --release 2.0.0=crash [--release 2.1.0=replay:1.0.0]
 //
 // serves stand-in releases built on the fly (an app that runs, or one that
 // exits at start), signed with --key KEY.pem (an Ed25519 private key, as
@@ -36,7 +36,8 @@ func main() {
 	dir := flag.String("dir", "", "serve this release site directory (<version>/app.tar.gz, .sha256, .sig, .statement) instead of stand-in releases")
 	keyFile := flag.String("key", "", "sign the stand-in releases with this Ed25519 private key (PEM, as scripts/release.sh --new-key writes)")
 	var specs []string
-	flag.Func("release", "VERSION=good|crash (repeat)", func(s string) error { specs = append(specs, s); return nil })
+	flag.Func("release", "VERSION=good|crash, or VERSION=replay:OTHER to serve OTHER's files (signature included) as VERSION, as a site in an attacker's hands can (repeat)",
+		func(s string) error { specs = append(specs, s); return nil })
 	flag.Parse()
 	if flag.NArg() > 0 {
 		log.Fatalf("unexpected argument %q (flags: --addr, --dir, --release)", flag.Arg(0))
@@ -63,13 +64,23 @@ func main() {
 			}
 		}
 		srv := releases.NewServer(key)
+		var replays [][2]string
 		for _, s := range specs {
 			v, b, ok := strings.Cut(s, "=")
+			if from, replay := strings.CutPrefix(b, "replay:"); ok && replay {
+				replays = append(replays, [2]string{v, from})
+				continue
+			}
 			if !ok || (b != string(releases.Good) && b != string(releases.Crash)) {
-				log.Fatalf("--release %q: want VERSION=good or VERSION=crash", s)
+				log.Fatalf("--release %q: want VERSION=good, VERSION=crash or VERSION=replay:OTHER", s)
 			}
 			if err := srv.Add(v, releases.Behaviour(b)); err != nil {
 				log.Fatal(err)
+			}
+		}
+		for _, r := range replays {
+			if err := srv.Replay(r[0], r[1]); err != nil {
+				log.Fatalf("--release %s=replay:%s: %v", r[0], r[1], err)
 			}
 		}
 		h = srv
