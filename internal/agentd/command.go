@@ -309,8 +309,8 @@ func newEnableCmd() *cobra.Command {
 		Use:   "enable",
 		Short: "Set this host up for automatic updates and install the current version now",
 		Long: `Write update.yaml (bus URL, group, release URL template, and how the app runs and
-is judged: --app or --systemd-unit, --bin-dir, --health-url, --health-command,
---db, --public-key) with updates enabled, then install the version the plan
+is judged: --app or --systemd-unit, --systemctl, --bin-dir, --health-url,
+--health-command, --db, --public-key, --app-name) with updates enabled, then install the version the plan
 gives this host's group at once: a new host gets the version its group runs,
 whether or not a rollout is in progress. Later commands (run, update, status,
 disable, link, unlink) read these settings; a flag given to them overrides.
