@@ -13,8 +13,12 @@
 #                              # prod never moves
 #   scripts/demo.sh --secure   # the same on a secured bus: minted creds, the
 #                              # server in operator mode, one creds file per
-#                              # agent; and an agent's creds trying to set
-#                              # the target, refused (combine with --broken)
+#                              # agent, signed releases (agentd --public-key);
+#                              # an agent's creds trying to set the target,
+#                              # refused; and the release site serving 1.0.0's
+#                              # signed files as 1.3.0: the canary refuses,
+#                              # the group halts (combine with --broken;
+#                              # needs openssl)
 #   DEMO_KEEP=1 scripts/demo.sh  # leave everything running for the nats CLI
 #   DEMO_PORT=24222 scripts/demo.sh  # NATS on 24222 (default 14222), the
 #                              # release site on DEMO_PORT+1 (or
@@ -32,7 +36,7 @@ for arg in "$@"; do
 	case "$arg" in
 	--broken) broken=true ;;
 	--secure) secure=true ;;
-	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,29p' "$0"; exit 0 ;;
 	*) echo "unknown argument $arg (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -75,8 +79,18 @@ step "Building controller, agentd, fleetctl and the demo release site into $work
 go build -o "$work/bin/" ./cmd/... ./test/cmd/releases
 export PATH="$work/bin:$PATH"
 
-step "Release site: 1.0.0 and 1.1.0 (good), 1.2.0 (does not start)"
-releases --addr "127.0.0.1:$releases_port" --release 1.0.0=good --release 1.1.0=good --release 1.2.0=crash >"$work/releases.out" 2>"$work/releases.log" &
+sign=() verify=()
+if $secure; then
+	step "Release signing key: every release's statement (app, version, file, size, sha256) is signed"
+	command -v openssl >/dev/null || { echo "--secure signs releases with openssl (scripts/release.sh --new-key): install it" >&2; exit 1; }
+	scripts/release.sh --new-key "$work/release.pem"
+	sign=(--key "$work/release.pem" --release 1.3.0=replay:1.0.0)
+	verify=(--public-key "$work/release.pem.pub")
+	step "Release site: 1.0.0 and 1.1.0 (good), 1.2.0 (does not start), signed; 1.3.0: 1.0.0's signed files served again"
+else
+	step "Release site: 1.0.0 and 1.1.0 (good), 1.2.0 (does not start)"
+fi
+releases --addr "127.0.0.1:$releases_port" --release 1.0.0=good --release 1.1.0=good --release 1.2.0=crash "${sign[@]}" >"$work/releases.out" 2>"$work/releases.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/releases.out" ] && break; sleep 0.1; done
 [ -s "$work/releases.out" ] || { cat "$work/releases.log"; echo "the release site did not start (port $releases_port taken? set DEMO_RELEASES_PORT)"; exit 1; }
@@ -131,7 +145,7 @@ for group in canary canary prod prod prod prod; do
 	i=$((i + 1))
 	root="$work/agents/$i"
 	agentd enable --root "$root" --group "$group" --nats "$url" --url-template "$template" \
-		--app app --bin-dir "$root/bin" --log-level error >/dev/null
+		--app app --bin-dir "$root/bin" "${verify[@]}" --log-level error >/dev/null
 	creds=()
 	if $secure; then
 		# Creds for this host alone: its heartbeat subject, its group's plan.
@@ -188,6 +202,14 @@ if $secure; then
 		exit 1
 	fi
 	echo "refused; and neither the controller nor any agent was refused anything it does"
+
+	step "The release site serves 1.0.0's genuine signed files as 1.3.0 (a site in an attacker's hands): the canary refuses them, the group halts"
+	roll_to 1.3.0
+	fleetctl status
+	fleetctl agents ls
+	[ "$code" = 3 ] || { echo "expected exit code 3 (halted on a bad artifact)"; exit 1; }
+	grep -h "signed for version 1.0.0, want 1.3.0" "$work"/agent-*.log | head -1 | cut -c1-300
+	grep -q "signed for version 1.0.0, want 1.3.0" "$work"/agent-*.log || { echo "no agent said why it refused 1.3.0"; exit 1; }
 fi
 
 step "Look at the bus yourself with the nats CLI (see README), e.g."

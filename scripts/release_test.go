@@ -7,7 +7,9 @@ import (
 	"bufio"
 	"compress/gzip"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
@@ -81,6 +83,32 @@ func tarFiles(t *testing.T, path string) map[string]fs.FileMode {
 	}
 }
 
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// copyDir copies the files of from into a new directory to.
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.Mkdir(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.WriteFile(filepath.Join(to, e.Name()), readFile(t, filepath.Join(from, e.Name())), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // snapshot is every file under dir with its contents, and every directory.
 func snapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
@@ -117,8 +145,8 @@ func TestReleaseScript(t *testing.T) {
 	}
 	signed := false
 	var pub ed25519.PublicKey
+	key := filepath.Join(t.TempDir(), "release.pem")
 	if _, err := exec.LookPath("openssl"); err == nil {
-		key := filepath.Join(t.TempDir(), "release.pem")
 		if out, err := releaseSh(t, "--new-key", key); err != nil {
 			t.Fatalf("release.sh --new-key: %v\n%s", err, out)
 		}
@@ -144,6 +172,15 @@ func TestReleaseScript(t *testing.T) {
 	if diff := cmp.Diff(map[string]fs.FileMode{"bin/app": 0o755}, tarFiles(t, filepath.Join(site, "1.0.0/app.tar.gz"))); diff != "" {
 		t.Errorf("release files (-want +got):\n%s", diff)
 	}
+	// What is signed is the statement agentd builds, byte for byte.
+	if signed {
+		tarball := readFile(t, filepath.Join(site, "1.1.0/app.tar.gz"))
+		sum := sha256.Sum256(tarball)
+		want := install.Statement{App: "app", Version: "1.1.0", File: "app.tar.gz", Size: int64(len(tarball)), SHA256: hex.EncodeToString(sum[:])}
+		if diff := cmp.Diff(string(want.Bytes()), string(readFile(t, filepath.Join(site, "1.1.0/app.tar.gz.statement")))); diff != "" {
+			t.Errorf("statement (-agentd's +release.sh's):\n%s", diff)
+		}
+	}
 
 	// Served as a site, the releases pass agentd's checks: checksum always,
 	// signature when signed.
@@ -167,6 +204,55 @@ func TestReleaseScript(t *testing.T) {
 		if err := fetch("1.0.0", pub); err == nil {
 			t.Error("fetch unsigned 1.0.0 with a key: no error")
 		}
+
+		// 1.1.0's signed files published as 1.3.0 (a site in an
+		// attacker's hands): refused, saying what they were signed for.
+		copyDir(t, filepath.Join(site, "1.1.0"), filepath.Join(site, "1.3.0"))
+		err := fetch("1.3.0", pub)
+		if !errors.Is(err, install.ErrOtherRelease) || !strings.Contains(err.Error(), "signed for version 1.1.0, want 1.3.0") {
+			t.Errorf("fetch 1.1.0's files as 1.3.0: %v, want ErrOtherRelease naming both versions", err)
+		}
+
+		// Signed the old way (the .sig over the .sha256 file, as release.sh
+		// did before): refused, naming the fix; --resign fixes it without
+		// touching the tarball.
+		old := filepath.Join(site, "1.4.0")
+		copyDir(t, filepath.Join(site, "1.0.0"), old)
+		if out, err := exec.Command("sh", "-c", `openssl pkeyutl -sign -inkey "$1" -rawin -in "$2/app.tar.gz.sha256" | base64 | tr -d '\n' > "$2/app.tar.gz.sig"`,
+			"sh", key, old).CombinedOutput(); err != nil {
+			t.Fatalf("signing the old way: %v\n%s", err, out)
+		}
+		err = fetch("1.4.0", pub)
+		if !errors.Is(err, install.ErrOldSignature) || !strings.Contains(err.Error(), "scripts/release.sh --key KEY.pem --resign 1.4.0 SITEDIR") {
+			t.Errorf("fetch 1.4.0 signed the old way: %v, want ErrOldSignature naming release.sh --resign", err)
+		}
+		tarball := readFile(t, filepath.Join(old, "app.tar.gz"))
+		if out, err := releaseSh(t, "--key", key, "--resign", "1.4.0", site); err != nil {
+			t.Fatalf("release.sh --resign: %v\n%s", err, out)
+		}
+		if err := fetch("1.4.0", pub); err != nil {
+			t.Errorf("fetch 1.4.0 re-signed: %v", err)
+		}
+		if got := readFile(t, filepath.Join(old, "app.tar.gz")); string(got) != string(tarball) {
+			t.Error("--resign changed the tarball")
+		}
+
+		// Another app's name in the statement: agentd with --app-name
+		// billing takes it, with the default (app) it does not.
+		if out, err := releaseSh(t, "--key", key, "--app-name", "billing", "1.5.0", app, site); err != nil {
+			t.Fatalf("release.sh --app-name: %v\n%s", err, out)
+		}
+		fetchApp := func(name string) error {
+			f := &install.Fetcher{Client: http.DefaultClient, URLTemplate: template, PublicKey: pub, App: name}
+			_, err := f.Fetch(t.Context(), "1.5.0", t.TempDir())
+			return err
+		}
+		if err := fetchApp("billing"); err != nil {
+			t.Errorf("fetch 1.5.0 of billing as billing: %v", err)
+		}
+		if err := fetchApp(""); !errors.Is(err, install.ErrOtherRelease) || !strings.Contains(err.Error(), "signed for app billing, want app") {
+			t.Errorf("fetch 1.5.0 of billing as app: %v, want ErrOtherRelease", err)
+		}
 	}
 
 	// Refusals leave the site byte-identical.
@@ -179,6 +265,11 @@ func TestReleaseScript(t *testing.T) {
 		"no app dir":                {"1.2.0", filepath.Join(app, "nope"), site},
 		"empty app dir":             {"1.2.0", t.TempDir(), site},
 		"not a key":                 {"--key", notKey, "1.2.0", app, site},
+		"bad app name":              {"--app-name", "Billing", "1.2.0", app, site},
+		"name implying no app":      {"--name", "app-1.2.0.tar.gz", "1.2.0", app, site},
+		"resign without key":        {"--resign", "1.0.0", site},
+		"resign unpublished":        {"--key", key, "--resign", "1.9.0", site},
+		"resign with an app dir":    {"--key", notKey, "--resign", "1.0.0", app, site},
 		"missing key":               {"--key", filepath.Join(app, "nope.pem"), "1.2.0", app, site},
 		"two arguments":             {"1.2.0", app},
 		"unknown flag":              {"--colour", "1.2.0", app, site},

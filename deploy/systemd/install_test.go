@@ -118,7 +118,9 @@ func TestInstallScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range []string{"ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=fleetwave",
-		"ExecStart=/usr/local/bin/agentd run --root /var/lib/fleetwave $AGENTD_ARGS"} {
+		"ExecStart=/usr/local/bin/agentd run --root /var/lib/fleetwave $AGENTD_ARGS",
+		// No bin dir in agentd's PATH: the one its children get.
+		"Environment=PATH=" + install.SystemPath} {
 		if !strings.Contains(string(unit), "\n"+line+"\n") {
 			t.Errorf("unit lacks %q", line)
 		}

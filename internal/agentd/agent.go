@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,8 +104,13 @@ type Options struct {
 type AppOptions struct {
 	// URLTemplate overrides (and is saved into) update.yaml's url_template.
 	URLTemplate string
-	// PublicKey, when set, must have signed every release's checksum.
+	// PublicKey, when set, must have signed every release's statement
+	// (app, version, file, size, sha256: install.Statement).
 	PublicKey ed25519.PublicKey
+	// AppName is the app release signatures must name (--app-name, kept in
+	// update.yaml); "" means the one the release file's name implies
+	// (install.AppNameFromFile).
+	AppName string
 	// BinDir receives the links to the active version's bin/.
 	BinDir string
 	// Exactly one of Process (a binary name in bin/, supervised by agentd)
@@ -111,6 +118,10 @@ type AppOptions struct {
 	Process     string
 	ProcessArgs []string
 	SystemdUnit string
+	// Systemctl is systemctl's absolute path (--systemctl, kept in
+	// update.yaml); "" means the first in install.SystemPath. Never looked
+	// up in PATH, never in the bin dir or the root.
+	Systemctl string
 	// HealthURL or HealthCommand judge a new version; with neither, it must
 	// stay up.
 	HealthURL     string
@@ -118,7 +129,8 @@ type AppOptions struct {
 	// DBPath is the app's SQLite database, backed up around updates.
 	DBPath string
 	// HealthShell is a health command run by /bin/sh -c (agentd's
-	// --health-command, kept in update.yaml); it sets HealthCommand.
+	// --health-command, kept in update.yaml) with PATH=install.SystemPath;
+	// it sets HealthCommand.
 	HealthShell string
 	// PublicKeyFile holds PublicKey (--public-key, kept in update.yaml);
 	// it sets PublicKey.
@@ -358,6 +370,16 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	if err := uf.Validate(); err != nil {
 		return nil, cliutil.UsageError{Err: err}
 	}
+	if o.App.Systemctl != "" && strings.HasPrefix(o.App.Systemctl, o.Root+string(filepath.Separator)) {
+		return nil, cliutil.Usagef("--systemctl %s is under the root %s, where releases are extracted: name the system's", o.App.Systemctl, o.Root)
+	}
+	if o.App.PublicKey != nil && o.App.AppName == "" && uf.Spec.URLTemplate != "" && acc != accessRead {
+		// Signatures name the app: without --app-name, the release file's
+		// name must imply one, for every version.
+		if err := checkAppFromTemplate(uf.Spec.URLTemplate); err != nil {
+			return nil, cliutil.UsageError{Err: err}
+		}
+	}
 	a.o, a.update = o, uf
 	if acc == accessInstall {
 		if err := a.setupInstaller(); err != nil {
@@ -411,6 +433,10 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 				return len(o.ProcessArgs) > 0
 			case "systemd-unit":
 				return o.SystemdUnit != ""
+			case "systemctl":
+				return o.Systemctl != ""
+			case "app-name":
+				return o.AppName != ""
 			case "bin-dir":
 				return o.BinDir != ""
 			case "health-url":
@@ -450,6 +476,18 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 	if given("app-arg") {
 		s.Args = o.ProcessArgs
 	}
+	if given("app-name") {
+		if o.AppName != "" && !install.ValidAppName(o.AppName) {
+			return s, cliutil.Usagef("--app-name %q: want a lowercase name ([a-z][a-z0-9-]{0,31}), as release signatures name it", o.AppName)
+		}
+		s.Name = o.AppName
+	}
+	if given("systemctl") {
+		if err := abs("systemctl", &o.Systemctl); err != nil {
+			return s, err
+		}
+		s.Systemctl = o.Systemctl
+	}
 	if given("bin-dir") {
 		if err := abs("bin-dir", &o.BinDir); err != nil {
 			return s, err
@@ -482,13 +520,16 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 	if err := s.Validate(); err != nil {
 		return s, fmt.Errorf("update.yaml spec.app: %w", err)
 	}
-	o.Process, o.ProcessArgs, o.SystemdUnit = s.Process, s.Args, s.SystemdUnit
+	o.Process, o.ProcessArgs, o.SystemdUnit, o.Systemctl, o.AppName = s.Process, s.Args, s.SystemdUnit, s.Systemctl, s.Name
 	o.BinDir, o.HealthURL, o.HealthShell, o.DBPath, o.PublicKeyFile = s.BinDir, s.HealthURL, s.HealthCommand, s.DB, s.PublicKey
 	if o.BinDir == "" {
 		o.BinDir = DefaultBinDir
 	}
+	if o.Systemctl != "" && filepath.Dir(o.Systemctl) == filepath.Clean(o.BinDir) {
+		return s, cliutil.Usagef("--systemctl %s is in the bin dir %s, where releases put their binaries: name the system's", o.Systemctl, o.BinDir)
+	}
 	if o.HealthShell != "" && o.HealthCommand == nil {
-		o.HealthCommand = []string{"/bin/sh", "-c", o.HealthShell}
+		o.HealthCommand = []string{install.ShellPath, "-c", o.HealthShell}
 	}
 	if o.PublicKeyFile != "" && o.PublicKey == nil {
 		key, err := readPublicKey(o.PublicKeyFile)
@@ -498,6 +539,33 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 		o.PublicKey = key
 	}
 	return s, nil
+}
+
+// checkAppFromTemplate checks that the release file name the URL template
+// renders implies an app name (install.AppNameFromFile), the same for two
+// versions: it is what signatures must name when --app-name is not given.
+func checkAppFromTemplate(tmpl string) error {
+	var names []string
+	for _, v := range []string{"1.0.0", "2.3.4-rc.1"} {
+		raw, err := (&install.Fetcher{URLTemplate: tmpl}).URL(v)
+		if err != nil {
+			return err
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return err
+		}
+		file := path.Base(u.Path)
+		name, ok := install.AppNameFromFile(file)
+		if !ok {
+			return fmt.Errorf("--public-key: release signatures name the app, and the release file %q (url_template) implies none: pass --app-name NAME (the name scripts/release.sh --app-name signs)", file)
+		}
+		names = append(names, name)
+	}
+	if names[0] != names[1] {
+		return fmt.Errorf("--public-key: release signatures name the app, and the release file's name (url_template) changes with the version: pass --app-name NAME (the name scripts/release.sh --app-name signs)")
+	}
+	return nil
 }
 
 // checkHTTPURL checks that raw is an absolute http or https URL.
@@ -522,7 +590,7 @@ func (a *Agent) setupInstaller() error {
 	tree := a.tree()
 	switch {
 	case app.SystemdUnit != "":
-		a.runner = &install.SystemdRunner{Unit: app.SystemdUnit}
+		a.runner = &install.SystemdRunner{Unit: app.SystemdUnit, Systemctl: app.Systemctl}
 	case app.Process != "":
 		a.runner = &install.ProcessRunner{
 			Path: filepath.Join(tree.BinDir, app.Process), Args: app.ProcessArgs,
@@ -536,7 +604,7 @@ func (a *Agent) setupInstaller() error {
 	a.installer = &install.Installer{
 		Tree: tree,
 		Fetcher: &install.Fetcher{
-			URLTemplate: a.update.Spec.URLTemplate, PublicKey: app.PublicKey, Progress: app.Progress,
+			URLTemplate: a.update.Spec.URLTemplate, PublicKey: app.PublicKey, App: app.AppName, Progress: app.Progress,
 			// The stall rule and the deadline bound every request, not a
 			// client timeout: a slow but moving download may finish.
 			StallTimeout: app.DownloadStallTimeout, Deadline: app.DownloadDeadline, Log: a.o.Log,

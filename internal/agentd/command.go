@@ -79,10 +79,12 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.StringVar(&f.o.App.Process, "app", "", "run bin/NAME of the active version as a child of agentd (hosts and containers without systemd; saved)")
 	fl.StringArrayVar(&f.o.App.ProcessArgs, "app-arg", nil, "argument for --app (repeat for several; saved)")
 	fl.StringVar(&f.o.App.SystemdUnit, "systemd-unit", "", "restart this systemd unit to run a new version (saved)")
+	fl.StringVar(&f.o.App.Systemctl, "systemctl", "", "absolute path of systemctl, never in the bin dir (saved; default: the first in "+install.SystemPath+"; never looked up in PATH)")
+	fl.StringVar(&f.o.App.AppName, "app-name", "", "the app's name, which release signatures name ([a-z][a-z0-9-]{0,31}; saved; default: the release file's name without .tar.gz, e.g. app.tar.gz: app)")
 	fl.StringVar(&f.o.App.HealthURL, "health-url", "", "a new version is healthy when this answers 2xx (saved; --health-url= clears)")
 	fl.StringVar(&f.o.App.HealthShell, "health-command", "", "a new version is healthy when this shell command exits 0 (saved; --health-command= clears)")
 	fl.StringVar(&f.o.App.DBPath, "db", "", "the app's SQLite database, backed up before every update and restored on rollback (saved)")
-	fl.StringVar(&f.o.App.PublicKeyFile, "public-key", "", "file with the Ed25519 public key (hex or base64) that must have signed every release checksum (saved)")
+	fl.StringVar(&f.o.App.PublicKeyFile, "public-key", "", "file with the Ed25519 public key (hex or base64) that must have signed every release: app, version, file, size and sha256 (scripts/release.sh --key; saved)")
 	fl.DurationVar(&f.o.App.DownloadStallTimeout, "download-stall-timeout", install.DefaultStallTimeout,
 		fmt.Sprintf("give up a release download that gets no response, or under %d KiB, in this long; a later attempt resumes it (negative: never)", install.DefaultMinProgress>>10))
 	fl.DurationVar(&f.o.App.DownloadDeadline, "download-deadline", install.DefaultDeadline,
@@ -307,8 +309,8 @@ func newEnableCmd() *cobra.Command {
 		Use:   "enable",
 		Short: "Set this host up for automatic updates and install the current version now",
 		Long: `Write update.yaml (bus URL, group, release URL template, and how the app runs and
-is judged: --app or --systemd-unit, --bin-dir, --health-url, --health-command,
---db, --public-key) with updates enabled, then install the version the plan
+is judged: --app or --systemd-unit, --systemctl, --bin-dir, --health-url,
+--health-command, --db, --public-key, --app-name) with updates enabled, then install the version the plan
 gives this host's group at once: a new host gets the version its group runs,
 whether or not a rollout is in progress. Later commands (run, update, status,
 disable, link, unlink) read these settings; a flag given to them overrides.

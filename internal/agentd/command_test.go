@@ -37,7 +37,7 @@ func runAgentd(t *testing.T, args ...string) (string, int) {
 
 // TestEnableUpdateStatusWithSystemd drives the one-shot commands with the
 // app run by systemd. systemd is the outside world here: a stand-in
-// systemctl on PATH records what it is asked to do.
+// systemctl (--systemctl, saved) records what it is asked to do.
 func TestEnableUpdateStatusWithSystemd(t *testing.T) {
 	srv := natstest.Start(t)
 	ctx := context.Background()
@@ -64,10 +64,10 @@ func TestEnableUpdateStatusWithSystemd(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(fake, "systemctl"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	root := t.TempDir()
-	common := []string{"--root", root, "--bin-dir", filepath.Join(root, "bin"), "--systemd-unit", "app.service", "--log-level", "error"}
+	common := []string{"--root", root, "--bin-dir", filepath.Join(root, "bin"), "--systemd-unit", "app.service",
+		"--systemctl", filepath.Join(fake, "systemctl"), "--log-level", "error"}
 	out, code := runAgentd(t, append([]string{"enable", "--nats", srv.URL(), "--group", "blue",
 		"--url-template", releases.URLTemplate(rel.URL)}, common...)...)
 	if code != 0 || !strings.Contains(out, "installed 1.0.0") {

@@ -253,7 +253,7 @@ func TestDownloadProgress(t *testing.T) {
 	root := t.TempDir()
 	common := []string{"--root", root, "--bin-dir", filepath.Join(root, "bin")}
 	upd := startAgentd(t, bin, append([]string{"update", "--force", "--nats", srv.URL(), "--group", "blue",
-		"--url-template", releases.URLTemplate(relURL), "--systemd-unit", "app.service", "--progress-interval", "300ms"}, common...)...)
+		"--url-template", releases.URLTemplate(relURL), "--systemd-unit", "app.service", "--systemctl", fakeSystemctl(t), "--progress-interval", "300ms"}, common...)...)
 
 	// agentd status, meanwhile, shows the download under way.
 	natstest.Eventually(t, 30*time.Second, func() error {
@@ -313,9 +313,8 @@ func tarballOf(rs *releases.Server, version string) ([]byte, error) {
 	return rec.Body.Bytes(), nil
 }
 
-// slowRelease serves release 2.0.0 (about 1.2 MiB) at 600 KiB/s, puts a
-// stand-in systemctl that does nothing on PATH, and returns the server's
-// URL and the tarball.
+// slowRelease serves release 2.0.0 (about 1.2 MiB) at 600 KiB/s, and
+// returns the server's URL and the tarball.
 func slowRelease(t *testing.T) (string, []byte) {
 	t.Helper()
 	// 2 MiB of random letters in bin/app: gzip leaves about 1.2 MiB, about
@@ -336,13 +335,18 @@ func slowRelease(t *testing.T) (string, []byte) {
 	}
 	rel := httptest.NewServer(&throttledRelease{Handler: rs, path: "/2.0.0/app.tar.gz", tarball: tarball, rate: 600 << 10})
 	t.Cleanup(rel.Close)
+	return rel.URL, tarball
+}
 
-	fake := t.TempDir()
-	if err := os.WriteFile(filepath.Join(fake, "systemctl"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+// fakeSystemctl is a stand-in systemctl (systemd is the outside world
+// here) that does nothing, for agentd --systemctl.
+func fakeSystemctl(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "systemctl")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
-	return rel.URL, tarball
+	return path
 }
 
 // TestAgentdRunShortInterval: a heartbeat interval shorter than the

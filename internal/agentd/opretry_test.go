@@ -343,12 +343,11 @@ func TestAgentdUpdateHonoursRetryOnce(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(fake, "systemctl"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
 	broken := filepath.Join(t.TempDir(), "broken")
 
 	root := t.TempDir()
 	out, code := runAgentd(t, "enable", "--nats", srv.URL(), "--group", "blue", "--url-template", releases.URLTemplate(rel.URL),
-		"--root", root, "--bin-dir", filepath.Join(root, "bin"), "--systemd-unit", "app.service",
+		"--root", root, "--bin-dir", filepath.Join(root, "bin"), "--systemd-unit", "app.service", "--systemctl", filepath.Join(fake, "systemctl"),
 		"--health-command", "test ! -e "+broken, "--log-level", "error")
 	if code != 0 || !strings.Contains(out, "installed 1.0.0") {
 		t.Fatalf("agentd enable: exit %d:\n%s", code, out)

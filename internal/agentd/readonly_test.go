@@ -180,6 +180,10 @@ func TestFailedEnableChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+	pubKey := filepath.Join(t.TempDir(), "release.pub")
+	if err := os.WriteFile(pubKey, []byte(strings.Repeat("ab", 32)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	before := snapshot(t, root)
 
 	for _, tc := range []struct {
@@ -194,6 +198,12 @@ func TestFailedEnableChangesNothing(t *testing.T) {
 		{"no bus at all", cliutil.ExitUsage, []string{"--group", "green"}},
 		{"bad url template", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green", "--url-template", "https://new.example/{{.Version"}},
 		{"--app not a name in bin/", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green", "--app", "../escape"}},
+		{"--app-name not a name", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green", "--app-name", "Billing API"}},
+		{"--systemctl in the bin dir", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green", "--systemctl", "/usr/local/bin/systemctl"}},
+		{"--systemctl under the root", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green",
+			"--systemctl", filepath.Join(root, "versions", "1.0.0", "bin", "systemctl")}},
+		{"--public-key, release file naming no app", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green",
+			"--url-template", "https://new.example/{{.Version}}/app-{{.Version}}.tar.gz", "--public-key", pubKey}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, stderr, code := execAgentd(t, bin, append([]string{"enable", "--root", root, "--log-level", "error"}, tc.args...)...)
@@ -234,7 +244,8 @@ func TestLaterCommandsUseStoredAppSettings(t *testing.T) {
 
 	stdout, stderr, code := execAgentd(t, bin, "enable", "--root", root, "--nats", srv.URL(), "--group", "blue",
 		"--url-template", releases.URLTemplate(rel.URL), "--app", "app", "--app-arg", "--port=0", "--bin-dir", binDir,
-		"--health-url", "http://127.0.0.1:1/healthz", "--health-command", "true", "--log-level", "error")
+		"--health-url", "http://127.0.0.1:1/healthz", "--health-command", "true", "--app-name", "web", "--systemctl", "/usr/bin/systemctl",
+		"--log-level", "error")
 	if code != 0 {
 		t.Fatalf("enable: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
@@ -243,7 +254,7 @@ func TestLaterCommandsUseStoredAppSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"process": "app", "args": []any{"--port=0"}, "bin_dir": binDir,
-		"health_url": "http://127.0.0.1:1/healthz", "health_command": "true"}
+		"health_url": "http://127.0.0.1:1/healthz", "health_command": "true", "name": "web", "systemctl": "/usr/bin/systemctl"}
 	if app := storedApp(t, root); !uf.Spec.Enabled || uf.Spec.NATS != srv.URL() || !reflect.DeepEqual(app, want) {
 		t.Errorf("update.yaml after enable: %+v, app %v; want enabled, nats %s and app %v", uf.Spec, app, srv.URL(), want)
 	}

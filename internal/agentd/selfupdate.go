@@ -26,7 +26,9 @@ func newerAgentd(ctx context.Context, tree install.Tree, v, ours string) (string
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Env = install.ChildEnv(nil)
+	out, err := cmd.Output()
 	if err != nil {
 		return "", false
 	}
@@ -46,6 +48,14 @@ func newerAgentd(ctx context.Context, tree install.Tree, v, ours string) (string
 // the agent updates itself with the app it ships with. The supervised app
 // is stopped first (the new agentd starts it again), so two copies never run.
 // It returns only when there is nothing to do or the exec failed.
+//
+// What makes running a release's agentd (as root) safe, docs/agent.md
+// "Self-update": the Installer refuses a release that ships bin/agentd
+// unless releases are signed (install.ErrShadowsTool), and a signature
+// names the app and the version, so only a release the key's holder made
+// for this version gets here, after it was installed and found healthy;
+// it is run from versions/<v>/bin/agentd by absolute path, never through
+// the bin dir or PATH.
 func (a *Agent) selfUpdate(ctx context.Context) {
 	v := a.Status().ActiveVersion
 	if v == "" {

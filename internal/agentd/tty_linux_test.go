@@ -60,7 +60,8 @@ func TestDownloadProgressOnTerminal(t *testing.T) {
 
 	ptmx, pts := openPTY(t)
 	cmd := exec.Command(bin, "update", "--force", "--root", root, "--bin-dir", filepath.Join(root, "bin"), "--nats", srv.URL(),
-		"--group", "blue", "--url-template", releases.URLTemplate(relURL), "--systemd-unit", "app.service", "--progress-interval", "300ms")
+		"--group", "blue", "--url-template", releases.URLTemplate(relURL), "--systemd-unit", "app.service", "--systemctl", fakeSystemctl(t),
+		"--progress-interval", "300ms")
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, pts
 	if err := cmd.Start(); err != nil {

@@ -19,11 +19,12 @@ type FailureClass string
 const (
 	// ClassRelease: the version itself failed on this host: the app did not
 	// start, exited, failed its health check or min_healthy_time, or the
-	// release tree is invalid.
+	// release tree is invalid or ships a program agentd runs.
 	ClassRelease FailureClass = "release"
 	// ClassArtifact: what the release site served is not what was
-	// published: checksum or signature mismatch, or a hostile archive. The
-	// site is broken or attacked.
+	// published: checksum or signature mismatch (a signature of another
+	// release, or one made the old way, included), or a hostile archive.
+	// The site is broken or attacked.
 	ClassArtifact FailureClass = "artifact"
 	// ClassInfrastructure: the host or the network, not the version:
 	// download errors (network, HTTP status, stalls, deadlines), a full
@@ -77,6 +78,12 @@ func classify(err error) (FailureClass, string) {
 		return ClassRelease, "unhealthy"
 	case errors.Is(err, ErrBadChecksum):
 		return ClassArtifact, "checksum mismatch"
+	case errors.Is(err, ErrShadowsTool):
+		return ClassRelease, "ships a program agentd runs"
+	case errors.Is(err, ErrOldSignature):
+		return ClassArtifact, "signed the old way (re-sign)"
+	case errors.Is(err, ErrOtherRelease):
+		return ClassArtifact, "signed for another release"
 	case errors.Is(err, ErrBadSignature):
 		return ClassArtifact, "bad signature"
 	case errors.Is(err, ErrHostileArchive):

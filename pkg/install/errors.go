@@ -14,6 +14,19 @@ var (
 	ErrBadChecksum = errors.New("checksum mismatch")
 	// ErrBadSignature: the checksum's Ed25519 signature does not verify.
 	ErrBadSignature = errors.New("signature does not verify")
+	// ErrOldSignature: the signature covers the .sha256 file, as releases
+	// were signed before signatures named the app and the version. It
+	// comes with ErrBadSignature; the fix is to re-sign the release with
+	// scripts/release.sh.
+	ErrOldSignature = errors.New("signed the old way")
+	// ErrOtherRelease: the signature is genuine but made for another app,
+	// version or file (a release replayed under another name). It comes
+	// with ErrBadSignature.
+	ErrOtherRelease = errors.New("signature is for another release")
+	// ErrShadowsTool: the release ships, in bin/, a program agentd runs
+	// (Tools). Linked into the bin dir, which is often early in root's
+	// PATH, it would stand in for that program. The release's fault.
+	ErrShadowsTool = errors.New("release ships a program agentd runs")
 	// ErrNoSpace: not enough free disk space for the release.
 	ErrNoSpace = errors.New("not enough free space")
 	// ErrDownload: the release could not be fetched.

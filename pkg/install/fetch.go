@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -53,9 +54,14 @@ type Fetcher struct {
 	// {{.OS}} and {{.Arch}}. The checksum is at URL+".sha256", the signature
 	// at URL+".sig".
 	URLTemplate string
-	// PublicKey, when non-nil, makes a valid signature of the .sha256 file
-	// mandatory.
+	// PublicKey, when non-nil, makes a valid signature mandatory: at
+	// URL+".sig", Ed25519 over the release's Statement (app, version, file
+	// name, size, sha256), which Fetch builds from what it expects and
+	// downloads, never from what the site says it is.
 	PublicKey ed25519.PublicKey
+	// App is the app name signatures must name; "" means the one the
+	// tarball's file name implies (AppNameFromFile: "app.tar.gz" → "app").
+	App string
 	// Progress receives a progress line at most every 500ms while the
 	// tarball downloads; nil means none. Pass a terminal only: the lines
 	// overwrite each other with "\r".
@@ -190,12 +196,23 @@ func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Downl
 	if err != nil {
 		return Download{}, fmt.Errorf("%w: %s: %v", ErrDownload, redact(rawURL+".sha256"), err)
 	}
+	// What a signature must name: this app, the version asked for, the
+	// file asked for, the size HEAD announced (the download must be that
+	// long) and the published checksum (the download must hash to it).
+	var expect Statement
+	var sig []byte
 	if f.PublicKey != nil {
+		if expect, err = f.expected(version, rawURL, size, want); err != nil {
+			return Download{}, err
+		}
 		sigFile, err := f.getSmall(ctx, rawURL+".sig", maxSignatureFileBytes)
 		if err != nil {
 			return Download{}, err
 		}
-		if err := verifySignature(f.PublicKey, sumFile, sigFile); err != nil {
+		if sig, err = decodeSignature(sigFile); err == nil {
+			err = f.verify(ctx, rawURL, expect, sumFile, sig)
+		}
+		if err != nil {
 			return Download{}, fmt.Errorf("%s: %w", redact(rawURL+".sig"), err)
 		}
 	}
@@ -220,6 +237,18 @@ func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Downl
 	if got != want {
 		_ = os.Remove(part)
 		return Download{}, fmt.Errorf("%w: %s has sha256 %s, published %s", ErrBadChecksum, redact(rawURL), got, want)
+	}
+	if f.PublicKey != nil {
+		// The statement again, from the bytes on disk: their size (the
+		// download stops at, and insists on, size) and the checksum just
+		// computed. It equals the one verified above; checked anyway, so
+		// that what is installed is what was signed whatever the steps
+		// above become.
+		expect.Size, expect.SHA256 = partialSize(part, size), got
+		if !ed25519.Verify(f.PublicKey, expect.Bytes(), sig) {
+			_ = os.Remove(part)
+			return Download{}, fmt.Errorf("%s: %w: the download is not the release signed for %s", redact(rawURL+".sig"), ErrBadSignature, version)
+		}
 	}
 	final := filepath.Join(dir, ".download-"+version+".tar.gz")
 	if err := os.Rename(part, final); err != nil {
@@ -365,21 +394,76 @@ func isSHA256Hex(s string) bool {
 	return err == nil && len(b) == sha256.Size
 }
 
-// verifySignature checks sig, raw or base64, over the exact bytes of the
-// checksum file: the signature binds the checksum, the checksum binds the
-// tarball.
-func verifySignature(pub ed25519.PublicKey, sumFile, sig []byte) error {
-	if len(sig) != ed25519.SignatureSize {
-		dec, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(sig)))
-		if err != nil || len(dec) != ed25519.SignatureSize {
-			return fmt.Errorf("%w: want a %d-byte signature, raw or base64; got %d bytes", ErrBadSignature, ed25519.SignatureSize, len(sig))
+// decodeSignature reads a .sig file: the Ed25519 signature, raw or base64.
+func decodeSignature(sig []byte) ([]byte, error) {
+	if len(sig) == ed25519.SignatureSize {
+		return sig, nil
+	}
+	dec, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(sig)))
+	if err != nil || len(dec) != ed25519.SignatureSize {
+		return nil, fmt.Errorf("%w: want a %d-byte signature, raw or base64; got %d bytes", ErrBadSignature, ed25519.SignatureSize, len(sig))
+	}
+	return dec, nil
+}
+
+// expected is the statement a signature of version's tarball at rawURL
+// must cover, given its size and published sha256.
+func (f *Fetcher) expected(version, rawURL string, size int64, sum string) (Statement, error) {
+	file, err := urlFileName(rawURL)
+	if err != nil {
+		return Statement{}, err
+	}
+	app := f.App
+	if app == "" {
+		var ok bool
+		if app, ok = AppNameFromFile(file); !ok {
+			return Statement{}, fmt.Errorf("release signatures name the app, and the file name %q implies none (want NAME.tar.gz with a name like [a-z][a-z0-9-]*): name it (agentd --app-name, scripts/release.sh --app-name)", file)
 		}
-		sig = dec
 	}
-	if !ed25519.Verify(pub, sumFile, sig) {
-		return fmt.Errorf("%w with the configured public key", ErrBadSignature)
+	s := Statement{App: app, Version: version, File: file, Size: size, SHA256: sum}
+	if err := s.Validate(); err != nil {
+		return Statement{}, fmt.Errorf("the release statement to verify: %w", err)
 	}
-	return nil
+	return s, nil
+}
+
+// urlFileName is the last element of a URL's path: the file name a
+// statement names.
+func urlFileName(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", redact(rawURL), err)
+	}
+	name := path.Base(u.Path)
+	if !fileNameRE.MatchString(name) || name == "." || name == ".." {
+		return "", fmt.Errorf("%s: release file name %q cannot be named in a signed statement (want letters, digits, '.', '_', '+', '-')", redact(rawURL), name)
+	}
+	return name, nil
+}
+
+// verify checks sig over expect. When it does not verify, the error says
+// why as precisely as the site lets it: a signature over the checksum file
+// (made the old way, which binds no version), or a genuine signature of
+// another release (its published statement verifies: "version 1.0.0, want
+// 1.1.0"), or neither. The published statement and the checksum file only
+// explain a refusal; nothing is accepted because of them.
+func (f *Fetcher) verify(ctx context.Context, rawURL string, expect Statement, sumFile, sig []byte) error {
+	if ed25519.Verify(f.PublicKey, expect.Bytes(), sig) {
+		return nil
+	}
+	if ed25519.Verify(f.PublicKey, sumFile, sig) {
+		return fmt.Errorf("%w: %w: it covers only the .sha256 file, which names neither app nor version, so it would verify for any version; "+
+			"re-sign the release: scripts/release.sh --key KEY.pem --resign %s SITEDIR (it signs a statement of app, version, file, size and sha256; the tarball stays as it is)",
+			ErrBadSignature, ErrOldSignature, expect.Version)
+	}
+	if b, err := f.getSmall(ctx, rawURL+StatementSuffix, maxStatementBytes); err == nil {
+		if signed, err := ParseStatement(b); err == nil && ed25519.Verify(f.PublicKey, b, sig) {
+			return fmt.Errorf("%w: %w: signed for %s", ErrBadSignature, ErrOtherRelease, strings.Join(expect.Differences(signed), "; "))
+		}
+	}
+	return fmt.Errorf("%w with the configured public key for app %s, version %s, file %s (%d bytes, sha256 %s): "+
+		"signed with another key, or for another app, version or file",
+		ErrBadSignature, expect.App, expect.Version, expect.File, expect.Size, expect.SHA256)
 }
 
 // download writes the tarball to part, resuming when part holds a prefix

@@ -34,8 +34,9 @@ const fetchVersion = "1.2.3"
 type fetchServer struct {
 	*httptest.Server
 	body []byte
-	// sum and sig are the .sha256 and .sig files; nil answers 404.
-	sum, sig []byte
+	// sum, sig and statement are the .sha256, .sig and .statement files;
+	// nil answers 404.
+	sum, sig, statement []byte
 	// tarball, when set, answers GET (not HEAD) of the tarball instead of
 	// http.ServeContent.
 	tarball http.HandlerFunc
@@ -102,6 +103,8 @@ func (s *fetchServer) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveSmall(w, s.sum)
 	case fetchTarballPath() + ".sig":
 		s.serveSmall(w, s.sig)
+	case fetchTarballPath() + ".statement":
+		s.serveSmall(w, s.statement)
 	default:
 		http.NotFound(w, r)
 	}
@@ -158,6 +161,8 @@ func (s *fetchServer) fetcher() *install.Fetcher {
 		Client:      s.Client(),
 		URLTemplate: s.URL + "/app-{{.Version}}-{{.OS}}-{{.Arch}}.tar.gz",
 		FreeSpace:   func(string) (uint64, error) { return 1 << 40, nil },
+		// The file name carries the version: the app is named.
+		App: "app",
 	}
 }
 
@@ -369,6 +374,18 @@ func TestFetchBadChecksum(t *testing.T) {
 	}
 }
 
+// fetchStatement is the statement of body published as version under the
+// test server's file name.
+func fetchStatement(version string, body []byte) install.Statement {
+	return install.Statement{App: "app", Version: version, File: strings.TrimPrefix(fetchTarballPath(), "/"), Size: int64(len(body)), SHA256: fetchSum(body)}
+}
+
+// TestFetchSignature: the signature must cover the statement of exactly
+// this app, version, file, size and sha256, which Fetch builds itself. A
+// genuine signature of anything else (another version: a replay; the
+// checksum file alone: the old way) is refused, with an error that says
+// what it was signed for; what the site publishes beside it never makes a
+// signature acceptable.
 func TestFetchSignature(t *testing.T) {
 	t.Parallel()
 	pub, priv, err := ed25519.GenerateKey(nil)
@@ -381,29 +398,62 @@ func TestFetchSignature(t *testing.T) {
 	}
 	body := fetchRelease(32 << 10)
 	sumFile := []byte(fetchSum(body) + "  app.tar.gz\n")
-	good := ed25519.Sign(priv, sumFile)
+	right := fetchStatement(fetchVersion, body)
+	statement := right.Bytes()
+	good := ed25519.Sign(priv, statement)
+	with := func(edit func(*install.Statement)) []byte {
+		s := right
+		edit(&s)
+		return s.Bytes()
+	}
+	older := with(func(s *install.Statement) { s.Version = "1.0.0" })
+	otherApp := with(func(s *install.Statement) { s.App = "billing" })
+	otherFile := with(func(s *install.Statement) { s.File = "app-1.2.3-linux-arm64.tar.gz" })
+	otherSize := with(func(s *install.Statement) { s.Size++ })
 	tests := []struct {
-		name   string
-		sig    []byte
-		wantIs error // nil: accepted
+		name      string
+		sig       []byte
+		published []byte // the .statement served (nil: 404)
+		wantIs    []error
+		wantText  string // in the error
 	}{
 		{name: "raw", sig: good},
 		{name: "base64", sig: []byte(base64.StdEncoding.EncodeToString(good))},
 		{name: "base64 with newline", sig: []byte(base64.StdEncoding.EncodeToString(good) + "\n")},
-		{name: "other key", sig: ed25519.Sign(otherPriv, sumFile), wantIs: install.ErrBadSignature},
-		{name: "over other bytes", sig: ed25519.Sign(priv, bytes.TrimSpace(sumFile)), wantIs: install.ErrBadSignature},
-		{name: "one bit flipped", sig: append([]byte{good[0] ^ 1}, good[1:]...), wantIs: install.ErrBadSignature},
-		{name: "truncated", sig: good[:63], wantIs: install.ErrBadSignature},
-		{name: "base64 of too little", sig: []byte(base64.StdEncoding.EncodeToString(good[:32])), wantIs: install.ErrBadSignature},
-		{name: "garbage", sig: []byte("not a signature"), wantIs: install.ErrBadSignature},
-		{name: "empty", sig: []byte{}, wantIs: install.ErrBadSignature},
-		{name: "missing", sig: nil, wantIs: install.ErrDownload},
+		{name: "published statement served", sig: good, published: statement},
+		{name: "other key", sig: ed25519.Sign(otherPriv, statement), published: statement, wantIs: []error{install.ErrBadSignature},
+			wantText: "signed with another key, or for another app, version or file"},
+		{name: "over other bytes", sig: ed25519.Sign(priv, bytes.TrimSpace(statement)), wantIs: []error{install.ErrBadSignature}},
+		{name: "one bit flipped", sig: append([]byte{good[0] ^ 1}, good[1:]...), wantIs: []error{install.ErrBadSignature}},
+		{name: "truncated", sig: good[:63], wantIs: []error{install.ErrBadSignature}},
+		{name: "base64 of too little", sig: []byte(base64.StdEncoding.EncodeToString(good[:32])), wantIs: []error{install.ErrBadSignature}},
+		{name: "garbage", sig: []byte("not a signature"), wantIs: []error{install.ErrBadSignature}},
+		{name: "empty", sig: []byte{}, wantIs: []error{install.ErrBadSignature}},
+		{name: "missing", sig: nil, wantIs: []error{install.ErrDownload}},
+		// Made the old way: over the checksum file, which names no version.
+		{name: "old way", sig: ed25519.Sign(priv, sumFile), wantIs: []error{install.ErrBadSignature, install.ErrOldSignature},
+			wantText: "re-sign the release: scripts/release.sh --key KEY.pem --resign " + fetchVersion + " SITEDIR"},
+		// Genuine signatures of another release, replayed here.
+		{name: "another version", sig: ed25519.Sign(priv, older), published: older, wantIs: []error{install.ErrBadSignature, install.ErrOtherRelease},
+			wantText: "signed for version 1.0.0, want " + fetchVersion},
+		{name: "another app", sig: ed25519.Sign(priv, otherApp), published: otherApp, wantIs: []error{install.ErrBadSignature, install.ErrOtherRelease},
+			wantText: "signed for app billing, want app"},
+		{name: "another file", sig: ed25519.Sign(priv, otherFile), published: otherFile, wantIs: []error{install.ErrBadSignature, install.ErrOtherRelease},
+			wantText: "signed for file app-1.2.3-linux-arm64.tar.gz, want " + strings.TrimPrefix(fetchTarballPath(), "/")},
+		{name: "another size", sig: ed25519.Sign(priv, otherSize), published: otherSize, wantIs: []error{install.ErrBadSignature, install.ErrOtherRelease},
+			wantText: fmt.Sprintf("signed for size %d, want %d", len(body)+1, len(body))},
+		// Replayed with no statement, or with one that claims to be this
+		// release (it does not verify): refused all the same.
+		{name: "another version, no statement", sig: ed25519.Sign(priv, older), wantIs: []error{install.ErrBadSignature},
+			wantText: "for app app, version " + fetchVersion},
+		{name: "another version, lying statement", sig: ed25519.Sign(priv, older), published: statement, wantIs: []error{install.ErrBadSignature},
+			wantText: "for app app, version " + fetchVersion},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newFetchServer(t, body)
-			s.sum, s.sig = sumFile, tc.sig
+			s.sum, s.sig, s.statement = sumFile, tc.sig, tc.published
 			f := s.fetcher()
 			f.PublicKey = pub
 			dir := t.TempDir()
@@ -417,11 +467,16 @@ func TestFetchSignature(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, tc.wantIs) {
-				t.Fatalf("Fetch = %v, want %v", err, tc.wantIs)
+			for _, want := range tc.wantIs {
+				if !errors.Is(err, want) {
+					t.Fatalf("Fetch = %v, want %v", err, want)
+				}
 			}
-			if !strings.Contains(err.Error(), s.url()+".sig") {
-				t.Errorf("error %q does not name %s.sig", err, s.url())
+			if tc.name == "another version, lying statement" && errors.Is(err, install.ErrOtherRelease) {
+				t.Errorf("Fetch = %v: a statement that does not verify was believed", err)
+			}
+			if !strings.Contains(err.Error(), s.url()+".sig") || !strings.Contains(err.Error(), tc.wantText) {
+				t.Errorf("error %q does not name %s.sig and say %q", err, s.url(), tc.wantText)
 			}
 			// Nothing unsigned is downloaded, or written.
 			if n := s.tarballGETs(); n != 0 {
@@ -431,6 +486,43 @@ func TestFetchSignature(t *testing.T) {
 				t.Errorf("download dir (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestFetchSignatureNamesTheApp: without App, the app is the one the file
+// name implies; a file name that implies none is an error before any
+// request, naming the fix.
+func TestFetchSignatureNamesTheApp(t *testing.T) {
+	t.Parallel()
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fetchRelease(1024)
+	s := newFetchServer(t, body)
+	s.sig = ed25519.Sign(priv, fetchStatement(fetchVersion, body).Bytes())
+	f := s.fetcher()
+	f.PublicKey, f.App = pub, ""
+	if _, err := f.Fetch(t.Context(), fetchVersion, t.TempDir()); err == nil || !strings.Contains(err.Error(), "--app-name") {
+		t.Fatalf("Fetch of %s with no app name = %v, want an error naming --app-name", fetchTarballPath(), err)
+	}
+	// HEAD and .sha256 come first (the statement names the size and the
+	// checksum); nothing after.
+	if diff := cmp.Diff([]string{"HEAD " + fetchTarballPath(), "GET " + fetchTarballPath() + ".sha256"}, s.log()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	for file, want := range map[string]struct {
+		app string
+		ok  bool
+	}{
+		"app.tar.gz": {"app", true}, "billing-api.tgz": {"billing-api", true}, "web": {"web", true},
+		"app-1.2.3.tar.gz": {"app-1.2.3", false}, "App.tar.gz": {"App", false}, "app.zip": {"app.zip", false},
+		"9lives.tar.gz": {"9lives", false}, "a" + strings.Repeat("b", 32) + ".tar.gz": {"a" + strings.Repeat("b", 32), false},
+	} {
+		app, ok := install.AppNameFromFile(file)
+		if app != want.app || ok != want.ok {
+			t.Errorf("AppNameFromFile(%q) = %q, %v; want %q, %v", file, app, ok, want.app, want.ok)
+		}
 	}
 }
 

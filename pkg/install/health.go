@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -14,7 +15,9 @@ import (
 // Health says how to tell that the app is healthy. With neither Command nor
 // URL set, healthy means "the app stays up".
 type Health struct {
-	// Command is run; exit status 0 is healthy.
+	// Command is run; exit status 0 is healthy. Command[0] is an absolute
+	// path, or a name found in SystemPath (never in PATH, where a bin dir
+	// may hold the release's own); the command runs with PATH=SystemPath.
 	Command []string
 	// URL is fetched; a 2xx answer is healthy.
 	URL string
@@ -96,9 +99,18 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 func (h Health) probe(ctx context.Context) error {
 	switch {
 	case len(h.Command) > 0:
+		prog := h.Command[0]
+		if !filepath.IsAbs(prog) {
+			p, err := LookTool(prog)
+			if err != nil {
+				return fmt.Errorf("health command: %w", err)
+			}
+			prog = p
+		}
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, h.Command[0], h.Command[1:]...)
+		cmd := exec.CommandContext(ctx, prog, h.Command[1:]...)
+		cmd.Env = ChildEnv(nil)
 		// In a group of its own, all of which is killed when ctx ends: a
 		// shell's child (curl …) would otherwise live on, and hold the
 		// output pipe open, for as long as it hangs.

@@ -52,10 +52,12 @@ type Installer struct {
 const maxHistory = 10
 
 // Install updates from cur.ActiveVersion to target: lock, repair whatever a
-// crash left, fetch and verify, extract, back up the database, swap links,
+// crash left, fetch and verify, extract, run every other check that can
+// refuse the release (preflight), back up the database, swap links,
 // restart, wait until healthy for minHealthy within healthTimeout; on any
 // failure after the swap, restore links and database exactly and restart
-// the old version. Every step is recorded in the install journal before it
+// the old version. A release refused by a check never touches the app:
+// not stopped, its database not restored. Every step is recorded in the install journal before it
 // begins (journal.go), so a crash at any instant is completed or undone by
 // the next Repair. It returns the status it recorded last.
 func (in *Installer) Install(ctx context.Context, cur Status, target string, healthTimeout, minHealthy time.Duration) (Status, error) {
@@ -111,7 +113,14 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	if err := in.ensureVersion(ctx, target, j); err != nil {
 		return fail("fetch", err)
 	}
-	// 2. What happens to the database: decided before anything changes,
+	// 2. Every check that can still refuse the release, while the app runs
+	// untouched. A refusal after the backup would be a rollback: the app
+	// stopped, and the database restored from a backup that lacks what
+	// the app wrote since.
+	if err := in.preflight(target); err != nil {
+		return fail("check", err)
+	}
+	// 3. What happens to the database: decided before anything changes,
 	// and the current one backed up under the version that wrote it.
 	var action DBAction
 	if in.DBPath != "" {
@@ -127,7 +136,7 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 			}
 		}
 	}
-	// 3. Swap, restart, judge. From here a failure rolls back.
+	// 4. Swap, restart, judge. From here a failure rolls back.
 	rollback := func(cause error) (Status, error) {
 		return in.rollback(ctx, st, j, cause)
 	}
@@ -146,7 +155,15 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	if err := in.step(j, StepSwap); err != nil {
 		return rollback(err)
 	}
-	if err := in.link(target, string(StepSwap)); err != nil {
+	if prev, err := in.link(target, string(StepSwap)); err != nil {
+		if prev == nil && action.Op != DBRestore {
+			// Link refused before it changed a link (a foreign entry
+			// appeared in the bin dir since the check), and the app was
+			// never stopped: nothing to roll back, and a rollback would
+			// restore the database from the backup, losing what the app
+			// wrote since.
+			return fail("swap", err)
+		}
 		return rollback(err)
 	}
 	if err := in.step(j, StepStart); err != nil {
@@ -161,7 +178,7 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	if err := WaitHealthy(ctx, in.Health, in.Runner, healthTimeout, minHealthy, clk); err != nil {
 		return rollback(err)
 	}
-	// 4. Success.
+	// 5. Success.
 	if err := in.step(j, StepCommit); err != nil {
 		return rollback(err)
 	}
@@ -173,8 +190,16 @@ func (in *Installer) step(j *Journal, s Step) error {
 	j.Step, j.Download = s, nil
 	err := in.record(j)
 	failpoint(string(s))
+	if testHookStep != nil {
+		testHookStep(s)
+	}
 	return err
 }
+
+// testHookStep, set by tests only, is called as each step begins, once it
+// is recorded: what the host may do meanwhile (an operator's file landing
+// in the bin dir).
+var testHookStep func(Step)
 
 // record writes the journal, giving up the space reserve if the disk is
 // full.
@@ -260,7 +285,7 @@ func (in *Installer) rollBack(ctx context.Context, st Status, j *Journal) (Statu
 		}
 	}
 	if from != "" {
-		if err := in.link(from, string(StepRollback)); err != nil {
+		if _, err := in.link(from, string(StepRollback)); err != nil {
 			errs = append(errs, err)
 		}
 	} else if _, err := in.Tree.Unlink(); err != nil {
@@ -322,11 +347,30 @@ func (in *Installer) restoreFrom(from string) error {
 }
 
 // link points the bin dir at v, with a failpoint fp+"/linked" once the
-// links changed.
-func (in *Installer) link(v, fp string) error {
-	_, err := in.Tree.Link(v)
+// links changed. prev is nil when no link changed.
+func (in *Installer) link(v, fp string) (prev Links, err error) {
+	prev, err = in.Tree.Link(v)
 	failpoint(fp + "/linked")
-	return err
+	return prev, err
+}
+
+// preflight runs, on target's extracted release, every check that can
+// refuse it and has not run yet, changing nothing: no program agentd runs
+// among its binaries (checkTools; agentd itself only in a signed release,
+// which self-update may run), and no name the bin dir holds for someone
+// else (ErrNotOurs, which Link would refuse at the swap). The download's
+// checks (size, free space, checksum, signature) and the extraction's
+// (names, sizes, file types) ran before it.
+func (in *Installer) preflight(target string) error {
+	names, err := in.Tree.binaries(target)
+	if err != nil {
+		return err
+	}
+	signed := in.Fetcher != nil && in.Fetcher.PublicKey != nil
+	if err := checkTools(target, names, signed); err != nil {
+		return err
+	}
+	return in.Tree.CheckLink(target)
 }
 
 // endJournal ends the journal of an install that was not the target's

@@ -75,6 +75,8 @@ type installRelease struct {
 	mode string // how its app behaves
 	// tarball overrides the built archive (hostile releases).
 	tarball []byte
+	// extra entries go into the built archive beside bin/app.
+	extra []extractEntry
 }
 
 // installServer serves releases at /r/<v>/app.tar.gz with .sha256 and .sig.
@@ -98,11 +100,11 @@ func newInstallServer(t *testing.T, key ed25519.PrivateKey, releases map[string]
 	for v, r := range releases {
 		if r.tarball == nil {
 			script := fmt.Sprintf("#!/bin/sh\nFLEETWAVE_TEST_APP=%s APP_VERSION=%s exec %q -test.run='^$'\n", r.mode, v, self)
-			r.tarball = extractGzip(t, extractTar(t,
-				extractEntry{Name: "bin/", Type: '5'},
-				extractEntry{Name: "bin/app", Mode: 0o755, Body: script},
-				extractEntry{Name: "README", Body: "release " + v},
-			))
+			r.tarball = extractGzip(t, extractTar(t, append([]extractEntry{
+				{Name: "bin/", Type: '5'},
+				{Name: "bin/app", Mode: 0o755, Body: script},
+				{Name: "README", Body: "release " + v},
+			}, r.extra...)...))
 		}
 		s.releases[v] = r
 	}
@@ -127,14 +129,17 @@ func (s *installServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256(rel.tarball)
 	sumFile := []byte(hex.EncodeToString(sum[:]) + "  app.tar.gz\n")
+	statement := install.Statement{App: "app", Version: parts[0], File: "app.tar.gz", Size: int64(len(rel.tarball)), SHA256: hex.EncodeToString(sum[:])}.Bytes()
 	var body []byte
 	switch parts[1] {
 	case "app.tar.gz":
 		body = rel.tarball
 	case "app.tar.gz.sha256":
 		body = sumFile
+	case "app.tar.gz.statement":
+		body = statement
 	case "app.tar.gz.sig":
-		body = ed25519.Sign(s.key, sumFile)
+		body = ed25519.Sign(s.key, statement)
 	default:
 		http.NotFound(w, r)
 		return
@@ -569,5 +574,116 @@ func TestInstallInfrastructureFailureAfterSwap(t *testing.T) {
 	}
 	if h.status.ActiveVersion != "2.0.0" || h.status.Error != "" || h.status.ErrorClass != "" || h.status.ErrorCause != "" {
 		t.Errorf("status after the second attempt: %+v", h.status)
+	}
+}
+
+// TestInstallRefusesBeforeTouching: a release that a check refuses after
+// its download (it ships a program agentd runs, or a bin name the bin dir
+// holds for someone else) never touches the running app: not stopped or
+// restarted, its database neither backed up nor restored, the links as
+// they were; the refusal is recorded, and nothing is marked rolled back.
+// A signed release may ship agentd (self-update).
+func TestInstallRefusesBeforeTouching(t *testing.T) {
+	// Each shipped program records that it ran.
+	const ran = "#!/bin/sh\ntouch \"$(readlink -f \"$0\").ran\"\n"
+	cases := []struct {
+		name      string
+		extra     []extractEntry
+		unsigned  bool
+		foreign   string // a regular file put in the bin dir under this name
+		duringRun bool   // ... once the install reached the swap
+		wantErr   error
+		wantClass install.FailureClass
+	}{
+		{name: "ships bin/systemctl", extra: []extractEntry{{Name: "bin/systemctl", Mode: 0o755, Body: ran}},
+			wantErr: install.ErrShadowsTool, wantClass: install.ClassRelease},
+		{name: "ships bin/sh", extra: []extractEntry{{Name: "bin/sh", Mode: 0o755, Body: ran}},
+			wantErr: install.ErrShadowsTool, wantClass: install.ClassRelease},
+		{name: "ships bin/agentd unsigned", unsigned: true, extra: []extractEntry{{Name: "bin/agentd", Mode: 0o755, Body: ran}},
+			wantErr: install.ErrShadowsTool, wantClass: install.ClassRelease},
+		{name: "bin name not ours", extra: []extractEntry{{Name: "bin/tool", Mode: 0o755, Body: ran}}, foreign: "tool",
+			wantErr: install.ErrNotOurs, wantClass: install.ClassInfrastructure},
+		{name: "bin name not ours since the check", extra: []extractEntry{{Name: "bin/tool", Mode: 0o755, Body: ran}}, foreign: "tool", duringRun: true,
+			wantErr: install.ErrNotOurs, wantClass: install.ClassInfrastructure},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pub, priv := installKey(t)
+			srv := newInstallServer(t, priv, map[string]installRelease{"1.0.0": {mode: "good"}, "2.0.0": {mode: "good", extra: tc.extra}})
+			if tc.unsigned {
+				pub = nil
+			}
+			h := newInstallHost(t, srv, pub)
+			if err := h.install("1.0.0"); err != nil {
+				t.Fatal(err)
+			}
+			foreign := filepath.Join(h.tree.BinDir, tc.foreign)
+			putForeign := func() {
+				if err := os.WriteFile(foreign, []byte("#!/bin/sh\necho the operator's\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.foreign != "" && !tc.duringRun {
+				putForeign()
+			}
+			if tc.duringRun {
+				defer install.SetTestHookStep(func(s install.Step) {
+					if s == install.StepSwap {
+						putForeign()
+					}
+				})()
+			}
+			pid := h.runner.Pid()
+			db := readFile(t, h.db)
+			links := linkSnapshot(t, h.tree.BinDir)
+			delete(links, tc.foreign) // checked below
+
+			err := h.install("2.0.0")
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("install: %v, want %v", err, tc.wantErr)
+			}
+			if h.runner.Pid() != pid || h.runner.Alive(context.Background()) != nil {
+				t.Errorf("app stopped or restarted (pid %d, was %d)", h.runner.Pid(), pid)
+			}
+			if got := readFile(t, h.db); !slices.Equal(got, db) {
+				t.Errorf("database changed")
+			}
+			after := linkSnapshot(t, h.tree.BinDir)
+			delete(after, tc.foreign)
+			if diff := cmp.Diff(links, after); diff != "" {
+				t.Errorf("links changed (-before +after):\n%s", diff)
+			}
+			if _, err := os.Stat(filepath.Join(h.tree.VersionDir("1.0.0"), "backup")); tc.duringRun == errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("backup of 1.0.0: %v; want one only when the refusal came at the swap", err)
+			}
+			if tc.foreign != "" {
+				if b := readFile(t, foreign); !strings.Contains(string(b), "the operator's") {
+					t.Errorf("%s replaced: %q", foreign, b)
+				}
+			}
+			for _, e := range tc.extra {
+				if _, err := os.Stat(filepath.Join(h.tree.VersionDir("2.0.0"), e.Name+".ran")); err == nil {
+					t.Errorf("the release's %s was run", e.Name)
+				}
+			}
+			st := h.status
+			if st.ActiveVersion != "1.0.0" || st.Rollback || st.ErrorClass != tc.wantClass || !strings.Contains(st.Error, "install 2.0.0: ") {
+				t.Errorf("status %+v, want 1.0.0 with a %s error and no rollback", st, tc.wantClass)
+			}
+			if j, err := install.LoadJournal(h.tree); err != nil || j != nil {
+				t.Errorf("journal left: %+v, %v", j, err)
+			}
+		})
+	}
+
+	// Signed, a release may ship agentd: self-update runs it.
+	pub, priv := installKey(t)
+	srv := newInstallServer(t, priv, map[string]installRelease{"1.0.0": {mode: "good"},
+		"2.0.0": {mode: "good", extra: []extractEntry{{Name: "bin/agentd", Mode: 0o755, Body: "#!/bin/sh\necho agentd version 9.9.9\n"}}}})
+	h := newInstallHost(t, srv, pub)
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		if err := h.install(v); err != nil {
+			t.Fatalf("install %s (signed): %v", v, err)
+		}
 	}
 }

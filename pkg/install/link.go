@@ -45,22 +45,9 @@ func (t Tree) Link(v string) (Links, error) {
 	if err := t.checkAbs(); err != nil {
 		return nil, fmt.Errorf("link %s: %w", v, err)
 	}
-	names, err := t.binaries(v)
+	names, bin, err := t.linkable(v)
 	if err != nil {
 		return nil, err
-	}
-	bin, err := t.readBinDir()
-	if err != nil {
-		return nil, fmt.Errorf("link %s: %w", v, err)
-	}
-	var refused []error
-	for _, name := range names {
-		if err := bin.free(name); err != nil {
-			refused = append(refused, fmt.Errorf("link %s: %w; move it away or remove it from the release", v, err))
-		}
-	}
-	if len(refused) > 0 {
-		return nil, errors.Join(refused...)
 	}
 	// Claim the names before creating their links.
 	claim := bin.oursSet()
@@ -103,6 +90,44 @@ func (t Tree) Link(v string) (Links, error) {
 		return prev, t.undo(prev, fmt.Errorf("link %s: %w", v, err))
 	}
 	return prev, nil
+}
+
+// CheckLink reports what would make Link(v) refuse, changing nothing: a
+// name v ships that is taken by an entry that is not ours (ErrNotOurs),
+// or a v with no executable. The Installer asks before it touches the app,
+// so that a refused release does not disturb it.
+func (t Tree) CheckLink(v string) error {
+	if err := checkVersion(v); err != nil {
+		return err
+	}
+	if err := t.checkAbs(); err != nil {
+		return fmt.Errorf("link %s: %w", v, err)
+	}
+	_, _, err := t.linkable(v)
+	return err
+}
+
+// linkable lists the executables v ships and reads the bin dir, and
+// refuses when one of the names is taken by an entry that is not ours.
+func (t Tree) linkable(v string) ([]string, *binDir, error) {
+	names, err := t.binaries(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	bin, err := t.readBinDir()
+	if err != nil {
+		return nil, nil, fmt.Errorf("link %s: %w", v, err)
+	}
+	var refused []error
+	for _, name := range names {
+		if err := bin.free(name); err != nil {
+			refused = append(refused, fmt.Errorf("link %s: %w; move it away or remove it from the release", v, err))
+		}
+	}
+	if len(refused) > 0 {
+		return nil, nil, errors.Join(refused...)
+	}
+	return names, bin, nil
 }
 
 // RestoreLinks puts the bin dir back exactly as prev recorded it, touching

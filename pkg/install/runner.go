@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -30,10 +30,26 @@ type Runner interface {
 // SystemdRunner runs the app as a systemd unit.
 type SystemdRunner struct {
 	Unit string
+	// Systemctl is systemctl's absolute path; "" means the first found in
+	// SystemPath (LookTool). Never looked up in PATH: a bin dir there may
+	// hold a release's own systemctl.
+	Systemctl string
 }
 
 func (s *SystemdRunner) systemctl(ctx context.Context, args ...string) error {
-	out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
+	path := s.Systemctl
+	if path == "" {
+		var err error
+		if path, err = LookTool(ToolSystemctl); err != nil {
+			return fmt.Errorf("systemctl %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("systemctl %q: want an absolute path", path)
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = ChildEnv(nil)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("systemctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
@@ -71,8 +87,10 @@ func (s *SystemdRunner) Alive(ctx context.Context) error {
 // elsewhere a recorded orphan is only logged, and Stop ends the members of
 // its own child's group only while the leader has not been reaped.
 type ProcessRunner struct {
-	Path   string
-	Args   []string
+	Path string
+	Args []string
+	// Env is the app's environment; nil means agentd's own, with PATH set
+	// to SystemPath (ChildEnv).
 	Env    []string
 	Stdout io.Writer
 	Stderr io.Writer
@@ -130,7 +148,7 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 	instance := newInstance()
 	env := p.Env
 	if env == nil {
-		env = os.Environ()
+		env = ChildEnv(nil)
 	}
 	cmd.Env = append(slices.Clip(env), instanceEnv+"="+instance)
 	now := time.Now()

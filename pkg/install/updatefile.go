@@ -55,16 +55,24 @@ type UpdateSpec struct {
 	App AppSpec `yaml:"app,omitempty"`
 }
 
-// AppSpec is the app part of update.yaml's spec: agentd's --app,
-// --app-arg, --systemd-unit, --bin-dir, --health-url, --health-command,
-// --db and --public-key. Empty fields are not set (agentd's defaults).
+// AppSpec is the app part of update.yaml's spec: agentd's --app-name,
+// --app, --app-arg, --systemd-unit, --systemctl, --bin-dir, --health-url,
+// --health-command, --db and --public-key. Empty fields are not set
+// (agentd's defaults).
 type AppSpec struct {
+	// Name is the app's name, which release signatures must name (a
+	// fleet has one app today); "" means the one the release file's name
+	// implies (AppNameFromFile: "app.tar.gz" → "app").
+	Name string `yaml:"name,omitempty"`
 	// Process is a binary in the active version's bin/ that agentd runs as
 	// its child, with Args; SystemdUnit a unit it restarts instead. At most
 	// one is set.
 	Process     string   `yaml:"process,omitempty"`
 	Args        []string `yaml:"args,omitempty"`
 	SystemdUnit string   `yaml:"systemd_unit,omitempty"`
+	// Systemctl is systemctl's absolute path (""; the first in
+	// SystemPath). Never inside the bin dir.
+	Systemctl string `yaml:"systemctl,omitempty"`
 	// BinDir receives the links to the active version's binaries (absolute).
 	BinDir string `yaml:"bin_dir,omitempty"`
 	// HealthURL must answer 2xx and HealthCommand (run by /bin/sh -c) exit
@@ -87,10 +95,16 @@ func (s AppSpec) Validate() error {
 	if s.Process != "" && !ValidBinaryName(s.Process) {
 		return fmt.Errorf("process %q: want the name of a file in the release's bin/", s.Process)
 	}
-	for name, p := range map[string]string{"bin_dir": s.BinDir, "db": s.DB, "public_key": s.PublicKey} {
+	if s.Name != "" && !ValidAppName(s.Name) {
+		return fmt.Errorf("name %q: want a lowercase app name ([a-z][a-z0-9-]{0,31})", s.Name)
+	}
+	for name, p := range map[string]string{"bin_dir": s.BinDir, "db": s.DB, "public_key": s.PublicKey, "systemctl": s.Systemctl} {
 		if p != "" && !filepath.IsAbs(p) {
 			return fmt.Errorf("%s %q: want an absolute path", name, p)
 		}
+	}
+	if s.Systemctl != "" && s.BinDir != "" && filepath.Dir(filepath.Clean(s.Systemctl)) == filepath.Clean(s.BinDir) {
+		return fmt.Errorf("systemctl %q is in the bin dir, where releases put their binaries: name the system's", s.Systemctl)
 	}
 	return nil
 }

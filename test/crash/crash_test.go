@@ -112,9 +112,10 @@ func setup(m *testing.M) (int, error) {
 }
 
 // systemctl stands in for systemd: "restart" runs <dir>/exec in its own
-// session (so it outlives agentd), "stop" ends it (TERM, then KILL), and
-// "is-active" reports whether it runs (a zombie does not); one job at a
-// time.
+// session (so it outlives agentd) and counts the start in <dir>/starts,
+// "stop" ends it (TERM, then KILL), and "is-active" reports whether it runs
+// (a zombie does not); one job at a time. agentd is given it by absolute
+// path (--systemctl).
 const systemctl = `#!/bin/sh
 d="$FAKE_SYSTEMD"
 # One job at a time, as systemd does: a systemctl left running by a killed
@@ -129,7 +130,7 @@ stop() {
 }
 case "$1" in
   stop) stop ;;
-  restart) stop; setsid "$d/exec" >>"$d/app.log" 2>&1 </dev/null 9>&- & echo $! >"$d/pid.tmp"; mv "$d/pid.tmp" "$d/pid" ;;
+  restart) stop; setsid "$d/exec" >>"$d/app.log" 2>&1 </dev/null 9>&- & echo $! >"$d/pid.tmp"; mv "$d/pid.tmp" "$d/pid"; echo >>"$d/starts" ;;
   is-active) alive ;;
   *) echo "systemctl stand-in: $*: not supported" >&2; exit 1 ;;
 esac
@@ -149,6 +150,11 @@ type host struct {
 	ctx    context.Context
 	run    *exec.Cmd // the running daemon, if any
 	runErr chan error
+	// url is the release URL template (default: releaseURL), extra more
+	// agentd flags, and pathFirst a directory put first in agentd's PATH.
+	url       string
+	extra     []string
+	pathFirst string
 }
 
 var hostSeq atomic.Int64
@@ -159,7 +165,7 @@ func newHost(t *testing.T, daemon bool, root string) *host {
 		root = t.TempDir()
 	}
 	h := &host{t: t, daemon: daemon, root: root, db: filepath.Join(root, "data", "app.db"),
-		name: fmt.Sprintf("crash-%d-%d", os.Getpid(), hostSeq.Add(1)), ctx: t.Context()}
+		name: fmt.Sprintf("crash-%d-%d", os.Getpid(), hostSeq.Add(1)), ctx: t.Context(), url: releaseURL}
 	if err := os.MkdirAll(filepath.Dir(h.db), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -218,18 +224,23 @@ func (h *host) setPlan(target string) {
 
 func (h *host) args(cmd string) []string {
 	a := []string{cmd, "--root", h.root, "--bin-dir", filepath.Join(h.root, "bin"), "--nats", h.nats.URL(),
-		"--group", "crash", "--url-template", releaseURL, "--db", h.db, "--log-format", "text",
+		"--group", "crash", "--url-template", h.url, "--db", h.db, "--log-format", "text",
 		// Healthy: the app says the linked version is up.
 		"--health-command", `v=$(readlink "$CRASH_ROOT/bin/app"); v=${v%/bin/app}; [ "$(cat "$CRASH_DB.ready" 2>/dev/null)" = "${v##*/}" ]`}
+	a = append(a, h.extra...)
 	if h.daemon {
 		return append(a, "--app", "app")
 	}
-	return append(a, "--systemd-unit", "app")
+	return append(a, "--systemd-unit", "app", "--systemctl", filepath.Join(h.sysd, "systemctl"))
 }
 
 func (h *host) command(failpoint string, args ...string) *exec.Cmd {
 	cmd := exec.Command(agentdBin, args...)
-	cmd.Env = append(os.Environ(), "PATH="+h.sysd+":"+os.Getenv("PATH"), "FAKE_SYSTEMD="+h.sysd,
+	path := os.Getenv("PATH")
+	if h.pathFirst != "" {
+		path = h.pathFirst + ":" + path
+	}
+	cmd.Env = append(os.Environ(), "PATH="+path, "FAKE_SYSTEMD="+h.sysd,
 		"CRASH_DB="+h.db, "CRASH_ROOT="+h.root, "CRASH_MARKER="+h.name, install.FailpointEnv+"="+failpoint)
 	return cmd
 }

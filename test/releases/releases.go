@@ -1,7 +1,10 @@
 // Package releases builds release tarballs of a stand-in app on the fly and
 // serves them the way a release site does (<base>/<version>/app.tar.gz, with
-// .sha256 and, when a key is given, .sig). The demo and the end-to-end tests
-// use it; it is not part of the product.
+// .sha256 and, when a key is given, .sig and .statement, as
+// scripts/release.sh publishes them). It can also serve what an attacker
+// holding the site can: one version's signed files under another version
+// (Replay), or a release signed the old way (SignOldStyle). The demo and
+// the end-to-end tests use it; it is not part of the product.
 package releases
 
 import (
@@ -12,10 +15,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fleetwave/fleetwave/pkg/install"
 )
 
 // Behaviour is how a release's app behaves once started.
@@ -39,6 +46,13 @@ func Script(version string, b Behaviour) string {
 	}
 }
 
+// App is the stand-in app's name, which signatures name: the one its file
+// name, app.tar.gz, implies.
+const App = "app"
+
+// File is the release file's name.
+const File = "app.tar.gz"
+
 // Tarball builds a .tar.gz release with bin/app and a VERSION file.
 func Tarball(version string, b Behaviour) ([]byte, error) {
 	return TarballScript(version, Script(version, b))
@@ -46,17 +60,24 @@ func Tarball(version string, b Behaviour) ([]byte, error) {
 
 // TarballScript is Tarball with script as bin/app.
 func TarballScript(version, script string) ([]byte, error) {
+	return TarballBin(version, map[string]string{"app": script})
+}
+
+// TarballBin builds a release whose bin/ holds each name with its script
+// (executable), and a VERSION file.
+func TarballBin(version string, bin map[string]string) ([]byte, error) {
 	var raw bytes.Buffer
 	tw := tar.NewWriter(&raw)
 	mod := time.Unix(1_700_000_000, 0)
-	files := []struct {
+	type file struct {
 		hdr  tar.Header
 		body string
-	}{
-		{tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: mod}, ""},
-		{tar.Header{Name: "bin/app", Typeflag: tar.TypeReg, Mode: 0o755, ModTime: mod}, script},
-		{tar.Header{Name: "VERSION", Typeflag: tar.TypeReg, Mode: 0o644, ModTime: mod}, version + "\n"},
 	}
+	files := []file{{tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: mod}, ""}}
+	for _, name := range slices.Sorted(maps.Keys(bin)) {
+		files = append(files, file{tar.Header{Name: "bin/" + name, Typeflag: tar.TypeReg, Mode: 0o755, ModTime: mod}, bin[name]})
+	}
+	files = append(files, file{tar.Header{Name: "VERSION", Typeflag: tar.TypeReg, Mode: 0o644, ModTime: mod}, version + "\n"})
 	for _, f := range files {
 		hdr := f.hdr
 		hdr.Size = int64(len(f.body))
@@ -84,7 +105,7 @@ func TarballScript(version, script string) ([]byte, error) {
 // Server serves releases.
 type Server struct {
 	mu       sync.Mutex
-	tarballs map[string][]byte
+	tarballs map[string]release
 	key      ed25519.PrivateKey
 	requests map[string]int
 	// failing, when not 0, is the status every request gets (an outage).
@@ -92,32 +113,68 @@ type Server struct {
 	refused int
 }
 
+// release is what the site serves under a version.
+type release struct {
+	tarball []byte
+	// signedFor is the version its signature and statement name: the
+	// version itself, unless replayed from another.
+	signedFor string
+	// oldStyle: the signature covers the .sha256 file (no statement).
+	oldStyle bool
+}
+
 // NewServer returns an empty release site; key may be nil (no .sig).
 func NewServer(key ed25519.PrivateKey) *Server {
-	return &Server{tarballs: map[string][]byte{}, key: key, requests: map[string]int{}}
+	return &Server{tarballs: map[string]release{}, key: key, requests: map[string]int{}}
 }
 
 // Add publishes version with behaviour b.
 func (s *Server) Add(version string, b Behaviour) error {
-	tb, err := Tarball(version, b)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.tarballs[version] = tb
-	s.mu.Unlock()
-	return nil
+	return s.AddScript(version, Script(version, b))
 }
 
 // AddScript publishes version with script as its bin/app.
 func (s *Server) AddScript(version, script string) error {
-	tb, err := TarballScript(version, script)
+	return s.AddBin(version, map[string]string{"app": script})
+}
+
+// AddBin publishes version with bin/ holding each name's script.
+func (s *Server) AddBin(version string, bin map[string]string) error {
+	tb, err := TarballBin(version, bin)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.tarballs[version] = tb
+	s.tarballs[version] = release{tarball: tb, signedFor: version}
 	s.mu.Unlock()
+	return nil
+}
+
+// Replay serves version from's files (tarball, .sha256, .sig and
+// .statement: all genuine, signed for from) as version as, as a release
+// site in an attacker's hands can.
+func (s *Server) Replay(as, from string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.tarballs[from]
+	if !ok {
+		return fmt.Errorf("replay %s as %s: %s is not published", from, as, from)
+	}
+	s.tarballs[as] = r
+	return nil
+}
+
+// SignOldStyle makes version's .sig a signature of its .sha256 file, as
+// releases were signed before statements (and no .statement).
+func (s *Server) SignOldStyle(version string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.tarballs[version]
+	if !ok {
+		return fmt.Errorf("%s is not published", version)
+	}
+	r.oldStyle = true
+	s.tarballs[version] = r
 	return nil
 }
 
@@ -148,7 +205,7 @@ func URLTemplate(base string) string {
 	return strings.TrimSuffix(base, "/") + "/{{.Version}}/app.tar.gz"
 }
 
-// ServeHTTP serves /<version>/app.tar.gz[.sha256|.sig].
+// ServeHTTP serves /<version>/app.tar.gz[.sha256|.sig|.statement].
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	version, file, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	s.mu.Lock()
@@ -158,9 +215,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "release site unavailable", code)
 		return
 	}
-	tb, known := s.tarballs[version]
+	rel, known := s.tarballs[version]
+	tb := rel.tarball
 	key := s.key
-	if known && file == "app.tar.gz" && r.Method == http.MethodGet {
+	if known && file == File && r.Method == http.MethodGet {
 		s.requests[version]++
 	}
 	s.mu.Unlock()
@@ -169,19 +227,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sum := sha256.Sum256(tb)
-	sumFile := []byte(hex.EncodeToString(sum[:]) + "  app.tar.gz\n")
+	sumFile := []byte(hex.EncodeToString(sum[:]) + "  " + File + "\n")
+	statement := install.Statement{App: App, Version: rel.signedFor, File: File, Size: int64(len(tb)), SHA256: hex.EncodeToString(sum[:])}.Bytes()
 	var body []byte
 	switch file {
-	case "app.tar.gz":
+	case File:
 		body = tb
-	case "app.tar.gz.sha256":
+	case File + ".sha256":
 		body = sumFile
-	case "app.tar.gz.sig":
-		if key == nil {
+	case File + ".statement":
+		if key == nil || rel.oldStyle {
 			http.NotFound(w, r)
 			return
 		}
-		body = ed25519.Sign(key, sumFile)
+		body = statement
+	case File + ".sig":
+		switch {
+		case key == nil:
+			http.NotFound(w, r)
+			return
+		case rel.oldStyle:
+			body = ed25519.Sign(key, sumFile)
+		default:
+			body = ed25519.Sign(key, statement)
+		}
 	default:
 		http.NotFound(w, r)
 		return

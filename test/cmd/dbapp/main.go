@@ -4,11 +4,15 @@
 // refuses a newer one, so a host left with the wrong database for its
 // version cannot look healthy. It is not part of the product.
 //
-//	dbapp --db app.db --version 2.0.0 --schema 2 --mode good|crash|fill --marker ID
+//	dbapp --db app.db --version 2.0.0 --schema 2 --mode good|write|crash|fill --marker ID
 //
-// good writes <db>.ready (holding its version) and runs until SIGTERM; crash migrates and exits 3 (a release that does
-// not come up); fill migrates, then grows the database until the disk is
-// full, and exits 3. --marker only labels the process for the test.
+// good writes <db>.ready (holding its version) and runs until SIGTERM;
+// write does the same and meanwhile commits a row to table writes every
+// 2 ms, appending each committed row's id to <db>.acked once its commit
+// returned (the test counts as lost every acked id the database lacks);
+// crash migrates and exits 3 (a release that does not come up); fill
+// migrates, then grows the database until the disk is full, and exits 3.
+// --marker only labels the process for the test.
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	_ "modernc.org/sqlite"
 )
@@ -31,7 +36,7 @@ func main() {
 	db := flag.String("db", "", "database path")
 	version := flag.String("version", "", "this release's version")
 	schema := flag.Int("schema", 1, "this release's schema version")
-	mode := flag.String("mode", "good", "good, crash or fill")
+	mode := flag.String("mode", "good", "good, write, crash or fill")
 	flag.String("marker", "", "labels the process")
 	flag.Parse()
 	if err := run(*db, *version, *schema, *mode); err != nil {
@@ -80,7 +85,7 @@ func run(path, version string, schema int, mode string) error {
 	}
 	fmt.Printf("app %s running on schema %d\n", version, schema)
 	switch mode {
-	case "good":
+	case "good", "write":
 		// Ready: <db>.ready names the version that is up (the health
 		// command compares it with the version linked).
 		tmp := path + ".ready.tmp"
@@ -89,6 +94,9 @@ func run(path, version string, schema int, mode string) error {
 		}
 		if err := os.Rename(tmp, path+".ready"); err != nil {
 			return err
+		}
+		if mode == "write" {
+			return write(ctx, db, path+".acked")
 		}
 	case "crash":
 		return fmt.Errorf("cannot start (simulated broken release)")
@@ -105,4 +113,40 @@ func run(path, version string, schema int, mode string) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// write commits a row every 2 ms until ctx ends, appending each committed
+// row's id to acked.
+func write(ctx context.Context, db *sql.DB, acked string) error {
+	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS writes (id INTEGER PRIMARY KEY, at TEXT)"); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(acked, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		res, err := db.ExecContext(ctx, "INSERT INTO writes (at) VALUES (?)", time.Now().UTC().Format(time.RFC3339Nano))
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(f, id); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
