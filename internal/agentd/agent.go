@@ -276,7 +276,7 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	if o.Hostname == "" {
 		o.Hostname, _ = os.Hostname()
 	}
-	o.Hostname = heartbeat.CleanText(o.Hostname, heartbeat.MaxHostnameLen)
+	o.Hostname = heartbeat.CleanName(o.Hostname, heartbeat.MaxHostnameLen)
 	// Nothing may depend on the working directory: links into a relative
 	// root are relative to the bin dir and dangle, and agentd run from
 	// another directory would find another tree.

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/install"
@@ -523,7 +524,9 @@ are disabled; a --root that does not exist is an error.`,
 				rep.Jitter = p.Status.JitterSeconds
 			}
 			rep.Site, rep.SiteFrom = a.site()
-			enc := json.NewEncoder(cmd.OutOrStdout())
+			// The plan's reasons and the app's error texts are free text:
+			// runes a terminal acts on go out as \u escapes.
+			enc := json.NewEncoder(escape.NewJSONWriter(cmd.OutOrStdout()))
 			enc.SetIndent("", "  ")
 			return enc.Encode(rep)
 		},

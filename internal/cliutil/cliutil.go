@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fleetwave/fleetwave/internal/escape"
 )
 
 // Exit codes, the same for every binary and listed in every --help.
@@ -76,7 +78,9 @@ func Main(root *cobra.Command) int {
 	Prepare(root)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
-		fmt.Fprintf(root.ErrOrStderr(), "%s: %v\n", root.Name(), err)
+		// An error may quote what a peer sent (a server's refusal, a
+		// stored value): its lines are printed, its controls escaped.
+		fmt.Fprintf(root.ErrOrStderr(), "%s: %s\n", root.Name(), escape.Lines(err.Error()))
 		if ExitCode(err) == ExitUsage {
 			fmt.Fprintf(root.ErrOrStderr(), "Run '%s --help' for usage.\n", root.CommandPath())
 		}
@@ -160,7 +164,10 @@ func (l *LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		// slog's JSON leaves DEL, C1 and bidirectional controls raw (its
+		// text handler quotes them): a log line may carry what a peer
+		// sent, and is read on terminals too.
+		return slog.New(slog.NewJSONHandler(escape.NewJSONWriter(w), opts)), nil
 	default:
 		return nil, Usagef("--log-format %q: want text or json", l.Format)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fleetwave/fleetwave/internal/clock"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -481,7 +482,7 @@ func (d *Dashboard) log() *slog.Logger {
 // broadcast sends v to every open stream; a page too slow to take it
 // misses it (the next status replaces it).
 func (d *Dashboard) broadcast(event string, v any) {
-	data, err := json.Marshal(v)
+	data, err := escape.MarshalJSON(v)
 	if err != nil {
 		return
 	}
@@ -612,7 +613,7 @@ func (d *Dashboard) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush() == nil
 	}
-	if data, err := json.Marshal(d.Overview(d.C.o.Clock.Now())); err == nil && !send("status", data) {
+	if data, err := escape.MarshalJSON(d.Overview(d.C.o.Clock.Now())); err == nil && !send("status", data) {
 		return
 	}
 	keepalive := time.NewTicker(15 * time.Second)
@@ -670,12 +671,12 @@ func parseAgentsFilter(r *http.Request) (AgentsFilter, error) {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(v) // a page gone away is not an error
+	_ = json.NewEncoder(escape.NewJSONWriter(w)).Encode(v) // a page gone away is not an error
 }
 
 // writeJSONError answers {"error": msg} with code (http.Error's order).
 func writeJSONError(w http.ResponseWriter, msg string, code int) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	_ = json.NewEncoder(escape.NewJSONWriter(w)).Encode(map[string]string{"error": msg})
 }

@@ -47,6 +47,10 @@ const (
 	rejectSubject        = "subject_mismatch"
 	rejectMalformed      = "malformed"
 	rejectNotRepublished = "not_republished"
+	// rejectUnprintable: a name field (host name, group, version, site,
+	// agent id) holds a control, DEL, C1 or bidirectional character
+	// (rollout.ErrUnprintable): a heartbeat forged to steer a terminal.
+	rejectUnprintable = "unprintable"
 )
 
 // Outcomes of fleetwave_find_requests_total.
@@ -113,7 +117,7 @@ func newMetrics(c *Controller) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 	})
 	m.reg.MustRegister(m.analysisMeasurements, m.analysisQuery)
-	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished} {
+	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished, rejectUnprintable} {
 		m.rejected.WithLabelValues(r)
 	}
 	for _, o := range []string{"ok", "bad_request", "unknown_group", "unavailable", "other"} {
@@ -156,6 +160,8 @@ func rejectReason(m kv.StoredMsg) string {
 		return rejectTooLarge
 	case errors.Is(err, heartbeat.ErrUnsupportedVersion):
 		return rejectUnsupported
+	case errors.Is(err, rollout.ErrUnprintable):
+		return rejectUnprintable
 	case errors.Is(err, heartbeat.ErrSubjectMismatch):
 		return rejectSubject
 	}

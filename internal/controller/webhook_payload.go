@@ -4,11 +4,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -47,7 +48,9 @@ type WebhookPayload struct {
 	// FLEET_AUDIT <sequence> shows it.
 	Stream   string `json:"stream"`
 	Sequence uint64 `json:"sequence"`
-	// Text is one readable line, the one the slack format sends.
+	// Text is one readable line, the one the slack format sends: what a
+	// peer wrote in it (a reason, an actor, a Prometheus series) has its
+	// controls escaped (\n, \x1b, \u202e), so it stays one line.
 	Text  string          `json:"text"`
 	Event *rollout.Event  `json:"event,omitempty"`
 	Audit *kv.AuditRecord `json:"audit,omitempty"`
@@ -77,12 +80,15 @@ func webhookPayloadOf(e kv.TimelineEntry, m kv.StoredMsg) WebhookPayload {
 	return p
 }
 
-// webhookBody renders p in format.
+// webhookBody renders p in format. The JSON has every rune a terminal or
+// a reader would act on (DEL, C1 and bidirectional controls, which
+// encoding/json leaves raw) as a \u escape (escape.JSON), so a receiver
+// that prints a field prints no control.
 func webhookBody(p WebhookPayload, format WebhookFormat) ([]byte, error) {
 	if format == WebhookSlack {
-		return json.Marshal(slackPayload{Text: slackEscape(p.Text)})
+		return escape.MarshalJSON(slackPayload{Text: slackEscape(p.Text)})
 	}
-	return json.Marshal(p)
+	return escape.MarshalJSON(p)
 }
 
 // webhookSignature is the value of HeaderWebhookSignature for body.
@@ -99,8 +105,12 @@ func VerifyWebhookSignature(secret, body []byte, header string) bool {
 	return hmac.Equal([]byte(header), []byte(webhookSignature(secret, body)))
 }
 
-// webhookText is one readable line about e, with a Slack emoji in front.
-func webhookText(e kv.TimelineEntry) string {
+// webhookText is one readable line about e, with a Slack emoji in front,
+// its controls escaped (escape.Text): reasons and actors are free text.
+func webhookText(e kv.TimelineEntry) string { return escape.Text(webhookLine(e)) }
+
+// webhookLine is webhookText before the escape.
+func webhookLine(e kv.TimelineEntry) string {
 	if a := e.Audit; a != nil {
 		where := "fleet-wide"
 		if a.Group != "" {
@@ -148,7 +158,31 @@ func orNone(s rollout.State) string {
 
 // slackEscape escapes the three characters Slack's message format gives a
 // meaning (https://api.slack.com/reference/surfaces/formatting#escaping),
-// so a reason holding "<" is shown, not parsed as a link.
+// so a reason holding "<" is shown, not parsed as a link, and "<!channel>",
+// "<!here>" or "<@U123>" notifies nobody. Mattermost and Rocket.Chat, which
+// take the same payload, also notify on a bare "@channel", "@all" or
+// "@name": an "@" that starts a word becomes a full-width "＠" (U+FF20),
+// which reads the same and mentions nobody ("alice@host" stays).
 func slackEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+	s = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	var b strings.Builder
+	prev := ' '
+	for _, r := range s {
+		if r == '@' && !wordRune(prev) {
+			b.WriteRune('＠')
+		} else {
+			b.WriteRune(r)
+		}
+		prev = r
+	}
+	return b.String()
+}
+
+// wordRune reports whether r continues a word, an address or a host name
+// (an "@" after it is not a mention).
+func wordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '.' || r == '-'
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -186,9 +187,9 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 			Revision: rev, PreviousRevision: e.Revision, Value: next, Changes: []string{eventChange(ev)}, Event: &ev, Agents: report.agents})
 	}
 	if ev.From != ev.To {
-		fmt.Fprintf(o.Out, "group %q: %s → %s: %s\n", o.Group, ev.From, ev.To, ev.Reason)
+		fmt.Fprintf(o.Out, "group %q: %s → %s: %s\n", o.Group, ev.From, ev.To, escape.Text(ev.Reason))
 	} else {
-		fmt.Fprintf(o.Out, "group %q (still %s): %s\n", o.Group, ev.To, ev.Reason)
+		fmt.Fprintf(o.Out, "group %q (still %s): %s\n", o.Group, ev.To, escape.Text(ev.Reason))
 	}
 	for _, line := range report.lines {
 		fmt.Fprintln(o.Out, line)
@@ -244,7 +245,7 @@ func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, ba
 		return writeJSON(o.Out, WriteResult{Command: "reset", Written: true, Bucket: kv.BucketPlan, Key: bad.Key,
 			PreviousRevision: bad.Revision, Deleted: true, Changes: []string{reason}, Event: &ev})
 	}
-	fmt.Fprintf(o.Out, "group %q: removed %s (revision %d), which was not valid: %v\n", o.Group, bad.Where(), bad.Revision, bad.Err)
+	fmt.Fprintf(o.Out, "group %q: removed %s (revision %d), which was not valid: %s\n", o.Group, bad.Where(), bad.Revision, escape.Text(bad.Err.Error()))
 	_, err = fmt.Fprintf(o.Out, "the controller writes a fresh unstarted status at its next step; the group starts over by its window and predecessors (fleetctl pause first to hold it); event on %s\n",
 		kv.EventSubject(o.Group))
 	return err

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -163,7 +164,7 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 		if len(names) == 0 {
 			fmt.Fprintf(o.ErrOut, "note: no agent matching the other filters names a site\n")
 		} else {
-			fmt.Fprintf(o.ErrOut, "note: no agent names site %q; the sites are: %s\n", o.Site, strings.Join(names, ", "))
+			fmt.Fprintf(o.ErrOut, "note: no agent names site %q; the sites are: %s\n", o.Site, escape.Text(strings.Join(names, ", ")))
 		}
 	}
 	if o.Output == "json" {
@@ -180,8 +181,8 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	fmt.Fprintln(tw, "AGENT ID\tGROUP\tHOSTNAME\tVERSION\tSTATE\tSEEN")
 	now := o.Now()
 	for _, a := range rep.Agents {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", a.AgentID, shorten(a.Group, 16), shorten(a.Hostname, 20),
-			a.Version(), a.stateCell(now), age(now, a.LastSeen))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", cell(string(a.AgentID), 36), cell(a.Group, 16), cell(a.Hostname, 20),
+			cell(a.Version(), 40), cell(a.stateCell(now), 60), age(now, a.LastSeen))
 	}
 	return tw.Flush()
 }
@@ -226,8 +227,8 @@ func writeAgentsWithSites(o *AgentsOptions, rep AgentsReport) error {
 		if site == "" {
 			site = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", a.AgentID, shorten(a.Group, 16), shorten(site, 16), shorten(a.Hostname, 20),
-			a.Version(), a.stateCell(now), age(now, a.LastSeen))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", cell(string(a.AgentID), 36), cell(a.Group, 16), cell(site, 16), cell(a.Hostname, 20),
+			cell(a.Version(), 40), cell(a.stateCell(now), 60), age(now, a.LastSeen))
 	}
 	return tw.Flush()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -121,7 +122,7 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		return writeJSON(o.Out, rep)
 	}
 	for _, p := range rep.Problems {
-		fmt.Fprintf(o.ErrOut, "warning: skipped %s (sequence %d): %s\n", p.Key, p.Revision, p.Error)
+		fmt.Fprintf(o.ErrOut, "warning: skipped %s (sequence %d): %s\n", escape.Text(p.Key), p.Revision, escape.Text(p.Error))
 	}
 	if len(rep.Records) == 0 {
 		_, err := fmt.Fprintln(o.Out, "no entries")
@@ -137,8 +138,8 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		row := view.TimelineRowOf(kv.TimelineEntry{Seq: r.Seq, Audit: r.Audit, Event: r.Event})
 		actor, what, changed, reason := row.Actor, row.What, row.Change, row.Reason
 		// 100 columns: -o json has every field in full.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("01-02 15:04:05"), shorten(actor, 10), shorten(what, 14),
-			shorten(group, 10), shorten(changed, 26), shorten(strings.ReplaceAll(reason, "\n", " "), 14))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("01-02 15:04:05"), cell(actor, 10), cell(what, 14),
+			cell(group, 10), cell(changed, 26), cell(strings.ReplaceAll(reason, "\n", " "), 14))
 	}
 	return tw.Flush()
 }

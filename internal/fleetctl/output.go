@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -60,8 +61,11 @@ type WriteResult struct {
 	Agents []rollout.AgentID `json:"agents,omitempty"`
 }
 
+// writeJSON writes v as indented JSON, with every rune a terminal would
+// act on (DEL, C1 and bidirectional controls, which encoding/json leaves
+// raw) as a \u escape: jq and people read the same data.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(escape.NewJSONWriter(w))
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
@@ -106,6 +110,11 @@ func newTable(w io.Writer) *tabwriter.Writer {
 
 // age renders how long ago t was, for people (view.Age).
 func age(now, t time.Time) string { return view.Age(now, t) }
+
+// cell is s escaped for a table cell (escape.Text: a peer's tab, newline
+// or control is shown as \t, \n, \x1b…, never laid out or obeyed) and
+// cut to n columns.
+func cell(s string, n int) string { return shorten(escape.Text(s), n) }
 
 // shorten cuts s to n columns (runes), marking the cut with "…".
 func shorten(s string, n int) string {

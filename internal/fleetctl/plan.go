@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -328,7 +329,7 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		fmt.Fprintln(notes, "New target: groups restart from unstarted (the controller resets them at its next step).")
 	}
 	if q, ok := st.Quarantine.Value.Lookup(next.TargetVersion); ok && retarget {
-		fmt.Fprintf(notes, "Warning: %s is quarantined (--force): groups rolling it out halt at once until it is lifted (fleetctl quarantine rm %s) and they are reset. Reason: %s\n", q.Version, q.Version, q.Reason)
+		fmt.Fprintf(notes, "Warning: %s is quarantined (--force): groups rolling it out halt at once until it is lifted (fleetctl quarantine rm %s) and they are reset. Reason: %s\n", q.Version, q.Version, escape.Text(q.Reason))
 	}
 	if next.Downgrade() {
 		fmt.Fprintf(notes, "Note: %s → %s is a downgrade; agents apply the database downgrade rules.\n", next.StartVersion, next.TargetVersion)

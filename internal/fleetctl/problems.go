@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 )
@@ -30,6 +31,6 @@ func warnProblems(w io.Writer, ps []Problem) {
 		if p.Revision != 0 {
 			rev = fmt.Sprintf(" (revision %d)", p.Revision)
 		}
-		fmt.Fprintf(w, "warning: skipped %s%s: %s\n    to repair: %s\n", p.Key, rev, p.Error, p.Fix)
+		fmt.Fprintf(w, "warning: skipped %s%s: %s\n    to repair: %s\n", escape.Text(p.Key), rev, escape.Text(p.Error), escape.Text(p.Fix))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -165,7 +166,7 @@ func RunQuarantineLs(ctx context.Context, o *QuarantineOptions) error {
 		if len(halted) > 0 {
 			hg = strings.Join(halted, ",")
 		}
-		rows = append(rows, []string{q.Version, age(now, q.At), shorten(q.By, 20), fmt.Sprint(q.AgentCount), shorten(hg, 20)})
+		rows = append(rows, []string{cell(q.Version, 40), age(now, q.At), cell(q.By, 20), fmt.Sprint(q.AgentCount), cell(hg, 20)})
 	}
 	used := 0
 	for c := range rows[0] {
@@ -179,7 +180,7 @@ func RunQuarantineLs(ctx context.Context, o *QuarantineOptions) error {
 	tw := newTable(o.Out)
 	fmt.Fprintln(tw, strings.Join(rows[0], "\t")+"\tREASON")
 	for i, q := range l.Versions {
-		fmt.Fprintln(tw, strings.Join(rows[i+1], "\t")+"\t"+shorten(q.Reason, room))
+		fmt.Fprintln(tw, strings.Join(rows[i+1], "\t")+"\t"+cell(q.Reason, room))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -188,9 +189,9 @@ func RunQuarantineLs(ctx context.Context, o *QuarantineOptions) error {
 		if len(q.Agents) == 0 {
 			continue
 		}
-		fmt.Fprintf(o.Out, "\n%s rolled back on:\n", q.Version)
+		fmt.Fprintf(o.Out, "\n%s rolled back on:\n", escape.Text(q.Version))
 		for _, id := range q.Agents {
-			fmt.Fprintf(o.Out, "  %s\n", id)
+			fmt.Fprintf(o.Out, "  %s\n", escape.Text(string(id)))
 		}
 		if q.AgentCount > len(q.Agents) {
 			fmt.Fprintf(o.Out, "  and %d more\n", q.AgentCount-len(q.Agents))

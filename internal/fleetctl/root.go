@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -60,7 +61,11 @@ docs/cli.md).
 ` + cliutil.ExitCodesHelp,
 		Version: version.Version,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
-			g.Out, g.ErrOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			// Printers escape what they take from peers (escape.Text);
+			// these writers are the last wall: no control character,
+			// DEL, C1 or bidirectional control reaches the terminal
+			// raw, whichever printer forgot.
+			g.Out, g.ErrOut = escape.NewWriter(cmd.OutOrStdout()), escape.NewWriter(cmd.ErrOrStderr())
 		},
 		// A write made but not recorded in the audit trail: its output
 		// is printed, the failure was said on stderr, and the exit

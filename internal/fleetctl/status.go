@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/cliutil"
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -153,7 +154,7 @@ func readStatus(ctx context.Context, f *kv.Fleet, warn io.Writer, now time.Time)
 		if warn == nil {
 			return StatusReport{}, err
 		}
-		fmt.Fprintf(warn, "warning: cannot read the rollout state, showing agent counts only: %v\n", err)
+		fmt.Fprintf(warn, "warning: cannot read the rollout state, showing agent counts only: %s\n", escape.Text(err.Error()))
 		st = nil
 	}
 	rep := BuildRolloutStatus(entries, st, now)
@@ -303,9 +304,9 @@ func writeVersionTable(w io.Writer, rep StatusReport, now time.Time) error {
 		for i, v := range versions {
 			vr := g.Versions[v]
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s ago\n", g.Name, g.Agents, g.Failed, v, vr.Count, vr.Failed, age(now, g.At))
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s ago\n", cell(g.Name, 64), g.Agents, g.Failed, cell(v, 40), vr.Count, vr.Failed, age(now, g.At))
 			} else {
-				fmt.Fprintf(tw, "\t\t\t%s\t%d\t%d\t\n", v, vr.Count, vr.Failed)
+				fmt.Fprintf(tw, "\t\t\t%s\t%d\t%d\t\n", cell(v, 40), vr.Count, vr.Failed)
 			}
 		}
 	}

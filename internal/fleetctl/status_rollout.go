@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
 )
 
@@ -22,10 +23,10 @@ const (
 // groups that need them, and agents per version.
 func writeRolloutTable(w io.Writer, rep StatusReport, now time.Time) error {
 	h := view.Header(rep.Plan)
-	fmt.Fprintf(w, "Mode:      %s\n", h.Mode)
-	fmt.Fprintf(w, "Version:   %s\n", h.Version)
-	fmt.Fprintf(w, "Holds:     %s\n", h.Holds)
-	fmt.Fprintf(w, "Strategy:  %s   Schedule: %s   Critical: %s\n\n", h.Strategy, h.Schedule, h.Critical)
+	fmt.Fprintf(w, "Mode:      %s\n", escape.Text(h.Mode))
+	fmt.Fprintf(w, "Version:   %s\n", escape.Text(h.Version))
+	fmt.Fprintf(w, "Holds:     %s\n", escape.Text(h.Holds))
+	fmt.Fprintf(w, "Strategy:  %s   Schedule: %s   Critical: %s\n\n", escape.Text(h.Strategy), escape.Text(h.Schedule), escape.Text(h.Critical))
 
 	lines, notes := rolloutRows(rep, now)
 	for _, l := range lines {
@@ -50,10 +51,12 @@ func rolloutRows(rep StatusReport, now time.Time) (rows, notes []string) {
 	tw := newTable(&buf)
 	fmt.Fprintln(tw, "GROUP\tSTATE\tSINCE\tUPDATED\tUPDATING\tWAITING\tFAILED\tALLOWED")
 	for _, r := range view.Rows(rep, nil, now) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shorten(r.Group, groupWidth), r.State, r.Since,
-			r.Updated, r.Updating, r.Waiting, r.Failed, r.Allowed)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.Group, groupWidth), cell(r.State, 40), cell(r.Since, 40),
+			cell(r.Updated, 40), cell(r.Updating, 40), cell(r.Waiting, 40), cell(r.Failed, 40), cell(r.Allowed, 40))
 		for _, n := range r.Notes {
-			notes = append(notes, r.Group+": "+n)
+			// A note quotes halt reasons, Prometheus series and
+			// operators' notes: one line, its controls escaped.
+			notes = append(notes, escape.Text(r.Group+": "+n))
 		}
 	}
 	_ = tw.Flush() // a strings.Builder does not fail

@@ -37,15 +37,15 @@ func writeSiteTable(w io.Writer, rep StatusReport, force bool) error {
 		for i, s := range g.Sites {
 			name := ""
 			if i == 0 {
-				name = shorten(g.Name, groupWidth)
+				name = cell(g.Name, groupWidth)
 			}
 			if sp := s.Split; plan && sp != nil {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", name, s.Site, s.Agents,
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", name, cell(s.Site, 40), s.Agents,
 					view.Share(sp.Updated, s.Agents), sp.Updating, sp.Waiting, sp.Failed, sp.Unreachable)
 			} else if plan {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t-\t%d\t%d\n", name, s.Site, s.Agents, s.Failed, s.Unreachable)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t-\t%d\t%d\n", name, cell(s.Site, 40), s.Agents, s.Failed, s.Unreachable)
 			} else {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", name, s.Site, s.Agents, s.Failed, s.Unreachable)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", name, cell(s.Site, 40), s.Agents, s.Failed, s.Unreachable)
 			}
 		}
 	}

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -189,10 +189,14 @@ func (o *WatchOptions) watchScreen(ctx context.Context, f *kv.Fleet, msgs <-chan
 	signal.Notify(resized, syscall.SIGWINCH)
 	defer signal.Stop(resized)
 
-	if _, err := io.WriteString(o.Out, enterScreen); err != nil {
+	// The screen is terminal control by design: it goes around the
+	// escaping writer fleetctl puts in front of the terminal (every line
+	// on it is escaped by cleanLine).
+	out := escape.Unwrap(o.Out)
+	if _, err := io.WriteString(out, enterScreen); err != nil {
 		return err
 	}
-	defer func() { _, _ = io.WriteString(o.Out, leaveScreen) }()
+	defer func() { _, _ = io.WriteString(out, leaveScreen) }()
 
 	var s watchState
 	status := func() {
@@ -216,7 +220,7 @@ func (o *WatchOptions) watchScreen(ctx context.Context, f *kv.Fleet, msgs <-chan
 		var screen bytes.Buffer
 		screen.WriteString(clearScreen)
 		screen.WriteString(strings.Join(renderScreen(s, width, height), "\r\n"))
-		_, err := o.Out.Write(screen.Bytes())
+		_, err := out.Write(screen.Bytes())
 		return err
 	}
 	status()
@@ -340,17 +344,12 @@ func fitWidth(s string, width int) string {
 	return shorten(s, width)
 }
 
-// cleanLine replaces control characters (tabs, newlines, escapes) with
-// spaces: a reason or a name read from the bus must not move the cursor or
-// recolour the terminal, and must stay on its line.
-func cleanLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-}
+// cleanLine is s on one line of the screen or of a pipe (escape.Text): a
+// reason or a name read from the bus must not move the cursor, recolour
+// the terminal or reorder what follows (C1 and bidirectional controls
+// included), and must stay on its line: its controls, tabs and newlines
+// show as escapes (\x1b, \t, \n, \u202e), never obeyed.
+func cleanLine(s string) string { return escape.Text(s) }
 
 // eventLayout is how an event's fixed columns are laid out: the time
 // format and the widths the group and the move are padded to.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -38,7 +39,9 @@ func runWatchJSON(ctx context.Context, o *WatchOptions) error {
 	}
 	defer closeFn()
 
-	enc := json.NewEncoder(o.Out) // one object a line: no indent
+	// One object a line: no indent; runes a terminal acts on as \u
+	// escapes (writeJSON).
+	enc := json.NewEncoder(escape.NewJSONWriter(o.Out))
 	var last []byte
 	status := func() error {
 		rctx, cancel := o.withTimeout(ctx)

@@ -8,8 +8,9 @@ import (
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 )
 
-// FuzzCleanText: whatever an app prints as an error, the agent's cleaned
-// text is accepted by the controller and fits the field.
+// FuzzCleanText: whatever an app prints as an error (or a host calls
+// itself), the agent's cleaned text (CleanText; CleanName for the host
+// name) is accepted by the controller and fits the field.
 func FuzzCleanText(f *testing.F) {
 	f.Add("plain", 1024)
 	f.Add(strings.Repeat("\xff<\x00\"", 600), 1024)
@@ -23,7 +24,7 @@ func FuzzCleanText(f *testing.F) {
 			t.Fatalf("CleanText(%q, %d) is %d bytes", s, limit, len(got))
 		}
 		hb := heartbeat.Heartbeat{V: 1, AgentID: "1b4e28ba-2fa1-4d2e-883f-0016d3cca427", Group: "g",
-			Hostname: heartbeat.CleanText(s, heartbeat.MaxHostnameLen), Error: got, At: time.Unix(1700000000, 0).UTC()}
+			Hostname: heartbeat.CleanName(s, heartbeat.MaxHostnameLen), Error: got, At: time.Unix(1700000000, 0).UTC()}
 		if _, err := heartbeat.Encode(&hb); err != nil {
 			t.Fatalf("cleaned text rejected: %v", err)
 		}
@@ -31,4 +32,30 @@ func FuzzCleanText(f *testing.F) {
 			t.Fatalf("CleanText changed clean text %q to %q", s, got)
 		}
 	})
+}
+
+// TestCleanName: a host name with characters a name may not hold is sent
+// with each of them as '?', within the limit, and accepted; a plain one is
+// sent as it is.
+func TestCleanName(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"web-9.example.com", "web-9.example.com"},
+		{"web-9\n1b4e28ba-2fa1-4d2e-883f-0016d3cca427  prod  9.9.9", "web-9?1b4e28ba-2fa1-4d2e-883f-0016d3cca427  prod  9.9.9"},
+		{"a\u009b31mRED\u202eXYZ\u007fb", "a?31mRED?XYZ?b"},
+		{"tab\there\x1b[2J", "tab?here?[2J"},
+		{"bad\xffbyte", "bad?byte"},
+		{"ünïcödé-hôst", "ünïcödé-hôst"},
+	}
+	for _, tc := range tests {
+		got := heartbeat.CleanName(tc.in, heartbeat.MaxHostnameLen)
+		if got != tc.want {
+			t.Errorf("CleanName(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		hb := heartbeat.Heartbeat{V: 1, AgentID: "1b4e28ba-2fa1-4d2e-883f-0016d3cca427", Group: "g", Hostname: got,
+			At: time.Unix(1700000000, 0).UTC()}
+		if _, err := heartbeat.Encode(&hb); err != nil {
+			t.Errorf("CleanName(%q) = %q, refused: %v", tc.in, got, err)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
 // The seeds of both fuzzers are the files in testdata/fuzz/<FuzzName>/,
@@ -31,6 +32,14 @@ func checkDecoded(t *testing.T, data []byte, h *heartbeat.Heartbeat) {
 	}
 	if err := h.Validate(); err != nil {
 		t.Fatalf("Decode returned a heartbeat that fails Validate: %v", err)
+	}
+	// Every name is printed as it is: none may hold a control, DEL, C1 or
+	// bidirectional rune.
+	for _, name := range []string{string(h.AgentID), h.Hostname, h.Group, h.Site, h.ActiveVersion, h.StartVersion,
+		h.RollbackFrom, h.UpdatingTo, h.UpdaterVersion} {
+		if err := rollout.ValidatePrintable(name); err != nil {
+			t.Fatalf("Decode accepted the name %q: %v", name, err)
+		}
 	}
 	enc, err := heartbeat.Encode(h)
 	if err != nil {

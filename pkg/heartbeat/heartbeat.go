@@ -168,14 +168,17 @@ func (h *Heartbeat) Validate() error {
 	if h.V != SchemaVersion {
 		return fmt.Errorf("%w: v=%d, this build reads v=%d", ErrUnsupportedVersion, h.V, SchemaVersion)
 	}
+	if err := h.validateNames(); err != nil {
+		return err
+	}
 	if _, err := rollout.ParseAgentID(string(h.AgentID)); err != nil {
 		return fmt.Errorf("%w: agent_id: %w", ErrMalformed, err)
 	}
 	if err := rollout.ValidateGroupName(h.Group); err != nil {
 		return fmt.Errorf("%w: group: %w", ErrMalformed, err)
 	}
-	if err := checkText("hostname", h.Hostname, MaxHostnameLen); err != nil {
-		return err
+	if len(h.Hostname) > MaxHostnameLen {
+		return fmt.Errorf("%w: hostname longer than %d bytes", ErrMalformed, MaxHostnameLen)
 	}
 	for _, f := range []struct{ name, value string }{ // each optional
 		{"active_version", h.ActiveVersion},
@@ -222,6 +225,35 @@ func (h *Heartbeat) Validate() error {
 	return nil
 }
 
+// validateNames refuses a heartbeat in which any field that names
+// something (who the agent is, where, what it runs) holds a rune that does
+// not show as itself (rollout.ValidatePrintable): a control character, tab
+// and newline included, DEL, a C1 control or a bidirectional override. A
+// name is printed as it is, in every table, so such a heartbeat never
+// reaches one; the error wraps rollout.ErrUnprintable, which the
+// controller counts as its own rejection reason. Most of these fields have
+// stricter rules of their own (Validate checks them next); this pass runs
+// first so that a control character is reported, and counted, as one
+// whichever field holds it.
+func (h *Heartbeat) validateNames() error {
+	for _, f := range [...]struct{ name, value string }{
+		{"agent_id", string(h.AgentID)},
+		{"hostname", h.Hostname},
+		{"group", h.Group},
+		{"site", h.Site},
+		{"active_version", h.ActiveVersion},
+		{"start_version", h.StartVersion},
+		{"rollback_from", h.RollbackFrom},
+		{"updating_to", h.UpdatingTo},
+		{"updater_version", h.UpdaterVersion},
+	} {
+		if err := rollout.ValidatePrintable(f.value); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrMalformed, f.name, err)
+		}
+	}
+	return nil
+}
+
 // checkText bounds a free-text field and rejects what JSON turns one byte of
 // into six (control characters other than tab and newline, and invalid
 // UTF-8). Everything else encodes to at most twice its length (a quote, a
@@ -245,8 +277,9 @@ func checkText(field, s string, limit int) error {
 // CleanText makes s fit a heartbeat text field of at most limit bytes:
 // control characters (except tab and newline) become spaces, invalid UTF-8
 // becomes U+FFFD, and an over-long text is cut at a
-// rune boundary and ends in "...". Agents pass error texts and host names
-// through it, so what they send is never rejected.
+// rune boundary and ends in "...". Agents pass error texts through it, so
+// what they send is never rejected. (Free text may hold tab, newline, C1
+// and bidirectional controls: printers escape them.)
 func CleanText(s string, limit int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.Map(func(r rune) rune {
@@ -255,6 +288,29 @@ func CleanText(s string, limit int) string {
 		}
 		return r
 	}, s)
+	return cut(s, limit)
+}
+
+// CleanName makes s fit a heartbeat name field (the hostname) of at most
+// limit bytes: every rune that is not rollout.Printable (controls, tab and
+// newline included, DEL, C1 and bidirectional controls) and invalid UTF-8
+// become '?', and an over-long name is cut as CleanText cuts. agentd
+// passes its host name through it, so a host with a strange name still
+// heartbeats, under a name that shows as itself.
+func CleanName(s string, limit int) string {
+	s = strings.ToValidUTF8(s, "?")
+	s = strings.Map(func(r rune) rune {
+		if !rollout.Printable(r) {
+			return '?'
+		}
+		return r
+	}, s)
+	return cut(s, limit)
+}
+
+// cut cuts s to at most limit bytes at a rune boundary, ending in "..."
+// when cut.
+func cut(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}

@@ -579,8 +579,9 @@ func TestFailedAndVersion(t *testing.T) {
 	}
 }
 
-// TestCleanText: what agentd passes through CleanText is never refused by
-// Validate, so an odd error text cannot stop an agent's heartbeats.
+// TestCleanText: what agentd passes through CleanText (error texts) and
+// CleanName (its host name) is never refused by Validate, so an odd error
+// text or host name cannot stop an agent's heartbeats.
 func TestCleanText(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -627,7 +628,7 @@ func TestCleanText(t *testing.T) {
 			hb := validHeartbeat()
 			hb.Rollback, hb.RollbackFrom = true, "1.5.0-rc.1+build.1234567890"
 			hb.Error = heartbeat.CleanText(tc.in, min(tc.limit, heartbeat.MaxErrorLen))
-			hb.Hostname = heartbeat.CleanText(tc.in, min(tc.limit, heartbeat.MaxHostnameLen))
+			hb.Hostname = heartbeat.CleanName(tc.in, min(tc.limit, heartbeat.MaxHostnameLen))
 			data, err := heartbeat.Encode(&hb)
 			if err != nil {
 				t.Fatalf("Encode of cleaned text: %v", err)

@@ -10,6 +10,10 @@ var (
 	ErrBadAgentID = errors.New("invalid agent id")
 	// ErrBadGroupName reports a group name unusable as a subject token and key.
 	ErrBadGroupName = errors.New("invalid group name")
+	// ErrUnprintable reports a name holding a rune that does not show as
+	// itself (ValidatePrintable): a control, bidirectional or other
+	// invisible character, or invalid UTF-8.
+	ErrUnprintable = errors.New("unprintable character in a name")
 	// ErrBadSite reports a site name that breaks ValidateSite.
 	ErrBadSite = errors.New("invalid site name")
 	// ErrBadConfig reports a fleet_config value that breaks a rule of §3.1.
