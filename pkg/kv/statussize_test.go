@@ -35,17 +35,17 @@ func TestGroupStatusStoredBounded(t *testing.T) {
 		t.Fatalf("create: %v", err)
 	}
 	st.Reason = "still " + label
-	if rev, err = kv.Save(ctx, f.Plan, key, st, rev); err != nil {
+	if rev, err = kv.Save(ctxT(t), f.Plan, key, st, rev); err != nil {
 		t.Fatalf("update: %v", err)
 	}
-	raw, err := f.Plan.Get(ctx, key)
+	raw, err := f.Plan.Get(ctxT(t), key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(raw.Value()); n >= rollout.MaxStatusBytes {
 		t.Errorf("stored %d bytes, want under %d", n, rollout.MaxStatusBytes)
 	}
-	back, err := f.ReadGroupStatus(ctx, "prod")
+	back, err := f.ReadGroupStatus(ctxT(t), "prod")
 	if err != nil {
 		t.Fatalf("read back: %v", err)
 	}
@@ -56,10 +56,10 @@ func TestGroupStatusStoredBounded(t *testing.T) {
 	}
 
 	st.Analysis[0].Query = strings.Repeat(">", 60<<10)
-	if _, err := kv.Save(ctx, f.Plan, key, st, rev); !errors.Is(err, rollout.ErrStatusTooLarge) {
+	if _, err := kv.Save(ctxT(t), f.Plan, key, st, rev); !errors.Is(err, rollout.ErrStatusTooLarge) {
 		t.Errorf("a status that cannot be bounded: %v, want rollout.ErrStatusTooLarge", err)
 	}
-	if e, err := f.ReadGroupStatus(ctx, "prod"); err != nil || e.Revision != rev {
+	if e, err := f.ReadGroupStatus(ctxT(t), "prod"); err != nil || e.Revision != rev {
 		t.Errorf("after the refused write: revision %d (%v), want %d", e.Revision, err, rev)
 	}
 }
