@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -206,14 +208,21 @@ func TestAnalysisQueriesBounded(t *testing.T) {
 		st.Analysis = append(st.Analysis, cs)
 	}
 	a.schedule(cfg, "prod", st, time.Now())
-	deadline := time.Now().Add(10 * time.Second)
-	for now.Load() < maxQueries && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polls a condition with a deadline
-	}
-	// Give any query beyond the bound the time to arrive.
-	extra := time.Now().Add(300 * time.Millisecond)
-	for time.Now().Before(extra) && most.Load() <= maxQueries {
-		time.Sleep(10 * time.Millisecond)
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if n := now.Load(); n < maxQueries {
+			return fmt.Errorf("%d queries running", n)
+		}
+		return nil
+	})
+	// Not an outcome awaited: a window in which a query beyond the bound,
+	// all of them started at once, would arrive.
+	if natstest.Within(300*time.Millisecond, func() error {
+		if most.Load() > maxQueries {
+			return nil
+		}
+		return errors.New("still bounded")
+	}) == nil {
+		t.Errorf("%d queries at once, want %d", most.Load(), maxQueries)
 	}
 	close(release)
 	a.stop()
