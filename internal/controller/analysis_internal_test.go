@@ -143,7 +143,7 @@ func TestAnalysisQueryErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := samplesOf(make(model.Vector, maxSeries+1)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d series, at most %d", maxSeries+1, maxSeries)) {
+	if _, err := samplesOf(make(model.Vector, rollout.MaxSeries+1)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d series, at most %d", rollout.MaxSeries+1, rollout.MaxSeries)) {
 		t.Errorf("too many series: %v", err)
 	}
 }

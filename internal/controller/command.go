@@ -49,6 +49,9 @@ type RunOptions struct {
 	HTTPAddr          string
 	HTTPCert          string
 	HTTPKey           string
+	// HTTPAllowedHosts are the Host names HTTPAddr answers
+	// (--http-allowed-hosts); nil: the default (HostGuard).
+	HTTPAllowedHosts []string
 	// UI serves the dashboard on HTTPAddr; UIInsecure serves it on a
 	// non-loopback address without TLS on a secured bus.
 	UI         bool
@@ -128,6 +131,17 @@ the audit trail's timeline, and the agents, searchable. On a secured bus
 without TLS: bind 127.0.0.1 behind your SSO proxy, give --http-tls-cert and
 --http-tls-key, or say --ui-insecure.
 
+Against DNS rebinding, the HTTP port answers only the Host names it is
+reached by, 421 otherwise. IP addresses and localhost are always answered.
+With --http-allowed-hosts, exactly its names are, on every path. Without
+it, the names are the --http-addr host and (when that is not loopback)
+this machine's host name: the dashboard's paths check them for every
+client, /v1/find, /metrics, /healthz and /readyz only for browsers, so that
+agents and Prometheus reaching the controller by any name keep working.
+Behind a proxy that passes the client's Host (oauth2-proxy does), list the
+name users type. Each address may follow the live dashboard with at most
+16 pages at once (256 in all).
+
 With --webhook URL (repeatable) the leader POSTs every transition, halt,
 alert, approval-needed and quarantine event to URL as JSON, with an id
 receivers dedupe on and an X-Fleetwave-Signature HMAC-SHA256 keyed with the
@@ -145,6 +159,9 @@ that is down never holds the rollout (docs/controller.md#webhooks).`,
   controller run --nats nats://nats-1:4222,nats://nats-2:4222 --creds controller.creds \
     --tls-ca /etc/fleetwave/ca.pem --replicas 3
 
+  # the dashboard and find, answered only for the names clients use
+  controller run --http-addr :8080 --http-allowed-hosts fleet.example.com,controller-1.example.com
+
   # POST events to an incident tool (signed) and to a Slack channel
   controller run --webhook https://hooks.example.com/fleetwave \
     --webhook slack=https://hooks.slack.com/services/T000/B000/XXXX \
@@ -153,6 +170,11 @@ that is down never holds the rollout (docs/controller.md#webhooks).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("nats") && strings.TrimSpace(o.NATSURL) == "" {
 				return cliutil.Usagef("--nats is empty: give the URL(s) of the servers to connect to, or leave --nats out to start an embedded server")
+			}
+			if !cmd.Flags().Changed("http-allowed-hosts") {
+				o.HTTPAllowedHosts = nil // the default, not an empty list
+			} else if o.HTTPAllowedHosts == nil {
+				o.HTTPAllowedHosts = []string{}
 			}
 			log, err := o.Log.Logger(cmd.ErrOrStderr())
 			if err != nil {
@@ -181,6 +203,7 @@ that is down never holds the rollout (docs/controller.md#webhooks).`,
 	f.StringVar(&o.HTTPAddr, "http-addr", "", "serve GET /v1/find, /metrics (Prometheus), /healthz, /readyz and the dashboard (/) on this address (e.g. 127.0.0.1:8080); empty: off")
 	f.StringVar(&o.HTTPCert, "http-tls-cert", "", "TLS certificate for --http-addr (with --http-tls-key)")
 	f.StringVar(&o.HTTPKey, "http-tls-key", "", "TLS key for --http-addr")
+	f.StringSliceVar(&o.HTTPAllowedHosts, "http-allowed-hosts", nil, "Host names --http-addr answers on every path, comma separated (*.example.com for a domain's names, * for any); others get 421. IP addresses and localhost always answer. Not given: the --http-addr host and this host's name, checked on the dashboard's paths and for browsers (docs/dashboard.md)")
 	f.BoolVar(&o.UI, "ui", true, "serve the read-only dashboard at / on --http-addr (see docs/dashboard.md)")
 	f.BoolVar(&o.UIInsecure, "ui-insecure", false, "serve the dashboard on a non-loopback --http-addr without TLS although the bus is secured (behind a TLS-terminating SSO proxy)")
 	o.Webhook.Register(f)
@@ -312,10 +335,14 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 				loops = append(loops, dash.Run)
 			}
 		}
-		srv := &httpfind.Server{
-			Handler:  c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log}, dashHandler(dash)),
-			CertFile: o.HTTPCert, KeyFile: o.HTTPKey, Log: log,
+		guard, err := NewHostGuard(o.HTTPAllowedHosts, o.HTTPAddr,
+			c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log}, dashHandler(dash)), log)
+		if err != nil {
+			return cliutil.Usagef("%v", err)
 		}
+		log.Info("HTTP: answering these host names (and IP addresses, localhost)", slog.Any("hosts", guard.Hosts),
+			slog.Bool("every_request", guard.EveryRequest))
+		srv := &httpfind.Server{Handler: guard, CertFile: o.HTTPCert, KeyFile: o.HTTPKey, Log: log}
 		ln := httpLn
 		httpLn = nil // Serve closes it
 		loops = append(loops, mirror.Run, func(ctx context.Context) error { return srv.Serve(ctx, ln) })
@@ -413,6 +440,18 @@ func (o *RunOptions) validate() error {
 		}
 		if o.StoreDir == "" {
 			return cliutil.Usagef("--store-dir is empty: the embedded server needs a directory for its data")
+		}
+	}
+	if o.HTTPAllowedHosts != nil {
+		if o.HTTPAddr == "" {
+			return cliutil.Usagef("--http-allowed-hosts without --http-addr: nothing is served over HTTP")
+		}
+		hosts, err := ParseAllowedHosts(o.HTTPAllowedHosts)
+		if err != nil {
+			return cliutil.Usagef("%v", err)
+		}
+		if len(hosts) == 0 {
+			return cliutil.Usagef("--http-allowed-hosts is empty: give the host names clients use, or leave it out for the default")
 		}
 	}
 	if o.HTTPAddr != "" {

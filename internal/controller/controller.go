@@ -80,6 +80,9 @@ type Controller struct {
 	// quarantineErr is the last failure to write the quarantine list,
 	// logged once, not every pass.
 	quarantineErr string
+	// writeErrs is, per group, the last failure to write its status,
+	// logged once, not every pass (reconcile only).
+	writeErrs map[string]string
 }
 
 // New returns a controller over fleet. Zero options take their defaults.

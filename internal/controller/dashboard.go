@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -47,12 +48,17 @@ const (
 	// maxStreams bounds the pages following the live stream at once; the
 	// ones after it are told to retry later.
 	maxStreams = 256
+	// maxStreamsPerClient bounds the streams of one client (streamClient),
+	// so that one peer holding idle connections cannot take every slot.
+	maxStreamsPerClient = 16
 	// maxPerPage bounds one page of the agents table.
 	maxPerPage = 500
 	// defaultPerPage is a page of the agents table when not asked.
 	defaultPerPage = 50
-	// streamWriteTimeout bounds one write to a live stream.
-	streamWriteTimeout = 10 * time.Second
+	// DefaultStreamWriteTimeout bounds one write to a live stream: a page
+	// that stops reading is dropped once the socket's buffers are full
+	// and a write has waited this long.
+	DefaultStreamWriteTimeout = 10 * time.Second
 	// maxQuery bounds a search or filter value.
 	maxQuery = 256
 )
@@ -77,10 +83,14 @@ type Dashboard struct {
 	// paths answer 403 with it (the /v1/find and /metrics paths are not
 	// the dashboard's).
 	Disabled string
+	// StreamWriteTimeout bounds one write to a live stream; default
+	// DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 
 	readMu   sync.Mutex // serializes readTimeline
 	mu       sync.Mutex
 	streams  map[chan streamMsg]struct{}
+	clients  map[string]int     // streams open per streamClient
 	timeline []view.TimelineRow // the newest, oldest first
 	lastSeq  uint64             // of the timeline read so far
 	loaded   bool               // the timeline's first read succeeded
@@ -365,6 +375,13 @@ func nth[T any](s []T, k int, cmp func(a, b T) int) {
 	}
 }
 
+// Streams is how many pages follow the live stream now.
+func (d *Dashboard) Streams() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.streams)
+}
+
 // Timeline is the newest entries of FLEET_AUDIT read so far, oldest first;
 // never nil (the JSON is a list, empty or not).
 func (d *Dashboard) Timeline() []view.TimelineRow {
@@ -467,6 +484,7 @@ func (d *Dashboard) init() {
 	defer d.mu.Unlock()
 	if d.streams == nil {
 		d.streams = map[chan streamMsg]struct{}{}
+		d.clients = map[string]int{}
 		d.wake = make(chan struct{}, 1)
 		d.stop = make(chan struct{})
 	}
@@ -579,22 +597,37 @@ func (d *Dashboard) serveAsset(w http.ResponseWriter, r *http.Request, name stri
 func (d *Dashboard) serveStream(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	// The server's write timeout is for answers, not for a stream: each
-	// write below gets its own deadline instead.
-	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) }
+	// write below gets its own deadline instead, so a page that stops
+	// reading is dropped.
+	timeout := d.StreamWriteTimeout
+	if timeout <= 0 {
+		timeout = DefaultStreamWriteTimeout
+	}
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(timeout)) }
 	deadline()
 	ch := make(chan streamMsg, 16)
+	client := streamClient(r)
 	d.mu.Lock()
-	if len(d.streams) >= maxStreams {
+	if len(d.streams) >= maxStreams || d.clients[client] >= maxStreamsPerClient {
+		n := d.clients[client]
 		d.mu.Unlock()
 		w.Header().Set("Retry-After", "10")
-		writeJSONError(w, fmt.Sprintf("%d pages follow this controller already; try again later", maxStreams), http.StatusServiceUnavailable)
+		msg := fmt.Sprintf("%d pages follow this controller already; try again later", maxStreams)
+		if n >= maxStreamsPerClient {
+			msg = fmt.Sprintf("%d pages at your address follow this controller already: close one, or try again later", n)
+		}
+		writeJSONError(w, msg, http.StatusServiceUnavailable)
 		return
 	}
 	d.streams[ch] = struct{}{}
+	d.clients[client]++
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
 		delete(d.streams, ch)
+		if d.clients[client]--; d.clients[client] <= 0 {
+			delete(d.clients, client)
+		}
 		d.mu.Unlock()
 	}()
 	select { // read the timeline now rather than in a second
@@ -635,6 +668,37 @@ func (d *Dashboard) serveStream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// streamClient is who a live stream counts against (maxStreamsPerClient):
+// the client's IP address, an IPv6 client's /64 (a host usually holds a
+// whole one). A request from loopback that carries X-Forwarded-For comes
+// through a proxy on this host (docs/dashboard.md): it counts against the
+// last address the proxy names, so that the viewers behind one proxy are
+// not one client. (A local process could forge the header, but it can
+// also connect from any 127.x.y.z: loopback is not where this bound
+// holds anyone.)
+func streamClient(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip != nil && ip.IsLoopback() {
+		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+			parts := strings.Split(xff[len(xff)-1], ",")
+			if fwd := net.ParseIP(strings.TrimSpace(parts[len(parts)-1])); fwd != nil {
+				ip = fwd
+			}
+		}
+	}
+	switch {
+	case ip == nil:
+		return host
+	case ip.To4() != nil:
+		return ip.To4().String()
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 func parseAgentsFilter(r *http.Request) (AgentsFilter, error) {

@@ -775,22 +775,25 @@ func TestDashboardStreamOutlivesServerTimeouts(t *testing.T) {
 
 // TestDashboardStreamLimit: past maxStreams (256) pages following at once,
 // the next is a JSON 503 with Retry-After, and once one leaves another gets
-// in.
+// in. The pages come from 16 addresses, 16 each (an address may hold 16:
+// TestDashboardStreamPerClient), the 257th from a 17th.
 func TestDashboardStreamLimit(t *testing.T) {
-	const maxStreams = 256
+	const maxStreams, perClient = 256, 16
 	f := newFixture(t)
 	rc := f.startController("c1")
 	srv := f.startDashboard(rc).serve()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1}}
-	t.Cleanup(client.CloseIdleConnections)
+	clients := make([]*http.Client, maxStreams/perClient)
+	for i := range clients {
+		clients[i] = clientFrom(t, fmt.Sprintf("127.0.1.%d", i+1))
+	}
 	closers := make([]func(), 0, maxStreams)
 	t.Cleanup(func() {
 		for _, c := range closers {
 			c()
 		}
 	})
-	for range maxStreams {
-		ch, c := stream(t, client, srv.URL)
+	for i := range maxStreams {
+		ch, c := stream(t, clients[i/perClient], srv.URL)
 		closers = append(closers, c)
 		var ov controller.Overview
 		next(t, ch, "status", &ov)
@@ -799,30 +802,13 @@ func TestDashboardStreamLimit(t *testing.T) {
 			}
 		}()
 	}
-	refused := func() error {
-		resp, err := openStream(client, srv.URL)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		var e struct{ Error string }
-		switch {
-		case resp.StatusCode != http.StatusServiceUnavailable:
-			return fmt.Errorf("stream %d: %s, want 503", maxStreams+1, resp.Status)
-		case resp.Header.Get("Retry-After") == "":
-			return errors.New("503 without Retry-After")
-		case json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, "try again later"):
-			return fmt.Errorf("503 body %q: want a JSON error saying to try again later", body)
-		}
-		return nil
-	}
-	if err := refused(); err != nil {
-		t.Fatal(err)
+	another := clientFrom(t, "127.0.2.1")
+	if err := refusedStream(another, srv.URL, "256 pages follow this controller already; try again later"); err != nil {
+		t.Fatalf("stream %d: %v", maxStreams+1, err)
 	}
 	closers[0]()
 	natstest.Eventually(t, waitLong, func() error {
-		resp, err := openStream(client, srv.URL)
+		resp, err := openStream(another, srv.URL)
 		if err != nil {
 			return err
 		}
@@ -832,7 +818,7 @@ func TestDashboardStreamLimit(t *testing.T) {
 		}
 		return nil
 	})
-	if err := refused(); err != nil {
+	if err := refusedStream(clients[0], srv.URL, "try again later"); err != nil {
 		t.Errorf("full again: %v", err)
 	}
 }

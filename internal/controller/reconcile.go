@@ -23,7 +23,12 @@ import (
 //
 // A write that loses its compare-and-swap (an operator acted, or another
 // controller wrote after losing the lease unnoticed) stops the pass: the next
-// pass re-reads and decides again. Nothing is overwritten blind.
+// pass re-reads and decides again. Nothing is overwritten blind. Any other
+// failure to write a group's status (one that cannot be stored, a denied
+// write) is that group's: it is logged, its dependants decide on its stored
+// status, and the pass goes on with the other groups. A status is stored as
+// rollout.GroupStatus.Bounded cuts it (kv does), and compared so, so a
+// status carrying a peer's long text is written once, not every pass.
 //
 // A stored value that is not what its key should hold (kv.State.Problems) is
 // never acted on and never overwritten: a bad config or spec stops the whole
@@ -98,8 +103,12 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			Quarantine:   quarantine,
 			Measurements: measured,
 		})
+		if bounded, _, err := next.Bounded(); err == nil {
+			next = bounded
+		}
 		plan.Groups[group] = next
 		if had && sameJSON(prev.Value, next) {
+			c.noteWrite(group, nil)
 			c.an.schedule(cfg, group, next, now)
 			continue
 		}
@@ -109,8 +118,20 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 				c.o.Log.Info("group status changed while deciding; deciding again next pass", slog.String("group", group))
 				return nil
 			}
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			// The dependants decide on what is stored, not on what
+			// could not be.
+			if had {
+				plan.Groups[group] = prev.Value
+			} else {
+				delete(plan.Groups, group)
+			}
+			c.noteWrite(group, err)
+			continue
 		}
+		c.noteWrite(group, nil)
 		c.an.schedule(cfg, group, next, now)
 		for _, ev := range events {
 			c.logEvent(ev)
@@ -174,6 +195,28 @@ func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.Quaranti
 		}
 	}
 	return next, nil
+}
+
+// noteWrite logs a failure to write group's status when it is new, and
+// that the group's status is written again after one. Only Reconcile
+// calls it, from one goroutine.
+func (c *Controller) noteWrite(group string, err error) {
+	last, failed := c.writeErrs[group]
+	if err == nil {
+		if failed {
+			delete(c.writeErrs, group)
+			c.o.Log.Info("group status written again", slog.String("group", group))
+		}
+		return
+	}
+	if c.writeErrs == nil {
+		c.writeErrs = map[string]string{}
+	}
+	if msg := err.Error(); msg != last {
+		c.writeErrs[group] = msg
+		c.o.Log.Error("cannot write the group's status; the group does not move until it can, the other groups go on (retried every pass)",
+			slog.String("group", group), slog.Any("err", err))
+	}
 }
 
 // noteProblems logs each bad value the first time a pass sees it (a new

@@ -65,6 +65,9 @@ const (
 	DefaultWebhookMaxBackoff = time.Minute
 	// webhookBatch is how many messages one read of FLEET_AUDIT asks for.
 	webhookBatch = 32
+	// maxWebhookHeader bounds a receiver's status line and headers
+	// (net/http's default is 10 MB).
+	maxWebhookHeader = 64 << 10
 )
 
 // Webhook is one receiver.
@@ -190,9 +193,16 @@ func (n Notify) withDefaults() Notify {
 	}
 	n.MaxBackoff = max(n.MaxBackoff, n.MinBackoff)
 	if n.Client == nil {
+		// A receiver is a peer the controller does not trust
+		// (docs/security.md): its answer's headers are bounded here, its
+		// body in post, the whole exchange by Timeout.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxResponseHeaderBytes = maxWebhookHeader
 		n.Client = &http.Client{
+			Transport: tr,
 			// A POST redirected would become a GET: a redirect is a failure
-			// the operator fixes in the URL.
+			// the operator fixes in the URL. Never followed, to any host:
+			// the signed body goes only where the operator said.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
@@ -566,7 +576,7 @@ func (s *webhookSender) post(ctx context.Context, id string, body []byte) error 
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("receiver answered %s: %s", resp.Status, strings.TrimSpace(string(snippet)))
+		return fmt.Errorf("receiver answered %s: %s", rollout.ClipText(resp.Status, 100), strings.TrimSpace(string(snippet)))
 	}
 	return nil
 }

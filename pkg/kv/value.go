@@ -159,9 +159,21 @@ func checkSchema(data []byte) error {
 	return nil
 }
 
+// encode is v as stored: its JSON. A group status is bounded first
+// (rollout.GroupStatus.Bounded), whoever writes it: it is stored shorter
+// than rollout.MaxStatusBytes, its free text cut if need be, or not at all
+// (rollout.ErrStatusTooLarge).
+func encode[T any](v T) ([]byte, error) {
+	if st, ok := any(v).(rollout.GroupStatus); ok {
+		_, data, err := st.Bounded()
+		return data, err
+	}
+	return json.Marshal(v)
+}
+
 // Create writes key only if it does not exist yet.
 func Create[T any](ctx context.Context, b jetstream.KeyValue, key string, v T) (uint64, error) {
-	data, err := json.Marshal(v)
+	data, err := encode(v)
 	if err != nil {
 		return 0, fmt.Errorf("encode %s/%s: %w", b.Bucket(), key, err)
 	}
@@ -177,7 +189,7 @@ func Create[T any](ctx context.Context, b jetstream.KeyValue, key string, v T) (
 
 // Update replaces key only if its revision is still rev.
 func Update[T any](ctx context.Context, b jetstream.KeyValue, key string, v T, rev uint64) (uint64, error) {
-	data, err := json.Marshal(v)
+	data, err := encode(v)
 	if err != nil {
 		return 0, fmt.Errorf("encode %s/%s: %w", b.Bucket(), key, err)
 	}

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -99,7 +100,21 @@ const (
 	MaxQueryLen = 4096
 	// maxCheckNameLen bounds a check name (a metric label value).
 	maxCheckNameLen = 63
+	// MaxSeries bounds the series one measurement may have: a query that
+	// returns more is inconclusive (TooManySeries), never judged on some of
+	// them, since the series left out could be the failing ones. A check
+	// that wants every instance judged aggregates (max, min) in PromQL.
+	MaxSeries = 10
+	// MaxSeriesLen bounds a sample's series as a measurement, a status or
+	// a halt reason keeps it: Prometheus's labels are a peer's text.
+	MaxSeriesLen = 256
 )
+
+// TooManySeries is why a measurement of n series (more than MaxSeries) is
+// inconclusive.
+func TooManySeries(n int) string {
+	return fmt.Sprintf("the query returned %d series, at most %d: aggregate them, as in max(…) for a success like \"< 0.01\" or min(…) for \"> 0.99\"", n, MaxSeries)
+}
 
 // defaultCheck is a check with every setting at its default.
 func defaultCheck() Check {
@@ -323,8 +338,13 @@ func (c Config) validateAnalysis() []error {
 		}
 	}
 	for _, g := range c.Groups {
-		if n := len(c.Checks(g.Name)); n > MaxChecks {
+		checks := c.Checks(g.Name)
+		if n := len(checks); n > MaxChecks {
 			errs = append(errs, fmt.Errorf("group %q: %d analysis checks (the fleet's and its own), at most %d", g.Name, n, MaxChecks))
+		}
+		if n := queryBytes(g.Name, checks); n > MaxGroupQueryBytes {
+			errs = append(errs, fmt.Errorf("group %q: its analysis queries take %d bytes in the group's status (as JSON, with versions of the longest form), at most %d: shorten them or use fewer checks",
+				g.Name, n, MaxGroupQueryBytes))
 		}
 	}
 	if c.PrometheusURL == "" {
@@ -353,6 +373,28 @@ func (c Config) validateAnalysis() []error {
 		}
 	}
 	return errs
+}
+
+// queryBytes is how many bytes the checks' rendered queries take in the
+// JSON of group's status at most: rendered with versions of MaxVersionLen
+// bytes. A check whose query does not parse counts 0 (validate reports it).
+func queryBytes(group string, checks []Check) int {
+	longest := strings.Repeat("9", MaxVersionLen)
+	n := 0
+	for _, c := range checks {
+		t, err := parseQuery(c.Query)
+		if err != nil {
+			continue
+		}
+		var b strings.Builder
+		if t.Execute(&b, QueryData{Group: group, Version: longest, StartVersion: longest}) != nil {
+			continue
+		}
+		if data, err := json.Marshal(b.String()); err == nil {
+			n += len(data)
+		}
+	}
+	return n
 }
 
 // Checks returns the checks the group runs: the fleet's checks, in order,
@@ -423,8 +465,8 @@ type Judgement struct {
 	Detail string
 }
 
-// Judge judges one measurement of c. An error, no data, or a value that is
-// not a finite number is inconclusive. A value that meets Failure fails;
+// Judge judges one measurement of c. An error, no data, more than
+// MaxSeries series, or a value that is not a finite number is inconclusive. A value that meets Failure fails;
 // else one that meets Success succeeds; else it fails when c has no
 // Failure, and is inconclusive when it has one (it is between the two).
 // When the query returned several series each is judged and the worst
@@ -436,12 +478,14 @@ func Judge(c Check, m Measurement) Judgement {
 		return Judgement{Result: ResultInconclusive, Detail: truncate(m.Error, 300)}
 	case len(m.Samples) == 0:
 		return Judgement{Result: ResultInconclusive, Detail: "no data (the query returned no series)"}
+	case len(m.Samples) > MaxSeries:
+		return Judgement{Result: ResultInconclusive, Detail: TooManySeries(len(m.Samples))}
 	}
 	var worst Judgement
 	for i, s := range m.Samples {
 		j := judgeValue(c, s.Value)
 		if len(m.Samples) > 1 {
-			j.Series = s.Series
+			j.Series = ClipText(s.Series, MaxSeriesLen)
 		}
 		if i == 0 || severity(j.Result) > severity(worst.Result) {
 			worst = j
@@ -692,7 +736,7 @@ func (m *machine) measure(cs *CheckStatus, c Check, me Measurement) bool {
 		cs.Inconclusive = 0
 		series := ""
 		if j.Series != "" {
-			series = " (series " + truncate(j.Series, 120) + ")"
+			series = " (series " + ClipText(j.Series, 120) + ")"
 		}
 		m.halt(fmt.Sprintf("analysis failed: check %q measured %s%s: %s; query: %s",
 			cs.Name, FormatValue(j.Value), series, j.Detail, truncate(cs.Query, 300)))

@@ -96,6 +96,16 @@ func TestJudge(t *testing.T) {
 			Judgement{Result: ResultInconclusive, Series: `{instance="b"}`, Detail: "value NaN is not a number to judge"},
 		},
 		{
+			"a series' labels are cut", lt,
+			Measurement{Samples: []Sample{{`{instance="a"}`, 0.001}, {`{huge="` + strings.Repeat("é", 1<<20) + `"}`, 0.3}}},
+			Judgement{Result: ResultFailed, Value: 0.3, HasValue: true, Series: `{huge="` + strings.Repeat("é", (MaxSeriesLen-7)/2) + "…", Detail: "0.3 does not meet success < 0.01"},
+		},
+		{
+			"more than MaxSeries series: inconclusive, even with a failing one", lt,
+			Measurement{Samples: append(make([]Sample, MaxSeries), Sample{`{instance="k"}`, 0.5})},
+			Judgement{Result: ResultInconclusive, Detail: `the query returned 11 series, at most 10: aggregate them, as in max(…) for a success like "< 0.01" or min(…) for "> 0.99"`},
+		},
+		{
 			"several series all pass", lt,
 			Measurement{Samples: []Sample{{`{instance="a"}`, 0.001}, {`{instance="b"}`, 0.005}}},
 			Judgement{Result: ResultSuccessful, Value: 0.001, HasValue: true, Series: `{instance="a"}`, Detail: "0.001 meets success < 0.01"},
@@ -213,6 +223,22 @@ func TestConfigValidateAnalysis(t *testing.T) {
 				c.Groups[0].Analysis = append(c.Groups[0].Analysis, goodCheck("c"+string(rune('a'+i))))
 			}
 		}), wantErr: []string{`group "staging": 21 analysis checks (the fleet's and its own), at most 20`}},
+		{name: "queries that fit the status", cfg: withChecks(func(c *Config) {
+			c.Analysis = nil
+			for i := range MaxChecks {
+				ch := goodCheck("c" + string(rune('a'+i)))
+				ch.Query = longQuery(MaxGroupQueryBytes / MaxChecks)
+				c.Groups[0].Analysis = append(c.Groups[0].Analysis, ch)
+			}
+		})},
+		{name: "queries too long for the status", cfg: withChecks(func(c *Config) {
+			c.Analysis = nil
+			for i := range MaxChecks {
+				ch := goodCheck("c" + string(rune('a'+i)))
+				ch.Query = longQuery(MaxGroupQueryBytes/MaxChecks + 100)
+				c.Groups[0].Analysis = append(c.Groups[0].Analysis, ch)
+			}
+		}), wantErr: []string{`group "staging": its analysis queries take 3`, `bytes in the group's status (as JSON, with versions of the longest form), at most 32768: shorten them or use fewer checks`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,6 +261,20 @@ func TestConfigValidateAnalysis(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// longQuery is a valid query that names both versions and has
+// characters JSON escapes (">" takes 6 bytes), and whose JSON rendered
+// with the longest versions takes at most n bytes, and nearly n.
+func longQuery(n int) string {
+	q := `max(x{version="{{.Version}}",start="{{.StartVersion}}"}) > 0`
+	for {
+		more := q + " or vector(0) > 0"
+		if len(more) > MaxQueryLen || queryBytes("g", []Check{{Query: more}}) > n {
+			return q
+		}
+		q = more
 	}
 }
 

@@ -30,3 +30,7 @@ var (
 	// allow (for example rolling back a group that never started).
 	ErrBadAction = errors.New("action not allowed")
 )
+
+// ErrStatusTooLarge reports a group status whose JSON stays at or over
+// MaxStatusBytes even with its free text cut (GroupStatus.Bounded).
+var ErrStatusTooLarge = errors.New("group status too large")
