@@ -41,8 +41,12 @@ type RunOptions struct {
 	AgentExpiry       time.Duration
 	// AuditMaxAge and AuditMaxBytes bound FLEET_AUDIT when this controller
 	// creates it.
-	AuditMaxAge       time.Duration
-	AuditMaxBytes     int64
+	AuditMaxAge   time.Duration
+	AuditMaxBytes int64
+	// EventsMaxAge and EventsMaxBytes bound FLEET_EVENTS when this
+	// controller creates it.
+	EventsMaxAge      time.Duration
+	EventsMaxBytes    int64
 	ReconcileInterval time.Duration
 	LeaseTTL          time.Duration
 	Replicas          int
@@ -177,6 +181,8 @@ that is down never holds the rollout (docs/controller.md#webhooks).`,
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "how long leadership outlives a silent leader (must exceed --reconcile-interval)")
 	f.DurationVar(&o.AuditMaxAge, "audit-max-age", kv.DefaultAuditMaxAge, "the audit trail (FLEET_AUDIT) keeps records this long")
 	f.Int64Var(&o.AuditMaxBytes, "audit-max-bytes", kv.DefaultAuditMaxBytes, "the audit trail keeps at most this many bytes, the oldest records going first (-1: unlimited)")
+	f.DurationVar(&o.EventsMaxAge, "events-max-age", kv.DefaultEventsMaxAge, "the rollout events (FLEET_EVENTS) are kept this long")
+	f.Int64Var(&o.EventsMaxBytes, "events-max-bytes", kv.DefaultEventsMaxBytes, "the rollout events take at most this many bytes, the oldest going first (-1: unlimited)")
 	f.IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and buckets (3 on a 3-node cluster)")
 	f.StringVar(&o.HTTPAddr, "http-addr", "", "serve GET /v1/find, /metrics (Prometheus), /healthz, /readyz and the dashboard (/) on this address (e.g. 127.0.0.1:8080); empty: off")
 	f.StringVar(&o.HTTPCert, "http-tls-cert", "", "TLS certificate for --http-addr (with --http-tls-key)")
@@ -272,7 +278,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	// operator stops us. Ensure fails at once on what waiting cannot fix.
 	waiting := &settleLog{log: log, every: settleLogEvery, now: time.Now}
 	fleet, err := kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry,
-		AuditMaxAge: o.AuditMaxAge, AuditMaxBytes: o.AuditMaxBytes, Retry: kv.Retry{OnRetry: waiting.retrying},
+		AuditMaxAge: o.AuditMaxAge, AuditMaxBytes: o.AuditMaxBytes, EventsMaxAge: o.EventsMaxAge, EventsMaxBytes: o.EventsMaxBytes, Retry: kv.Retry{OnRetry: waiting.retrying},
 		OnDrift: func(what string, diffs []string) {
 			log.Warn("the bus differs from this controller's settings, and a controller may not change it: running with it as it is",
 				slog.String("what", what), slog.String("differs", strings.Join(diffs, "; ")),
@@ -385,6 +391,12 @@ func (o *RunOptions) validate() error {
 	}
 	if o.AuditMaxBytes < -1 {
 		return cliutil.Usagef("--audit-max-bytes must be positive, or -1 for unlimited, got %d", o.AuditMaxBytes)
+	}
+	if o.EventsMaxAge < 0 {
+		return cliutil.Usagef("--events-max-age must be positive, got %v", o.EventsMaxAge)
+	}
+	if o.EventsMaxBytes < -1 {
+		return cliutil.Usagef("--events-max-bytes must be positive, or -1 for unlimited, got %d", o.EventsMaxBytes)
 	}
 	if o.AgentExpiry <= o.HeartbeatInterval {
 		return cliutil.Usagef("--agent-expiry (%v) must be longer than --heartbeat-interval (%v), or every agent expires between beats", o.AgentExpiry, o.HeartbeatInterval)

@@ -15,9 +15,15 @@ import (
 // TimelineRow is one entry of the audit trail as fleetctl history and the
 // dashboard's timeline show it: an operator's write or a rollout event.
 type TimelineRow struct {
-	// Seq is the entry's sequence in FLEET_AUDIT: the timeline's order.
-	Seq uint64    `json:"seq"`
-	At  time.Time `json:"at"`
+	// ID names the entry: its stream and sequence ("FLEET_EVENTS-42").
+	ID string `json:"id"`
+	// Stream and Seq say where it is stored (FLEET_AUDIT or FLEET_EVENTS).
+	Stream string `json:"stream"`
+	Seq    uint64 `json:"seq"`
+	// Stored is when the bus stored it: the timeline's order.
+	Stored time.Time `json:"stored"`
+	// At is when it happened by the writer's own clock.
+	At time.Time `json:"at"`
 	// Kind is "audit" (a write fleetctl made) or "event" (the rollout's).
 	Kind string `json:"kind"`
 	// Group is the group the entry is about; absent for fleet-wide writes.
@@ -37,18 +43,24 @@ const (
 	KindEvent = "event"
 )
 
-// TimelineRowOf renders one entry of FLEET_AUDIT.
+// MaxTimelineText bounds a row's change and reason, in bytes: a row is a
+// line for people (the dashboard's timeline, fleetctl history), and its
+// full record is one "fleetctl history -o json" away.
+const MaxTimelineText = 1024
+
+// TimelineRowOf renders one entry of the timeline.
 func TimelineRowOf(e kv.TimelineEntry) TimelineRow {
-	r := TimelineRow{Seq: e.Seq, At: e.At(), Group: e.Group()}
+	r := TimelineRow{ID: e.ID(), Stream: e.Stream, Seq: e.Seq, Stored: e.Stored, At: e.At(), Group: e.Group()}
 	if a := e.Audit; a != nil {
 		r.Kind, r.Actor, r.What, r.Reason, r.Change = KindAudit, a.Actor, a.Command, a.Reason, DescribeDiff(a)
-		return r
+	} else {
+		ev := e.Event
+		r.Kind, r.Actor, r.What, r.Reason, r.Change = KindEvent, "controller", string(ev.Kind), ev.Reason, EventMove(*ev, true)
+		if ev.From != "" && ev.From == ev.To {
+			r.Change = "in " + string(ev.From) // a halt or an alert: no move
+		}
 	}
-	ev := e.Event
-	r.Kind, r.Actor, r.What, r.Reason, r.Change = KindEvent, "controller", string(ev.Kind), ev.Reason, EventMove(*ev, true)
-	if ev.From != "" && ev.From == ev.To {
-		r.Change = "in " + string(ev.From) // a halt or an alert: no move
-	}
+	r.Change, r.Reason = rollout.CutText(r.Change, MaxTimelineText), rollout.CutText(r.Reason, MaxTimelineText)
 	return r
 }
 
