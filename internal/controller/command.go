@@ -49,10 +49,13 @@ type RunOptions struct {
 	EventsMaxBytes    int64
 	ReconcileInterval time.Duration
 	LeaseTTL          time.Duration
-	Replicas          int
-	HTTPAddr          string
-	HTTPCert          string
-	HTTPKey           string
+	// AttributionGrace: how long a revision of the spec or the config
+	// may wait for its audit record (0: DefaultAttributionGrace).
+	AttributionGrace time.Duration
+	Replicas         int
+	HTTPAddr         string
+	HTTPCert         string
+	HTTPKey          string
 	// UI serves the dashboard on HTTPAddr; UIInsecure serves it on a
 	// non-loopback address without TLS on a secured bus.
 	UI         bool
@@ -179,6 +182,7 @@ that is down never holds the rollout (docs/controller.md#webhooks).`,
 	f.DurationVar(&o.AgentExpiry, "agent-expiry", kv.DefaultAgentExpiry, "forget agents silent this long (also the heartbeat stream's max age)")
 	f.DurationVar(&o.ReconcileInterval, "reconcile-interval", DefaultReconcileInterval, "how often the leader recomputes every group's rollout status")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "how long leadership outlives a silent leader (must exceed --reconcile-interval)")
+	f.DurationVar(&o.AttributionGrace, "attribution-grace", DefaultAttributionGrace, "how long a revision of the plan spec or the config may wait for its audit record before the leader raises an unattributed change")
 	f.DurationVar(&o.AuditMaxAge, "audit-max-age", kv.DefaultAuditMaxAge, "the audit trail (FLEET_AUDIT) keeps records this long")
 	f.Int64Var(&o.AuditMaxBytes, "audit-max-bytes", kv.DefaultAuditMaxBytes, "the audit trail keeps at most this many bytes, the oldest records going first (-1: unlimited)")
 	f.DurationVar(&o.EventsMaxAge, "events-max-age", kv.DefaultEventsMaxAge, "the rollout events (FLEET_EVENTS) are kept this long")
@@ -294,7 +298,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	waiting.ready()
 	c, err := New(fleet, Options{
 		ID: o.ID, StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
-		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, Notify: notify, Log: log,
+		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, AttributionGrace: o.AttributionGrace, Notify: notify, Log: log,
 	})
 	if err != nil {
 		return err
@@ -400,6 +404,9 @@ func (o *RunOptions) validate() error {
 	}
 	if o.AgentExpiry <= o.HeartbeatInterval {
 		return cliutil.Usagef("--agent-expiry (%v) must be longer than --heartbeat-interval (%v), or every agent expires between beats", o.AgentExpiry, o.HeartbeatInterval)
+	}
+	if o.AttributionGrace < 0 {
+		return cliutil.Usagef("--attribution-grace must be positive, got %v", o.AttributionGrace)
 	}
 	if o.LeaseTTL <= o.ReconcileInterval {
 		return cliutil.Usagef("--lease-ttl (%v) must be longer than --reconcile-interval (%v), which renews it", o.LeaseTTL, o.ReconcileInterval)

@@ -36,7 +36,7 @@ type HistoryRecord struct {
 	// Stored is when the bus stored it: the timeline's order.
 	Stored time.Time `json:"stored"`
 	At     time.Time `json:"at"`
-	Kind string    `json:"kind"`
+	Kind   string    `json:"kind"`
 	// Group is the group the entry is about; absent for fleet-wide writes.
 	Group string          `json:"group,omitempty"`
 	Audit *kv.AuditRecord `json:"audit,omitempty"`

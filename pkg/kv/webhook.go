@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -95,22 +94,7 @@ func ReadWebhookCursor(ctx context.Context, nc *nats.Conn, key string) (WebhookC
 // later write by someone else (another controller that took the lead) is
 // ErrConflict. The message never expires (see above).
 func SaveWebhookCursor(ctx context.Context, js jetstream.JetStream, key string, c WebhookCursor, rev uint64) (uint64, error) {
-	data, err := json.Marshal(c)
-	if err != nil {
-		return 0, err
-	}
-	msg := nats.NewMsg(KeySubject(BucketStats, key))
-	msg.Data = data
-	msg.Header.Set(jetstream.MsgTTLHeader, "never")
-	ack, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return 0, fmt.Errorf("%s/%s was written by someone else after revision %d: %w", BucketStats, key, rev, ErrConflict)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("write %s/%s: %w", BucketStats, key, err)
-	}
-	return ack.Sequence, nil
+	return saveForever(ctx, js, key, c, rev)
 }
 
 // Timeline is the cursor as a timeline cursor (ReadTimelineAfter): what
