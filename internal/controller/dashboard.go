@@ -40,8 +40,8 @@ const (
 	// DefaultUIRefresh is how often the page's numbers are recomputed and
 	// pushed to the open pages, and the timeline read for new entries.
 	DefaultUIRefresh = time.Second
-	// timelineKeep is how many of the newest timeline entries the page
-	// gets: fleetctl history has the rest.
+	// timelineKeep is how many of the newest operator records, and of the
+	// newest events, the page gets: fleetctl history has the rest.
 	timelineKeep = 200
 	// maxStreams bounds the pages following the live stream at once; the
 	// ones after it are told to retry later.
@@ -366,9 +366,9 @@ func nth[T any](s []T, k int, cmp func(a, b T) int) {
 
 // Timeline is the newest entries of the timeline (FLEET_AUDIT and
 // FLEET_EVENTS) read so far, oldest first; never nil (the JSON is a list,
-// empty or not). At most timelineKeep rows, each of bounded size
-// (view.MaxTimelineText): the answer stays small however many or however
-// large the stored entries.
+// empty or not). At most timelineKeep operator records and timelineKeep
+// events, each row of bounded size (view.MaxTimelineText): the answer stays
+// small however many or however large the stored entries.
 func (d *Dashboard) Timeline() []view.TimelineRow {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -404,11 +404,23 @@ func (d *Dashboard) readTimeline(ctx context.Context) ([]view.TimelineRow, error
 	defer d.mu.Unlock()
 	d.loaded = true
 	d.cursor = tl.Cursor
-	d.timeline = append(d.timeline, rows...)
-	if n := len(d.timeline); n > timelineKeep {
-		d.timeline = slices.Clone(d.timeline[n-timelineKeep:])
-	}
+	d.timeline = keepNewest(append(d.timeline, rows...), timelineKeep)
 	return rows, nil
+}
+
+// keepNewest keeps the newest keep operator records and the newest keep
+// events of rows (oldest first): a flood of events never pushes the
+// operators' records off the page.
+func keepNewest(rows []view.TimelineRow, keep int) []view.TimelineRow {
+	seen := map[string]int{}
+	out := make([]view.TimelineRow, 0, min(len(rows), 2*keep))
+	for i := len(rows) - 1; i >= 0; i-- {
+		if seen[rows[i].Kind]++; seen[rows[i].Kind] <= keep {
+			out = append(out, rows[i])
+		}
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // Run pushes the numbers and new timeline entries to the open pages every

@@ -60,8 +60,9 @@ func (e TimelineEntry) Group() string {
 // ID names the entry on the bus: stream and sequence ("FLEET_EVENTS-42").
 func (e TimelineEntry) ID() string { return fmt.Sprintf("%s-%d", e.Stream, e.Seq) }
 
-// DefaultTimelineLimit is how many of the newest entries a timeline read
-// returns unless told otherwise (fleetctl history, the dashboard).
+// DefaultTimelineLimit is how many of the newest operator records, and of
+// the newest events, a timeline read returns unless told otherwise
+// (fleetctl history, the dashboard).
 const DefaultTimelineLimit = 200
 
 // TimelineQuery selects the newest entries of the timeline.
@@ -70,7 +71,8 @@ type TimelineQuery struct {
 	Since time.Time
 	// Group keeps this group's entries and the fleet-wide ones ("": all).
 	Group string
-	// Limit keeps the newest Limit entries (<= 0: DefaultTimelineLimit).
+	// Limit keeps the newest Limit operator records and the newest Limit
+	// events (<= 0: DefaultTimelineLimit).
 	Limit int
 }
 
@@ -88,7 +90,7 @@ type Timeline struct {
 	// Problems are the stored messages that are not an audit record or an
 	// event fleetwave wrote (skipped).
 	Problems []Problem
-	// More: older entries the query selects were left out (Limit).
+	// More: older entries the query selects were left out (the limit).
 	More bool
 	// Cursor is where ReadTimelineAfter goes on from.
 	Cursor TimelineCursor
@@ -105,8 +107,10 @@ func (f *Fleet) ReadTimeline(ctx context.Context, since time.Time) (entries []Ti
 	return tl.Entries, tl.Problems, err
 }
 
-// ReadTimelineQuery reads the newest q.Limit entries that q selects, from
-// both streams, oldest first.
+// ReadTimelineQuery reads the newest q.Limit operator records and the
+// newest q.Limit events that q selects, merged, oldest first: however many
+// events were published (the controller's credentials may publish any
+// number), the operators' records stay in view.
 func (f *Fleet) ReadTimelineQuery(ctx context.Context, q TimelineQuery) (Timeline, error) {
 	limit := q.Limit
 	if limit <= 0 {
@@ -118,36 +122,77 @@ func (f *Fleet) ReadTimelineQuery(ctx context.Context, q TimelineQuery) (Timelin
 	}
 	tl := Timeline{LegacyAudit: legacy}
 	nc := f.JS.Conn()
+	// Where each class of entries is: the records in FLEET_AUDIT; the
+	// events in FLEET_EVENTS and, stored before it existed, in FLEET_AUDIT.
+	type part struct {
+		src     trailSource
+		filters []string // nil: every message of the stream
+	}
+	var records, events []part
+	for _, src := range srcs {
+		if src.name == StreamEvents {
+			p := part{src: src}
+			if q.Group != "" {
+				p.filters = []string{EventSubject(q.Group), EventSubject("")}
+			}
+			events = append(events, p)
+			continue
+		}
+		rec, ev := part{src, []string{AuditPrefix + ">"}}, part{src, []string{EventsPrefix + ">"}}
+		if q.Group != "" {
+			rec.filters = []string{AuditSubject(q.Group), AuditSubject("")}
+			ev.filters = []string{EventSubject(q.Group), EventSubject("")}
+		}
+		records, events = append(records, rec), append(events, ev)
+	}
+	lows := map[string]uint64{}
 	for _, src := range srcs {
 		lo := src.first
 		if !q.Since.IsZero() {
-			lo, err = seqAtOrAfter(ctx, nc, src.name, q.Since)
-			if err != nil {
+			if lo, err = seqAtOrAfter(ctx, nc, src.name, q.Since); err != nil {
 				return Timeline{}, src.err(err)
 			}
+		}
+		lows[src.name] = lo
+		src.setCursor(&tl.Cursor, src.last)
+	}
+	for _, class := range [][]part{records, events} {
+		var msgs []StoredMsg
+		for _, p := range class {
+			lo := lows[p.src.name]
 			if lo == 0 {
-				src.setCursor(&tl.Cursor, src.last)
 				continue // nothing stored since
 			}
+			got, more, err := newest(ctx, nc, p.src.name, lo, p.src.last, p.filters, limit)
+			if err != nil {
+				return Timeline{}, p.src.err(err)
+			}
+			tl.More = tl.More || more
+			msgs = append(msgs, got...)
+			if n := len(got); n > 0 {
+				p.src.setCursor(&tl.Cursor, max(p.src.cursor(tl.Cursor), got[n-1].Sequence))
+			}
 		}
-		var filters []string
-		if q.Group != "" {
-			filters = src.groupFilters(q.Group)
+		slices.SortStableFunc(msgs, compareStored)
+		if n := len(msgs); n > limit {
+			msgs, tl.More = msgs[n-limit:], true
 		}
-		msgs, more, err := newest(ctx, nc, src.name, lo, src.last, filters, limit)
-		if err != nil {
-			return Timeline{}, src.err(err)
-		}
-		tl.More = tl.More || more
-		last := src.last
-		if n := len(msgs); n > 0 {
-			last = max(last, msgs[n-1].Sequence)
-		}
-		src.setCursor(&tl.Cursor, last)
 		tl.add(msgs, func(e TimelineEntry) bool { return !q.Since.IsZero() && e.Stored.Before(q.Since) })
 	}
-	tl.finish(limit)
+	tl.finish(math.MaxInt)
 	return tl, nil
+}
+
+// compareStored orders messages by the time the bus stored them,
+// FLEET_AUDIT's first on a tie, then by sequence.
+func compareStored(a, b StoredMsg) int {
+	if c := a.Time.Compare(b.Time); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(streamRank(a.Stream), streamRank(b.Stream)); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Sequence, b.Sequence)
 }
 
 // ReadTimelineAfter reads the entries stored after cur, oldest first: at

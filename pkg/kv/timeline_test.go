@@ -133,10 +133,10 @@ func what(entries []kv.TimelineEntry) []string {
 	return out
 }
 
-// TestReadTimelineQuery: the newest Limit entries of both streams, merged
-// by the time the bus stored them, with a group's filter and since, and
-// More when older ones were left out; ReadTimelineAfter goes on from the
-// cursor.
+// TestReadTimelineQuery: the newest Limit records and the newest Limit
+// events, merged by the time the bus stored them, with a group's filter and
+// since, and More when older ones were left out; ReadTimelineAfter goes on
+// from the cursor.
 func TestReadTimelineQuery(t *testing.T) {
 	t.Parallel()
 	_, f := ensure(t)
@@ -155,9 +155,10 @@ func TestReadTimelineQuery(t *testing.T) {
 		more bool
 	}{
 		{"everything", kv.TimelineQuery{Limit: math.MaxInt}, nil, false},
-		{"newest 3", kv.TimelineQuery{Limit: 3}, []string{"event dev d 299", "audit r3", "event prod q 0"}, true},
-		{"prod's newest 4: the dev flood is skipped", kv.TimelineQuery{Group: "prod", Limit: 4},
-			[]string{"event prod p 1", "event prod p 2", "audit r3", "event prod q 0"}, true},
+		{"newest 3 records and 3 events", kv.TimelineQuery{Limit: 3},
+			[]string{"audit r1", "audit r2", "event dev d 298", "event dev d 299", "audit r3", "event prod q 0"}, true},
+		{"prod's newest 2 of each: the dev flood is skipped", kv.TimelineQuery{Group: "prod", Limit: 2},
+			[]string{"audit r1", "event prod p 2", "audit r3", "event prod q 0"}, true},
 		{"prod's all", kv.TimelineQuery{Group: "prod", Limit: 100},
 			[]string{"audit r1", "event prod p 0", "event prod p 1", "event prod p 2", "audit r3", "event prod q 0"}, false},
 		{"a group with no entries: the fleet-wide ones", kv.TimelineQuery{Group: "nope", Limit: 10}, []string{"audit r1", "audit r3"}, false},
@@ -273,7 +274,8 @@ func TestTimelineOfTheLegacyLayout(t *testing.T) {
 }
 
 // TestReadTimelineFastWhenFull: a full events stream of maximal events
-// costs a reader the newest Limit only.
+// costs a reader the newest Limit only, and the operator's record older
+// than all of them is still read.
 func TestReadTimelineFastWhenFull(t *testing.T) {
 	t.Parallel()
 	_, f := ensure(t) // memory: FLEET_EVENTS holds 8 MiB
@@ -301,8 +303,8 @@ func TestReadTimelineFastWhenFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d events of %d bytes published; newest %d read in %v", n, len(ev), len(tl.Entries), took)
-	if len(tl.Entries) != kv.DefaultTimelineLimit || !tl.More {
-		t.Errorf("%d entries (more %t), want the newest %d", len(tl.Entries), tl.More, kv.DefaultTimelineLimit)
+	if len(tl.Entries) != kv.DefaultTimelineLimit+1 || !tl.More || tl.Entries[0].Audit == nil {
+		t.Errorf("%d entries (more %t), want the record and the newest %d events", len(tl.Entries), tl.More, kv.DefaultTimelineLimit)
 	}
 	if took > 2*time.Second {
 		t.Errorf("read took %v", took)

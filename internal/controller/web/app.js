@@ -234,7 +234,10 @@
       if (newer(me, { ms: Number(c.dataset.ms), stream: c.dataset.stream, seq: Number(c.dataset.seq) })) { before = c; break; }
     }
     list.insertBefore(li, before);
-    while (list.children.length > maxTimeline) list.removeChild(list.lastChild);
+    // At most maxTimeline of each kind: a flood of events never pushes the
+    // operators' records off the page.
+    const ofKind = list.querySelectorAll('li[data-kind="' + (r.kind === "audit" ? "audit" : "event") + '"]');
+    for (let i = ofKind.length - 1; i >= maxTimeline; i--) ofKind[i].remove();
   }
 
   // ---- the agents table -----------------------------------------------------
