@@ -106,3 +106,28 @@ func TestControllerOnTheLegacyAuditLayout(t *testing.T) {
 		t.Errorf("the controller was refused: %q", v)
 	}
 }
+
+// TestControllerRefusesAnUnboundedEventsStream: a FLEET_EVENTS that takes
+// messages of any size (created by someone else before the fleet's first
+// controller, with a stolen controller credential say) would undo the
+// readers' bounds: the controller, which may not fix it, refuses to run on
+// it and names fleetctl bus ensure; the admin's Ensure brings it to 8 KiB.
+func TestControllerRefusesAnUnboundedEventsStream(t *testing.T) {
+	e := newFleetEnvBare(t)
+	admin := e.js(auth.CredsFile(auth.UserAdmin))
+	if _, err := admin.CreateStream(e.ctx, jetstream.StreamConfig{Name: kv.StreamEvents, Subjects: []string{kv.EventsPrefix + ">"},
+		Storage: jetstream.MemoryStorage, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	ctl := e.js(auth.CredsFile(auth.UserController))
+	_, err := kv.Ensure(e.ctx, ctl, kv.Options{Memory: true})
+	if err == nil || !strings.Contains(err.Error(), "fleetctl bus ensure") || !strings.Contains(err.Error(), "messages of") {
+		t.Fatalf("controller on an unbounded %s: %v, want a refusal naming fleetctl bus ensure", kv.StreamEvents, err)
+	}
+	if _, err := kv.Ensure(e.ctx, admin, kv.Options{Memory: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Ensure(e.ctx, ctl, kv.Options{Memory: true}); err != nil {
+		t.Errorf("controller after the admin's ensure: %v", err)
+	}
+}

@@ -120,10 +120,12 @@ func (a *attribution) check(ctx context.Context, now time.Time) error {
 	}
 	var todo []pending
 	var oldest time.Time
+	var errs []error // one key's history unreadable: the other is checked
 	for _, k := range kv.AttributedKeys {
 		revs, err := f.Revisions(ctx, k, a.state.Keys[k.String()].Checked)
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		if len(revs) == 0 {
 			continue
@@ -156,7 +158,7 @@ func (a *attribution) check(ctx context.Context, now time.Time) error {
 		}
 		a.current.WithLabelValues(k.String()).Set(v)
 	}
-	return a.save(ctx)
+	return errors.Join(append(errs, a.save(ctx))...)
 }
 
 // judge checks the revisions of k, oldest first, up to the first one still

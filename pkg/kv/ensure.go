@@ -536,6 +536,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, o Options, cfg je
 		subjects: cfg.Subjects, republish: cfg.RePublish, perSubject: cfg.MaxMsgsPerSubject,
 		maxAge: cfg.MaxAge, replicas: cfg.Replicas, storage: cfg.Storage,
 	}
+	if cfg.Name == StreamEvents {
+		w.maxMsgSize = cfg.MaxMsgSize
+	}
 	if cfg.Name == StreamAudit {
 		w.legacy = LegacyAuditSubjects
 		w.legacyFix = "it still stores the rollout events beside the operators' records, so a flood of events (which the controller's credentials " +
@@ -586,6 +589,9 @@ type want struct {
 	// work: reported to OnDrift with legacyFix, not refused.
 	legacy    []string
 	legacyFix string
+	// maxMsgSize, when set, is the largest message size the stream may
+	// take: what its readers' bounds rest on (FLEET_EVENTS).
+	maxMsgSize int32
 	// Settings an older stream may differ in, harmlessly:
 	maxAge   time.Duration
 	replicas int
@@ -612,6 +618,9 @@ func (o Options) takeAsIs(what string, got jetstream.StreamConfig, w want) error
 	}
 	if !got.AllowDirect {
 		bad = append(bad, "direct gets are off")
+	}
+	if w.maxMsgSize > 0 && (got.MaxMsgSize <= 0 || got.MaxMsgSize > w.maxMsgSize) {
+		bad = append(bad, fmt.Sprintf("it takes messages of %d bytes, want at most %d", got.MaxMsgSize, w.maxMsgSize))
 	}
 	if unlimited(got.MaxMsgsPerSubject) != unlimited(w.perSubject) {
 		bad = append(bad, fmt.Sprintf("keeps %d messages per subject, want %d", got.MaxMsgsPerSubject, w.perSubject))

@@ -54,7 +54,7 @@ func TestEnsureSplitsTheTrail(t *testing.T) {
 func TestEventsBounded(t *testing.T) {
 	t.Parallel()
 	_, f := ensure(t)
-	ctx := ctxT(t)
+	ctx := longCtx(t)
 	huge := rollout.Event{V: 1, Group: strings.Repeat("g", rollout.MaxGroupNameLen), Kind: rollout.EventHalt,
 		Reason: strings.Repeat("<\x1b>", 40<<10), At: time.Now().UTC()}
 	if err := f.PublishEvent(huge); err != nil {
@@ -92,11 +92,20 @@ func TestEventsBounded(t *testing.T) {
 	}
 }
 
+// longCtx bounds a test of many bus operations (on a loaded machine, or
+// under -race, their sum exceeds ctxT's bound for one).
+func longCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // publishEvents publishes n events of group g with the JetStream ack (so
 // that they are stored in order before the next step).
 func publishEvents(t *testing.T, f *kv.Fleet, g string, n int, reason string) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := longCtx(t)
 	for i := range n {
 		data, err := json.Marshal(rollout.Event{V: 1, Group: g, Kind: rollout.EventAlert, Reason: fmt.Sprintf("%s %d", reason, i), At: time.Now().UTC()})
 		if err != nil {
@@ -140,7 +149,7 @@ func what(entries []kv.TimelineEntry) []string {
 func TestReadTimelineQuery(t *testing.T) {
 	t.Parallel()
 	_, f := ensure(t)
-	ctx := ctxT(t)
+	ctx := longCtx(t)
 	record(t, f, "", "r1")
 	publishEvents(t, f, "prod", 3, "p")
 	record(t, f, "dev", "r2")
@@ -223,7 +232,7 @@ func TestTimelineOfTheLegacyLayout(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
 	js := s.JetStream("admin")
-	ctx := ctxT(t)
+	ctx := longCtx(t)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: kv.StreamAudit, Subjects: kv.LegacyAuditSubjects,
 		MaxBytes: 1 << 20, Storage: jetstream.MemoryStorage, AllowDirect: true, Discard: jetstream.DiscardOld}); err != nil {
 		t.Fatal(err)
@@ -277,9 +286,8 @@ func TestTimelineOfTheLegacyLayout(t *testing.T) {
 // costs a reader the newest Limit only, and the operator's record older
 // than all of them is still read.
 func TestReadTimelineFastWhenFull(t *testing.T) {
-	t.Parallel()
 	_, f := ensure(t) // memory: FLEET_EVENTS holds 8 MiB
-	ctx := ctxT(t)
+	ctx := longCtx(t)
 	record(t, f, "", "keep me")
 	ev, err := kv.EncodeEvent(rollout.Event{V: 1, Group: "prod", Kind: rollout.EventAlert, Reason: strings.Repeat("\x01", 2000), At: time.Now().UTC()})
 	if err != nil {
