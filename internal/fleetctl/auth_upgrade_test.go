@@ -220,7 +220,7 @@ func jetstreamPublish(ctx context.Context, nc *nats.Conn, subject string, data [
 // withoutAuditGrants turns a fresh auth directory into one minted before
 // FLEET_AUDIT existed: the FLEET account exports, and the CONTROL account
 // imports, nothing of FLEET_AUDIT or FLEET_EVENTS (no create, no info, no
-// read), both
+// read) and no batched read of fleet_config's history, both
 // re-signed with the operator's signing key as fleetctl then did.
 func withoutAuditGrants(t *testing.T, dir string) {
 	t.Helper()
@@ -236,7 +236,8 @@ func withoutAuditGrants(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	audit := func(subject jwt.Subject) bool {
-		return strings.Contains(string(subject), kv.StreamAudit) || strings.Contains(string(subject), kv.StreamEvents)
+		return strings.Contains(string(subject), kv.StreamAudit) || strings.Contains(string(subject), kv.StreamEvents) ||
+			string(subject) == "$JS.API.DIRECT.GET."+kv.StreamOf(kv.BucketConfig) // the batched read of the config's history
 	}
 	fc, err := jwt.DecodeAccountClaims(read(auth.FileFleetJWT))
 	if err != nil {
@@ -378,6 +379,7 @@ func TestAuthUpgradeGrantsTheAuditTrail(t *testing.T) {
 		"re-signed account FLEET with this version's exports",
 		"+ $JS.API.STREAM.CREATE." + kv.StreamAudit, "+ $JS.API.STREAM.INFO." + kv.StreamAudit, "+ $JS.API.DIRECT.GET." + kv.StreamAudit,
 		"+ $JS.API.STREAM.CREATE." + kv.StreamEvents, "+ $JS.API.STREAM.INFO." + kv.StreamEvents, "+ $JS.API.DIRECT.GET." + kv.StreamEvents,
+		"+ $JS.API.DIRECT.GET." + kv.StreamOf(kv.BucketConfig) + "\n",
 		"re-signed account CONTROL with this version's imports", "pushed to",
 	} {
 		if !strings.Contains(stdout, want) {
