@@ -65,9 +65,10 @@ who made it (--actor, else the credentials' user name, else $USER@hostname), why
 (transitions, halts, alerts, quarantines, unattributed changes; stored in
 FLEET_EVENTS), in the order the bus stored them.
 
-Only the newest --limit entries (default 200) are read and shown, however many
-the streams hold: a note on stderr (and "more": true in JSON) says when older
-ones were left out; --since or a larger --limit shows more.
+Only the newest --limit operator records and the newest --limit events (default
+200 of each) are read and shown, however many the streams hold, so a flood of
+events never hides a record: a note on stderr (and "more": true in JSON) says
+when older ones were left out; --since or a larger --limit shows more.
 
 --group G shows G's entries and the fleet-wide ones (config, plan spec),
 which move every group. Read-only.`,
@@ -87,14 +88,14 @@ which move every group. Read-only.`,
 				return cliutil.Usagef("--since %v: must be positive (how far back)", o.Since)
 			}
 			if o.Limit < 1 || o.Limit > maxHistoryLimit {
-				return cliutil.Usagef("--limit %d: must be 1-%d (the newest entries shown)", o.Limit, maxHistoryLimit)
+				return cliutil.Usagef("--limit %d: must be 1-%d (the newest records and events shown)", o.Limit, maxHistoryLimit)
 			}
 			return RunHistory(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Group, "group", "", "only this group's entries and the fleet-wide ones")
 	cmd.Flags().DurationVar(&o.Since, "since", 0, "only entries of this long ago and later (24h); default: all the streams hold, within --limit")
-	cmd.Flags().IntVar(&o.Limit, "limit", kv.DefaultTimelineLimit, fmt.Sprintf("show the newest this many entries (1-%d)", maxHistoryLimit))
+	cmd.Flags().IntVar(&o.Limit, "limit", kv.DefaultTimelineLimit, fmt.Sprintf("show the newest this many operator records and this many events (1-%d)", maxHistoryLimit))
 	outputFlag(cmd, &o.Output)
 	return cmd
 }
@@ -153,7 +154,7 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		if o.Since > 0 {
 			since = fmt.Sprintf(" of the last %v", o.Since)
 		}
-		fmt.Fprintf(o.ErrOut, "note: showing the newest %d entries%s; older ones were left out (--limit, --since)\n", q.Limit, since)
+		fmt.Fprintf(o.ErrOut, "note: showing the newest %d records and %d events%s; older ones were left out (--limit, --since)\n", q.Limit, q.Limit, since)
 	}
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
