@@ -66,7 +66,7 @@ func planDirectGet(key string) string {
 }
 
 // fleetStreams are the streams a controller may create and inspect.
-var fleetStreams = []string{kv.StreamHB, kv.StreamAudit, kv.StreamOf(kv.BucketConfig), kv.PlanStream, kv.StreamOf(kv.BucketStats)}
+var fleetStreams = []string{kv.StreamHB, kv.StreamAudit, kv.StreamEvents, kv.StreamOf(kv.BucketConfig), kv.PlanStream, kv.StreamOf(kv.BucketStats)}
 
 func fleetExports() []export {
 	svc := func(name, subject string, agents, control bool) export {
@@ -94,11 +94,14 @@ func fleetExports() []export {
 		{jwt.Export{Name: "inventory", Subject: jwt.Subject(kv.InventoryRepublish + ">"), Type: jwt.Stream}, false, true},
 	}
 	// Batched direct gets answer with many messages: the scan of the
-	// inventory, the last value of every key of the plan, and the audit
-	// trail's timeline (kv.ReadTimeline: batches only, no single gets).
-	// The timeline is the controller's to read (its dashboard), never an
+	// inventory, the last value of every key of the plan, the revisions of
+	// the spec and the config still in their history (the
+	// unattributed-change check, kv.Fleet.Revisions), and the timeline,
+	// FLEET_AUDIT and FLEET_EVENTS (kv.ReadTimeline: batches only, no
+	// single gets). The timeline is the controller's to read (its
+	// dashboard, its webhooks, the unattributed-change check), never an
 	// agent's: it names every operator and every group.
-	for _, st := range []string{kv.StreamHB, kv.PlanStream, kv.StreamAudit} {
+	for _, st := range []string{kv.StreamHB, kv.PlanStream, kv.StreamOf(kv.BucketConfig), kv.StreamAudit, kv.StreamEvents} {
 		batch := svc("batch read "+st, "$JS.API.DIRECT.GET."+st, false, true)
 		batch.ResponseType = jwt.ResponseTypeStream
 		out = append(out, batch)

@@ -236,10 +236,10 @@ func TestControllerCannotChangeTheTarget(t *testing.T) {
 }
 
 // TestControllerReadsTheTimeline: the controller's minted credentials (a
-// user of CONTROL) read FLEET_AUDIT with kv.ReadTimeline (an operator's
-// record and the controller's own event, in order, with --since's
-// start_time batch too) and as the controller's dashboard does
-// (LastTimelineSeq, ReadTimelineFrom); no violation.
+// user of CONTROL) read the timeline, FLEET_AUDIT and FLEET_EVENTS, with
+// kv.ReadTimeline (an operator's record and the controller's own event, in
+// order, with --since's start_time batch too) and as the controller's
+// dashboard does (ReadTimelineQuery, ReadTimelineAfter); no violation.
 func TestControllerReadsTheTimeline(t *testing.T) {
 	e := newFleetEnv(t)
 	rec := kv.AuditRecord{V: 1, At: time.Now().UTC(), Actor: "alice", Command: "pause", Bucket: kv.BucketPlan, Key: kv.KeySpec}
@@ -279,15 +279,15 @@ func TestControllerReadsTheTimeline(t *testing.T) {
 			t.Errorf("timeline since %v: %q (problems %+v), want %q", since, got, problems, want)
 		}
 	}
-	// What the controller's dashboard calls: the newest sequence, then the
-	// entries from one on.
-	last, err := f.LastTimelineSeq(ctx)
-	if err != nil || last != 2 {
-		t.Errorf("LastTimelineSeq with the controller's creds: %d, %v, want 2", last, err)
+	// What the controller's dashboard calls: the newest entries, then the
+	// entries after a cursor.
+	tl, err := f.ReadTimelineQuery(ctx, kv.TimelineQuery{Limit: 1})
+	if err != nil || len(tl.Entries) != 2 || tl.Entries[1].Event == nil || tl.More || tl.Cursor != (kv.TimelineCursor{Audit: 1, Events: 1}) {
+		t.Errorf("ReadTimelineQuery(limit 1) with the controller's creds: %+v, %v, want the record and the event, cursor 1/1", tl, err)
 	}
-	entries, _, _, err := f.ReadTimelineFrom(ctx, 2)
-	if err != nil || len(entries) != 1 || entries[0].Event == nil {
-		t.Errorf("ReadTimelineFrom(2) with the controller's creds: %+v, %v, want the event", entries, err)
+	tl, err = f.ReadTimelineAfter(ctx, kv.TimelineCursor{Audit: 1}, 10)
+	if err != nil || len(tl.Entries) != 1 || tl.Entries[0].Event == nil || tl.Entries[0].Stream != kv.StreamEvents {
+		t.Errorf("ReadTimelineAfter(audit 1) with the controller's creds: %+v, %v, want the event of %s", tl, err, kv.StreamEvents)
 	}
 	if v := ctl.violations(); len(v) > 0 {
 		t.Errorf("reading the timeline caused errors: %q", v)

@@ -415,9 +415,15 @@ func TestAgentGrantsAndDenials(t *testing.T) {
 			{"read the audit trail", directGet(kv.StreamAudit, kv.AuditSubject("")),
 				"$JS.API.DIRECT.GET." + kv.StreamAudit + "." + kv.AuditSubject(""), false},
 			{"read the audit trail's timeline (batched, as the controller may)", func(ctx context.Context, a *agentConn) error {
-				_, _, err := (&kv.Fleet{JS: a.js}).ReadTimeline(ctx, time.Time{})
+				_, err := kv.DirectGetBatch(ctx, a.nc, kv.StreamAudit, kv.BatchRequest{Seq: 1, Batch: 10}, func(kv.StoredMsg) error { return nil })
 				return err
 			}, "$JS.API.DIRECT.GET." + kv.StreamAudit, false},
+			{"read the rollout events (batched, as the controller may)", func(ctx context.Context, a *agentConn) error {
+				_, err := kv.DirectGetBatch(ctx, a.nc, kv.StreamEvents, kv.BatchRequest{Seq: 1, Batch: 10}, func(kv.StoredMsg) error { return nil })
+				return err
+			}, "$JS.API.DIRECT.GET." + kv.StreamEvents, false},
+			{"the timeline's stream info", request("$JS.API.STREAM.INFO." + kv.StreamEvents), "$JS.API.STREAM.INFO." + kv.StreamEvents, false},
+			{"purge the rollout events", request("$JS.API.STREAM.PURGE." + kv.StreamEvents), "$JS.API.STREAM.PURGE." + kv.StreamEvents, false},
 			{"purge the audit trail", request("$JS.API.STREAM.PURGE." + kv.StreamAudit), "$JS.API.STREAM.PURGE." + kv.StreamAudit, false},
 			// Heartbeats: only its own subject.
 			{"heartbeat as another agent", jsPublish(heartbeat.SubjectFor("blue", agentB), hbData(t, agentB, "blue")),

@@ -103,8 +103,8 @@ func TestControllerWebhooksWithMintedCreds(t *testing.T) {
 	})
 	natstest.Eventually(t, 20*time.Second, func() error {
 		c, _, err := kv.ReadWebhookCursor(e.ctx, e.fleet.JS.Conn(), key)
-		if err == nil && c.Seq <= start.Seq {
-			err = fmt.Errorf("cursor at %d, was %d: not moved past the event", c.Seq, start.Seq)
+		if err == nil && c.Timeline().Events <= start.Timeline().Events {
+			err = fmt.Errorf("cursor at %+v, was %+v: not moved past the event in %s", c.Timeline(), start.Timeline(), kv.StreamEvents)
 		}
 		return err
 	})

@@ -41,14 +41,21 @@ type RunOptions struct {
 	AgentExpiry       time.Duration
 	// AuditMaxAge and AuditMaxBytes bound FLEET_AUDIT when this controller
 	// creates it.
-	AuditMaxAge       time.Duration
-	AuditMaxBytes     int64
+	AuditMaxAge   time.Duration
+	AuditMaxBytes int64
+	// EventsMaxAge and EventsMaxBytes bound FLEET_EVENTS when this
+	// controller creates it.
+	EventsMaxAge      time.Duration
+	EventsMaxBytes    int64
 	ReconcileInterval time.Duration
 	LeaseTTL          time.Duration
-	Replicas          int
-	HTTPAddr          string
-	HTTPCert          string
-	HTTPKey           string
+	// AttributionGrace: how long a revision of the spec or the config
+	// may wait for its audit record (0: DefaultAttributionGrace).
+	AttributionGrace time.Duration
+	Replicas         int
+	HTTPAddr         string
+	HTTPCert         string
+	HTTPKey          string
 	// HTTPAllowedHosts are the Host names HTTPAddr answers
 	// (--http-allowed-hosts); nil: the default (HostGuard).
 	HTTPAllowedHosts []string
@@ -197,8 +204,11 @@ that is down never holds the rollout (docs/controller.md#webhooks).`,
 	f.DurationVar(&o.AgentExpiry, "agent-expiry", kv.DefaultAgentExpiry, "forget agents silent this long (also the heartbeat stream's max age)")
 	f.DurationVar(&o.ReconcileInterval, "reconcile-interval", DefaultReconcileInterval, "how often the leader recomputes every group's rollout status")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "how long leadership outlives a silent leader (must exceed --reconcile-interval)")
+	f.DurationVar(&o.AttributionGrace, "attribution-grace", DefaultAttributionGrace, "how long a revision of the plan spec or the config may wait for its audit record before the leader raises an unattributed change")
 	f.DurationVar(&o.AuditMaxAge, "audit-max-age", kv.DefaultAuditMaxAge, "the audit trail (FLEET_AUDIT) keeps records this long")
 	f.Int64Var(&o.AuditMaxBytes, "audit-max-bytes", kv.DefaultAuditMaxBytes, "the audit trail keeps at most this many bytes, the oldest records going first (-1: unlimited)")
+	f.DurationVar(&o.EventsMaxAge, "events-max-age", kv.DefaultEventsMaxAge, "the rollout events (FLEET_EVENTS) are kept this long")
+	f.Int64Var(&o.EventsMaxBytes, "events-max-bytes", kv.DefaultEventsMaxBytes, "the rollout events take at most this many bytes, the oldest going first (-1: unlimited)")
 	f.IntVar(&o.Replicas, "replicas", 1, "replicas of the stream and buckets (3 on a 3-node cluster)")
 	f.StringVar(&o.HTTPAddr, "http-addr", "", "serve GET /v1/find, /metrics (Prometheus), /healthz, /readyz and the dashboard (/) on this address (e.g. 127.0.0.1:8080); empty: off")
 	f.StringVar(&o.HTTPCert, "http-tls-cert", "", "TLS certificate for --http-addr (with --http-tls-key)")
@@ -295,7 +305,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	// operator stops us. Ensure fails at once on what waiting cannot fix.
 	waiting := &settleLog{log: log, every: settleLogEvery, now: time.Now}
 	fleet, err := kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry,
-		AuditMaxAge: o.AuditMaxAge, AuditMaxBytes: o.AuditMaxBytes, Retry: kv.Retry{OnRetry: waiting.retrying},
+		AuditMaxAge: o.AuditMaxAge, AuditMaxBytes: o.AuditMaxBytes, EventsMaxAge: o.EventsMaxAge, EventsMaxBytes: o.EventsMaxBytes, Retry: kv.Retry{OnRetry: waiting.retrying},
 		OnDrift: func(what string, diffs []string) {
 			log.Warn("the bus differs from this controller's settings, and a controller may not change it: running with it as it is",
 				slog.String("what", what), slog.String("differs", strings.Join(diffs, "; ")),
@@ -311,7 +321,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	waiting.ready()
 	c, err := New(fleet, Options{
 		ID: o.ID, StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
-		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, Notify: notify, Log: log,
+		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, AttributionGrace: o.AttributionGrace, Notify: notify, Log: log,
 	})
 	if err != nil {
 		return err
@@ -413,8 +423,17 @@ func (o *RunOptions) validate() error {
 	if o.AuditMaxBytes < -1 {
 		return cliutil.Usagef("--audit-max-bytes must be positive, or -1 for unlimited, got %d", o.AuditMaxBytes)
 	}
+	if o.EventsMaxAge < 0 {
+		return cliutil.Usagef("--events-max-age must be positive, got %v", o.EventsMaxAge)
+	}
+	if o.EventsMaxBytes < -1 {
+		return cliutil.Usagef("--events-max-bytes must be positive, or -1 for unlimited, got %d", o.EventsMaxBytes)
+	}
 	if o.AgentExpiry <= o.HeartbeatInterval {
 		return cliutil.Usagef("--agent-expiry (%v) must be longer than --heartbeat-interval (%v), or every agent expires between beats", o.AgentExpiry, o.HeartbeatInterval)
+	}
+	if o.AttributionGrace < 0 {
+		return cliutil.Usagef("--attribution-grace must be positive, got %v", o.AttributionGrace)
 	}
 	if o.LeaseTTL <= o.ReconcileInterval {
 		return cliutil.Usagef("--lease-ttl (%v) must be longer than --reconcile-interval (%v), which renews it", o.LeaseTTL, o.ReconcileInterval)

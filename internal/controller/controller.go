@@ -37,8 +37,13 @@ type Options struct {
 	// Notify lists the webhooks the leader POSTs rollout events to
 	// (webhook.go); none: no POST.
 	Notify Notify
-	Clock  clock.Clock
-	Log    *slog.Logger
+	// AttributionGrace is how long a revision of the plan spec or the
+	// config may wait for its audit record before the leader raises it as
+	// an unattributed change (attribution.go). Default
+	// DefaultAttributionGrace.
+	AttributionGrace time.Duration
+	Clock            clock.Clock
+	Log              *slog.Logger
 }
 
 // Defaults.
@@ -73,6 +78,7 @@ type Controller struct {
 	wm     *webhookMetrics            // nil without webhooks
 	mirror atomic.Pointer[PlanMirror] // the plan the group metrics read
 	an     *analyzer                  // metric analysis queries (analysis.go)
+	attr   *attribution               // the unattributed-change check (attribution.go)
 
 	// badValues maps bucket/key of each stored value the last rollout pass
 	// skipped to its revision, so that each is logged once, not every pass.
@@ -111,6 +117,9 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
+	if o.AttributionGrace <= 0 {
+		o.AttributionGrace = DefaultAttributionGrace
+	}
 	if err := o.Notify.validate(); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
@@ -128,6 +137,7 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 		c.wm = newWebhookMetrics(c.m.reg, o.Notify.Webhooks)
 	}
 	c.an = newAnalyzer(c)
+	c.attr = newAttribution(c)
 	return c, nil
 }
 

@@ -42,8 +42,8 @@ const (
 	// DefaultUIRefresh is how often the page's numbers are recomputed and
 	// pushed to the open pages, and the timeline read for new entries.
 	DefaultUIRefresh = time.Second
-	// timelineKeep is how many of the newest timeline entries the page
-	// gets: fleetctl history has the rest.
+	// timelineKeep is how many of the newest operator records, and of the
+	// newest events, the page gets: fleetctl history has the rest.
 	timelineKeep = 200
 	// maxStreams bounds the pages following the live stream at once; the
 	// ones after it are told to retry later.
@@ -64,8 +64,8 @@ const (
 )
 
 // Dashboard serves the controller's web page: the rollout as fleetctl
-// status shows it (from the same code, internal/view), the timeline of
-// FLEET_AUDIT, live over Server-Sent Events, and the agents of the
+// status shows it (from the same code, internal/view), the timeline
+// (FLEET_AUDIT and FLEET_EVENTS), live over Server-Sent Events, and the agents of the
 // inventory, filtered and paginated on the server. It is read-only.
 //
 // One loop (Run) recomputes the numbers and reads the timeline every
@@ -92,7 +92,7 @@ type Dashboard struct {
 	streams  map[chan streamMsg]struct{}
 	clients  map[string]int     // streams open per streamClient
 	timeline []view.TimelineRow // the newest, oldest first
-	lastSeq  uint64             // of the timeline read so far
+	cursor   kv.TimelineCursor  // of the timeline read so far
 	loaded   bool               // the timeline's first read succeeded
 	wake     chan struct{}
 	stop     chan struct{} // closed when Run returns: the streams end
@@ -382,47 +382,63 @@ func (d *Dashboard) Streams() int {
 	return len(d.streams)
 }
 
-// Timeline is the newest entries of FLEET_AUDIT read so far, oldest first;
-// never nil (the JSON is a list, empty or not).
+// Timeline is the newest entries of the timeline (FLEET_AUDIT and
+// FLEET_EVENTS) read so far, oldest first; never nil (the JSON is a list,
+// empty or not). At most timelineKeep operator records and timelineKeep
+// events, each row of bounded size (view.MaxTimelineText): the answer stays
+// small however many or however large the stored entries.
 func (d *Dashboard) Timeline() []view.TimelineRow {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]view.TimelineRow{}, d.timeline...) // [] when empty, for JSON
 }
 
-// readTimeline reads the entries added to FLEET_AUDIT since the last read
-// (at the first, the newest timelineKeep) and returns them.
+// readTimeline reads the entries added to the timeline since the last read
+// (at the first, the newest timelineKeep; at most the newest timelineKeep
+// of each stream at any read, however many were stored meanwhile) and
+// returns them.
 func (d *Dashboard) readTimeline(ctx context.Context) ([]view.TimelineRow, error) {
 	d.readMu.Lock() // one reader at a time: two would append the same entries
 	defer d.readMu.Unlock()
 	f := d.C.fleet
 	d.mu.Lock()
-	from, loaded := d.lastSeq+1, d.loaded
+	cur, loaded := d.cursor, d.loaded
 	d.mu.Unlock()
-	if !loaded {
-		last, err := f.LastTimelineSeq(ctx)
-		if err != nil {
-			return nil, err
-		}
-		from = max(last, timelineKeep) - timelineKeep + 1
+	var tl kv.Timeline
+	var err error
+	if loaded {
+		tl, err = f.ReadTimelineAfter(ctx, cur, timelineKeep)
+	} else {
+		tl, err = f.ReadTimelineQuery(ctx, kv.TimelineQuery{Limit: timelineKeep})
 	}
-	entries, _, last, err := f.ReadTimelineFrom(ctx, from)
 	if err != nil {
 		return nil, err
 	}
-	rows := make([]view.TimelineRow, 0, len(entries))
-	for _, e := range entries {
+	rows := make([]view.TimelineRow, 0, len(tl.Entries))
+	for _, e := range tl.Entries {
 		rows = append(rows, view.TimelineRowOf(e))
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.loaded = true
-	d.lastSeq = max(d.lastSeq, last)
-	d.timeline = append(d.timeline, rows...)
-	if n := len(d.timeline); n > timelineKeep {
-		d.timeline = slices.Clone(d.timeline[n-timelineKeep:])
-	}
+	d.cursor = tl.Cursor
+	d.timeline = keepNewest(append(d.timeline, rows...), timelineKeep)
 	return rows, nil
+}
+
+// keepNewest keeps the newest keep operator records and the newest keep
+// events of rows (oldest first): a flood of events never pushes the
+// operators' records off the page.
+func keepNewest(rows []view.TimelineRow, keep int) []view.TimelineRow {
+	seen := map[string]int{}
+	out := make([]view.TimelineRow, 0, min(len(rows), 2*keep))
+	for i := len(rows) - 1; i >= 0; i-- {
+		if seen[rows[i].Kind]++; seen[rows[i].Kind] <= keep {
+			out = append(out, rows[i])
+		}
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // Run pushes the numbers and new timeline entries to the open pages every

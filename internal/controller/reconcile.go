@@ -43,6 +43,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		return err
 	}
 	c.leading.Store(held)
+	c.attr.pass(ctx, now, held)
 	if held != c.leader {
 		c.leader = held
 		if held {

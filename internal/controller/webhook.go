@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetwave/fleetwave/internal/clock"
@@ -28,10 +30,12 @@ import (
 
 // Webhooks: the leader POSTs rollout events to every configured URL.
 //
-// Each webhook follows FLEET_AUDIT (where every rollout event is stored) from
-// a cursor of its own on the bus (kv.WebhookCursor): the leader reads the
-// messages after it with batched direct gets, POSTs each one it forwards,
-// in stream order, one at a time, and moves the cursor past it once the
+// Each webhook follows the timeline (FLEET_EVENTS, where the rollout events
+// are stored, and FLEET_AUDIT, the operators' records and the events of
+// before FLEET_EVENTS) from a cursor of its own on the bus
+// (kv.WebhookCursor): the leader reads the messages after it with batched
+// direct gets, POSTs each one it forwards, in the order the bus stored
+// them, one at a time, and moves the cursor past it once the
 // receiver answered 2xx, or once the message is older than MaxAge (dropped,
 // with a log line and a metric). A receiver that fails is retried with
 // capped exponential backoff and jitter. Only the leader sends; a controller
@@ -63,7 +67,7 @@ const (
 	DefaultWebhookPoll       = time.Second
 	DefaultWebhookMinBackoff = time.Second
 	DefaultWebhookMaxBackoff = time.Minute
-	// webhookBatch is how many messages one read of FLEET_AUDIT asks for.
+	// webhookBatch is how many messages one read of a stream asks for.
 	webhookBatch = 32
 	// maxWebhookHeader bounds a receiver's status line and headers
 	// (net/http's default is 10 MB).
@@ -257,7 +261,7 @@ func newWebhookMetrics(reg prometheus.Registerer, hooks []Webhook) *webhookMetri
 		}, []string{"webhook"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleetwave_webhook_pending",
-			Help: "Messages of FLEET_AUDIT after the webhook's cursor (of the subjects it reads: events, or everything with audit records), as the leader last read; 0 on a controller not leading.",
+			Help: "Messages of FLEET_EVENTS and FLEET_AUDIT after the webhook's cursor (of the subjects it reads: events, or everything with audit records), as the leader last read; 0 on a controller not leading.",
 		}, []string{"webhook"}),
 	}
 	for _, w := range hooks {
@@ -328,8 +332,9 @@ func (s *webhookSender) run(ctx context.Context) {
 	}
 }
 
-// pass delivers what FLEET_AUDIT holds after the cursor, until it is all
-// handled, the lead is lost, the bus fails, or ctx ends.
+// pass delivers what the timeline holds after the cursor (FLEET_AUDIT's
+// and FLEET_EVENTS's), until it is all handled, the lead is lost, the bus
+// fails, or ctx ends.
 func (s *webhookSender) pass(ctx context.Context) {
 	if !s.c.leading.Load() {
 		s.loaded = false
@@ -348,10 +353,10 @@ func (s *webhookSender) pass(ctx context.Context) {
 		}
 	}
 	for ctx.Err() == nil {
-		msgs, end, err := s.read(ctx)
+		msgs, pending, err := s.read(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.noteReadErr("cannot read "+kv.StreamAudit+"; retrying (an auth directory minted before the audit trail: fleetctl auth upgrade)", err)
+				s.noteReadErr("cannot read "+kv.StreamAudit+" or "+kv.StreamEvents+"; retrying (an auth directory minted before them: fleetctl auth upgrade)", err)
 			}
 			return
 		}
@@ -362,13 +367,18 @@ func (s *webhookSender) pass(ctx context.Context) {
 			return
 		}
 		for i, m := range msgs {
-			s.m.pending.WithLabelValues(s.name).Set(float64(uint64(len(msgs)-i) + end.Pending))
+			s.m.pending.WithLabelValues(s.name).Set(float64(uint64(len(msgs)-i) + pending))
 			sent, err := s.handle(ctx, m)
 			if err != nil {
 				s.loaded = false // read it again when leading again
 				return
 			}
-			s.cursor.Seq = m.Sequence
+			if m.Stream == kv.StreamEvents {
+				seq := m.Sequence
+				s.cursor.EventsSeq = &seq
+			} else {
+				s.cursor.Seq = m.Sequence
+			}
 			s.dirty = true
 			if sent {
 				s.flush(ctx)
@@ -381,7 +391,7 @@ func (s *webhookSender) pass(ctx context.Context) {
 }
 
 // load reads the cursor. A webhook without one starts at the end of the
-// stream: a new webhook does not replay the past.
+// streams: a new webhook does not replay the past.
 func (s *webhookSender) load(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, s.n.Timeout)
 	defer cancel()
@@ -390,25 +400,36 @@ func (s *webhookSender) load(ctx context.Context) error {
 	switch {
 	case err == nil:
 		s.cursor, s.rev, s.loaded, s.dirty = cur, rev, true, false
-		first, _, ierr := s.streamBounds(rctx)
+		first, _, ierr := s.streamBounds(rctx, kv.StreamAudit)
 		if ierr == nil && first > cur.Seq+1 {
-			s.log().Error("messages of "+kv.StreamAudit+" left the stream (--audit-max-age, --audit-max-bytes) before this webhook had them: those it would have sent are lost",
-				slog.Uint64("from_seq", cur.Seq+1), slog.Uint64("to_seq", first-1))
+			s.lost(kv.StreamAudit, cur.Seq+1, first-1)
 			s.cursor.Seq, s.dirty = first-1, true
 		}
-		s.log().Info("webhook delivering from its cursor", slog.Uint64("after_seq", s.cursor.Seq))
+		if cur.EventsSeq != nil {
+			first, _, ierr := s.streamBounds(rctx, kv.StreamEvents)
+			if ierr == nil && first > *cur.EventsSeq+1 {
+				s.lost(kv.StreamEvents, *cur.EventsSeq+1, first-1)
+				seq := first - 1
+				s.cursor.EventsSeq, s.dirty = &seq, true
+			}
+		}
+		s.log().Info("webhook delivering from its cursor", slog.Uint64("after_seq", s.cursor.Seq), slog.Any("after_events_seq", s.cursor.EventsSeq))
 		return nil
 	case errors.Is(err, kv.ErrNotFound), errors.Is(err, kv.ErrCorrupt):
-		_, last, ierr := s.streamBounds(rctx)
+		_, last, ierr := s.streamBounds(rctx, kv.StreamAudit)
 		if ierr != nil {
 			return ierr
 		}
-		if errors.Is(err, kv.ErrCorrupt) {
-			s.log().Error("the webhook's cursor is not valid; replacing it: delivering from the end of the stream", slog.Any("err", err))
-		} else {
-			s.log().Info("new webhook: delivering the events stored from now on", slog.Uint64("after_seq", last))
+		_, lastEvents, ierr := s.streamBounds(rctx, kv.StreamEvents)
+		if ierr != nil && !errors.Is(ierr, jetstream.ErrStreamNotFound) {
+			return ierr
 		}
-		s.cursor = kv.WebhookCursor{V: 1, Webhook: s.name, Seq: last}
+		if errors.Is(err, kv.ErrCorrupt) {
+			s.log().Error("the webhook's cursor is not valid; replacing it: delivering from the end of the streams", slog.Any("err", err))
+		} else {
+			s.log().Info("new webhook: delivering the events stored from now on", slog.Uint64("after_seq", last), slog.Uint64("after_events_seq", lastEvents))
+		}
+		s.cursor = kv.WebhookCursor{V: 1, Webhook: s.name, Seq: last, EventsSeq: &lastEvents}
 		s.rev, s.loaded, s.dirty = rev, true, true
 		s.flush(ctx)
 		return nil
@@ -416,30 +437,103 @@ func (s *webhookSender) load(ctx context.Context) error {
 	return err
 }
 
-// streamBounds are FLEET_AUDIT's first and last sequences.
-func (s *webhookSender) streamBounds(ctx context.Context) (first, last uint64, err error) {
-	st, err := s.c.fleet.JS.Stream(ctx, kv.StreamAudit)
+func (s *webhookSender) lost(stream string, from, to uint64) {
+	s.log().Error("messages of "+stream+" left the stream (its max age or max bytes) before this webhook had them: those it would have sent are lost",
+		slog.String("stream", stream), slog.Uint64("from_seq", from), slog.Uint64("to_seq", to))
+}
+
+// streamBounds are a stream's first and last sequences.
+func (s *webhookSender) streamBounds(ctx context.Context, stream string) (first, last uint64, err error) {
+	st, err := s.c.fleet.JS.Stream(ctx, stream)
 	if err != nil {
 		return 0, 0, err
 	}
 	return st.CachedInfo().State.FirstSeq, st.CachedInfo().State.LastSeq, nil
 }
 
-// read reads the next messages after the cursor.
-func (s *webhookSender) read(ctx context.Context) ([]kv.StoredMsg, kv.BatchEnd, error) {
+// read reads the next messages after the cursor in both streams, in the
+// order the bus stored them, and how many more are pending. Of a stream
+// that has more than one batch pending, nothing stored after the last
+// message read of it is returned yet: those come next time, in order.
+func (s *webhookSender) read(ctx context.Context) ([]kv.StoredMsg, uint64, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.n.Timeout)
 	defer cancel()
-	filter := kv.EventsPrefix + ">"
+	filter := kv.EventsPrefix + ">" // the events FLEET_AUDIT stored before FLEET_EVENTS
 	if s.n.Audit {
 		filter = "" // every message: cheaper than a filter that matches all
 	}
-	var msgs []kv.StoredMsg
-	end, err := kv.DirectGetBatch(rctx, s.c.fleet.JS.Conn(), kv.StreamAudit,
+	nc := s.c.fleet.JS.Conn()
+	var audit, events []kv.StoredMsg
+	endA, err := kv.DirectGetBatch(rctx, nc, kv.StreamAudit,
 		kv.BatchRequest{Seq: s.cursor.Seq + 1, NextFor: filter, Batch: webhookBatch}, func(m kv.StoredMsg) error {
-			msgs = append(msgs, m)
+			audit = append(audit, m)
 			return nil
 		})
-	return msgs, end, err
+	if err != nil {
+		return nil, 0, err
+	}
+	endE, err := s.readEvents(rctx, func(m kv.StoredMsg) error {
+		events = append(events, m)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	msgs := append(audit, events...)
+	slices.SortStableFunc(msgs, func(a, b kv.StoredMsg) int {
+		if c := a.Time.Compare(b.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Stream, b.Stream) // FLEET_AUDIT first
+	})
+	cut := len(msgs)
+	for _, part := range []struct {
+		msgs []kv.StoredMsg
+		end  kv.BatchEnd
+	}{{audit, endA}, {events, endE}} {
+		if n := len(part.msgs); n > 0 && part.end.Pending > 0 {
+			last := part.msgs[n-1]
+			cut = min(cut, slices.IndexFunc(msgs, func(m kv.StoredMsg) bool { return m.Stream == last.Stream && m.Sequence == last.Sequence })+1)
+		}
+	}
+	return msgs[:cut], endA.Pending + endE.Pending + uint64(len(msgs)-cut), nil
+}
+
+// readEvents reads the next batch of FLEET_EVENTS after the cursor. No
+// FLEET_EVENTS (FLEET_AUDIT still stores the events, or no controller of
+// this version created it yet) is no message. A cursor written before
+// FLEET_EVENTS existed starts there after the cursor's time.
+func (s *webhookSender) readEvents(ctx context.Context, fn func(kv.StoredMsg) error) (kv.BatchEnd, error) {
+	nc := s.c.fleet.JS.Conn()
+	if s.cursor.EventsSeq == nil {
+		_, last, err := s.streamBounds(ctx, kv.StreamEvents)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return kv.BatchEnd{}, nil
+		}
+		if err != nil {
+			return kv.BatchEnd{}, err
+		}
+		start := last
+		at := s.cursor.At
+		if _, err := kv.DirectGetBatch(ctx, nc, kv.StreamEvents, kv.BatchRequest{Batch: 1, StartTime: &at}, func(m kv.StoredMsg) error {
+			start = m.Sequence - 1
+			return nil
+		}); err != nil {
+			return kv.BatchEnd{}, err
+		}
+		s.log().Info("webhook cursor of an older controller: delivering the events of "+kv.StreamEvents+" stored since it was written",
+			slog.Time("since", at), slog.Uint64("after_events_seq", start))
+		s.cursor.EventsSeq, s.dirty = &start, true
+	}
+	end, err := kv.DirectGetBatch(ctx, nc, kv.StreamEvents, kv.BatchRequest{Seq: *s.cursor.EventsSeq + 1, Batch: webhookBatch}, fn)
+	if errors.Is(err, nats.ErrNoResponders) {
+		// Nobody serves FLEET_EVENTS's direct gets: no such stream, or
+		// no grant to read it. Only the first is no error.
+		if _, ierr := s.c.fleet.JS.Stream(ctx, kv.StreamEvents); errors.Is(ierr, jetstream.ErrStreamNotFound) {
+			return kv.BatchEnd{}, nil
+		}
+	}
+	return end, err
 }
 
 // flush writes the cursor if it moved. A write someone else's came before
@@ -491,7 +585,7 @@ func (s *webhookSender) forwards(e kv.TimelineEntry) bool {
 func (s *webhookSender) handle(ctx context.Context, m kv.StoredMsg) (sent bool, err error) {
 	e, derr := kv.DecodeTimelineMsg(m)
 	if derr != nil {
-		s.log().Warn("not forwarding a message of "+kv.StreamAudit+" that fleetwave did not write", slog.Uint64("seq", m.Sequence), slog.String("subject", m.Subject), slog.Any("err", derr))
+		s.log().Warn("not forwarding a message of "+m.Stream+" that fleetwave did not write", slog.Uint64("seq", m.Sequence), slog.String("subject", m.Subject), slog.Any("err", derr))
 		return false, nil
 	}
 	if !s.forwards(e) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -198,12 +199,13 @@ func (f *fixture) waitCursor(url string) kv.WebhookCursor {
 // forwarded lists what a webhook with the default kinds must get of
 // FLEET_AUDIT after sequence after: each message's sequence, kind and
 // group.
-func (f *fixture) forwarded(after uint64) []string {
+func (f *fixture) forwarded(after kv.WebhookCursor) []string {
 	f.t.Helper()
-	entries, problems, _, err := f.fleet.ReadTimelineFrom(f.ctx, after+1)
-	if err != nil || len(problems) > 0 {
-		f.t.Fatalf("timeline: %v %v", err, problems)
+	tl, err := f.fleet.ReadTimelineAfter(f.ctx, after.Timeline(), math.MaxInt)
+	if err != nil || len(tl.Problems) > 0 {
+		f.t.Fatalf("timeline: %v %v", err, tl.Problems)
 	}
+	entries := tl.Entries
 	var out []string
 	for _, e := range entries {
 		if e.Event != nil && slices.Contains(controller.DefaultWebhookKinds, e.Event.Kind) {
@@ -359,7 +361,7 @@ func TestWebhookReceiverDownRolloutGoesOn(t *testing.T) {
 			})
 
 			rcv.setDown("")
-			want := f.forwarded(start.Seq)
+			want := f.forwarded(start)
 			if len(want) < 8 {
 				t.Fatalf("only %d events to forward: %q", len(want), want)
 			}
@@ -381,8 +383,8 @@ func TestWebhookReceiverDownRolloutGoesOn(t *testing.T) {
 				return nil
 			})
 			for _, p := range rcv.accepted() {
-				if p.Type != "event" || p.Event == nil || p.Text == "" || p.Time.IsZero() || p.Stream != kv.StreamAudit ||
-					!strings.HasPrefix(p.ID, fmt.Sprintf("%s-%d-", kv.StreamAudit, p.Sequence)) {
+				if p.Type != "event" || p.Event == nil || p.Text == "" || p.Time.IsZero() || p.Stream != kv.StreamEvents ||
+					!strings.HasPrefix(p.ID, fmt.Sprintf("%s-%d-", kv.StreamEvents, p.Sequence)) {
 					t.Errorf("payload %+v", p)
 				}
 			}
@@ -436,7 +438,7 @@ func TestWebhookLeaderStoppedMidStream(t *testing.T) {
 	}
 	f.pass() // the other controller campaigns: the lease was released
 
-	want := f.forwarded(start.Seq)
+	want := f.forwarded(start)
 	if len(want) != n {
 		t.Fatalf("%d events in the stream, want %d", len(want), n)
 	}
@@ -532,6 +534,15 @@ func TestWebhookForwardsChosenKindsAndAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The events (FLEET_EVENTS) stored before the record (FLEET_AUDIT):
+	// the webhook sends in the order the bus stored them.
+	natstest.Eventually(t, waitLong, func() error {
+		entries, _, err := f.fleet.ReadTimeline(f.ctx, time.Time{})
+		if err == nil && len(entries) < 3 {
+			err = fmt.Errorf("%d events stored", len(entries))
+		}
+		return err
+	})
 	if err := f.fleet.PublishAudit(f.ctx, kv.AuditRecord{V: 1, At: time.Now().UTC(), Actor: "alice", Reason: "maintenance",
 		Command: "pause", Group: "prod", Bucket: kv.BucketPlan, Key: kv.GroupKey("prod")}); err != nil {
 		t.Fatal(err)
@@ -597,7 +608,7 @@ func TestParseWebhookEvents(t *testing.T) {
 		{[]string{"halt", "alert", "halt"}, []rollout.EventKind{"alert", "halt"}, false, false},
 		{[]string{"approval_needed", "audit"}, []rollout.EventKind{"approval_needed"}, true, false},
 		{[]string{"audit"}, nil, true, false},
-		{[]string{"all"}, []rollout.EventKind{"alert", "analysis", "approval_needed", "frozen", "halt", "held", "operator", "quarantine", "resumed", "transition", "unfrozen"}, true, false},
+		{[]string{"all"}, []rollout.EventKind{"alert", "analysis", "approval_needed", "frozen", "halt", "held", "operator", "quarantine", "resumed", "transition", "unattributed", "unfrozen"}, true, false},
 		{[]string{"halted"}, nil, false, true},
 	}
 	for _, c := range cases {

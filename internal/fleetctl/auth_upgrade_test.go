@@ -219,7 +219,8 @@ func jetstreamPublish(ctx context.Context, nc *nats.Conn, subject string, data [
 
 // withoutAuditGrants turns a fresh auth directory into one minted before
 // FLEET_AUDIT existed: the FLEET account exports, and the CONTROL account
-// imports, nothing of FLEET_AUDIT (no create, no info, no read), both
+// imports, nothing of FLEET_AUDIT or FLEET_EVENTS (no create, no info, no
+// read) and no batched read of fleet_config's history, both
 // re-signed with the operator's signing key as fleetctl then did.
 func withoutAuditGrants(t *testing.T, dir string) {
 	t.Helper()
@@ -234,7 +235,10 @@ func withoutAuditGrants(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := func(subject jwt.Subject) bool { return strings.Contains(string(subject), kv.StreamAudit) }
+	audit := func(subject jwt.Subject) bool {
+		return strings.Contains(string(subject), kv.StreamAudit) || strings.Contains(string(subject), kv.StreamEvents) ||
+			string(subject) == "$JS.API.DIRECT.GET."+kv.StreamOf(kv.BucketConfig) // the batched read of the config's history
+	}
 	fc, err := jwt.DecodeAccountClaims(read(auth.FileFleetJWT))
 	if err != nil {
 		t.Fatal(err)
@@ -361,8 +365,9 @@ func TestAuthUpgradeGrantsTheAuditTrail(t *testing.T) {
 	if _, _, err := f.ReadTimeline(ctx, time.Time{}); err == nil {
 		t.Fatal("before the upgrade the controller reads a timeline")
 	}
-	if len(drift) != 1 || !strings.Contains(drift[0], "may not create it") {
-		t.Fatalf("before the upgrade the controller reports %q, want FLEET_AUDIT missing", drift)
+	if len(drift) != 2 || !strings.Contains(drift[0], kv.StreamAudit) || !strings.Contains(drift[0], "may not create it") ||
+		!strings.Contains(drift[1], kv.StreamEvents) || !strings.Contains(drift[1], "may not create it") {
+		t.Fatalf("before the upgrade the controller reports %q, want FLEET_AUDIT and FLEET_EVENTS missing", drift)
 	}
 
 	bin := fleetctlBin(t)
@@ -373,6 +378,8 @@ func TestAuthUpgradeGrantsTheAuditTrail(t *testing.T) {
 	for _, want := range []string{
 		"re-signed account FLEET with this version's exports",
 		"+ $JS.API.STREAM.CREATE." + kv.StreamAudit, "+ $JS.API.STREAM.INFO." + kv.StreamAudit, "+ $JS.API.DIRECT.GET." + kv.StreamAudit,
+		"+ $JS.API.STREAM.CREATE." + kv.StreamEvents, "+ $JS.API.STREAM.INFO." + kv.StreamEvents, "+ $JS.API.DIRECT.GET." + kv.StreamEvents,
+		"+ $JS.API.DIRECT.GET." + kv.StreamOf(kv.BucketConfig) + "\n",
 		"re-signed account CONTROL with this version's imports", "pushed to",
 	} {
 		if !strings.Contains(stdout, want) {

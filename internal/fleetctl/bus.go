@@ -21,6 +21,10 @@ type BusEnsureOptions struct {
 	// AuditMaxAge and AuditMaxBytes bound the audit trail, FLEET_AUDIT.
 	AuditMaxAge   time.Duration
 	AuditMaxBytes int64
+	// EventsMaxAge and EventsMaxBytes bound the rollout events,
+	// FLEET_EVENTS.
+	EventsMaxAge   time.Duration
+	EventsMaxBytes int64
 	// Output is text or json (a WriteResult, Value a BusEnsureReport).
 	Output string
 }
@@ -36,6 +40,11 @@ type BusEnsureReport struct {
 	AuditStream   string `json:"audit_stream"`
 	AuditMaxAge   string `json:"audit_max_age"`
 	AuditMaxBytes int64  `json:"audit_max_bytes"`
+	// EventsStream is FLEET_EVENTS, bounded by EventsMaxAge and
+	// EventsMaxBytes (-1: unlimited).
+	EventsStream   string `json:"events_stream"`
+	EventsMaxAge   string `json:"events_max_age"`
+	EventsMaxBytes int64  `json:"events_max_bytes"`
 }
 
 func newBusCmd(g *Global) *cobra.Command {
@@ -47,11 +56,14 @@ func newBusCmd(g *Global) *cobra.Command {
 	ensure := &cobra.Command{
 		Use:   "ensure",
 		Short: "Create the stream and buckets, or bring existing ones to these settings (admin creds)",
-		Long: `Create FLEET_HB, the audit trail FLEET_AUDIT and the fleet_config, fleet_plan
-and fleet_stats buckets, or bring existing ones to --replicas, --agent-expiry,
---audit-max-age, --audit-max-bytes and to what this fleetwave needs of them
-(the heartbeat stream republishes every heartbeat on fleet.inventory.>, which
-the controllers follow).
+		Long: `Create FLEET_HB, the audit trail (FLEET_AUDIT for the operators' records,
+FLEET_EVENTS for the rollout events) and the fleet_config, fleet_plan and
+fleet_stats buckets, or bring existing ones to --replicas, --agent-expiry,
+--audit-max-age, --audit-max-bytes, --events-max-age, --events-max-bytes and to
+what this fleetwave needs of them (the heartbeat stream republishes every
+heartbeat on fleet.inventory.>, which the controllers follow; FLEET_AUDIT no
+longer stores the events: a bus created before FLEET_EVENTS has them moved
+there, the events stored before staying readable in the timeline).
 
 A controller creates what is missing on its own start, but on an operator-mode
 server its credentials may not change an existing stream (docs/security.md):
@@ -75,6 +87,9 @@ cannot use says so and names this command. Idempotent.`,
 			if o.AuditMaxAge <= 0 {
 				return cliutil.Usagef("--audit-max-age must be positive, got %v", o.AuditMaxAge)
 			}
+			if o.EventsMaxAge <= 0 {
+				return cliutil.Usagef("--events-max-age must be positive, got %v", o.EventsMaxAge)
+			}
 			return RunBusEnsure(cmd.Context(), o)
 		},
 	}
@@ -83,6 +98,9 @@ cannot use says so and names this command. Idempotent.`,
 	ensure.Flags().DurationVar(&o.AuditMaxAge, "audit-max-age", kv.DefaultAuditMaxAge, "the audit trail (FLEET_AUDIT) keeps records this long")
 	o.AuditMaxBytes = kv.DefaultAuditMaxBytes
 	ensure.Flags().Var((*byteSize)(&o.AuditMaxBytes), "audit-max-bytes", "the audit trail keeps at most this much, the oldest records going first (e.g. 1GiB; -1 unlimited)")
+	ensure.Flags().DurationVar(&o.EventsMaxAge, "events-max-age", kv.DefaultEventsMaxAge, "the rollout events (FLEET_EVENTS) are kept this long")
+	o.EventsMaxBytes = kv.DefaultEventsMaxBytes
+	ensure.Flags().Var((*byteSize)(&o.EventsMaxBytes), "events-max-bytes", "the rollout events take at most this much, the oldest going first (e.g. 256MiB; -1 unlimited)")
 	writeOutputFlag(ensure, &o.Output)
 	bus.AddCommand(ensure)
 	return bus
@@ -101,7 +119,7 @@ func RunBusEnsure(ctx context.Context, o *BusEnsureOptions) error {
 	defer nc.Close()
 	var drift []string
 	_, err = kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry,
-		AuditMaxAge: o.AuditMaxAge, AuditMaxBytes: o.AuditMaxBytes,
+		AuditMaxAge: o.AuditMaxAge, AuditMaxBytes: o.AuditMaxBytes, EventsMaxAge: o.EventsMaxAge, EventsMaxBytes: o.EventsMaxBytes,
 		OnDrift: func(what string, diffs []string) { drift = append(drift, what+": "+strings.Join(diffs, ", ")) }})
 	if err != nil {
 		return err
@@ -114,10 +132,12 @@ func RunBusEnsure(ctx context.Context, o *BusEnsureOptions) error {
 		return writeJSON(o.Out, WriteResult{Command: "bus ensure", Written: true, Value: BusEnsureReport{
 			Stream: kv.StreamHB, Buckets: []string{kv.BucketConfig, kv.BucketPlan, kv.BucketStats},
 			Replicas: o.Replicas, AgentExpiry: o.AgentExpiry.String(),
-			AuditStream: kv.StreamAudit, AuditMaxAge: o.AuditMaxAge.String(), AuditMaxBytes: o.AuditMaxBytes}})
+			AuditStream: kv.StreamAudit, AuditMaxAge: o.AuditMaxAge.String(), AuditMaxBytes: o.AuditMaxBytes,
+			EventsStream: kv.StreamEvents, EventsMaxAge: o.EventsMaxAge.String(), EventsMaxBytes: o.EventsMaxBytes}})
 	}
 	fmt.Fprintf(o.Out, "%s and buckets %s, %s, %s: %d replica(s), agent expiry %v\n",
 		kv.StreamHB, kv.BucketConfig, kv.BucketPlan, kv.BucketStats, o.Replicas, o.AgentExpiry)
 	fmt.Fprintf(o.Out, "%s (audit trail): records kept %v, at most %v\n", kv.StreamAudit, o.AuditMaxAge, byteSize(o.AuditMaxBytes))
+	fmt.Fprintf(o.Out, "%s (rollout events): kept %v, at most %v\n", kv.StreamEvents, o.EventsMaxAge, byteSize(o.EventsMaxBytes))
 	return nil
 }

@@ -19,8 +19,10 @@ import (
 // HistoryOptions are the flags of "fleetctl history".
 type HistoryOptions struct {
 	*Global
-	Group  string
-	Since  time.Duration
+	Group string
+	Since time.Duration
+	// Limit shows the newest Limit entries (0: kv.DefaultTimelineLimit).
+	Limit  int
 	Output string
 }
 
@@ -28,10 +30,14 @@ type HistoryOptions struct {
 // write (kind "audit", with the audit record's fields) or a rollout event
 // (kind "event", with the event).
 type HistoryRecord struct {
-	// Seq is the entry's sequence in FLEET_AUDIT: the timeline's order.
-	Seq  uint64    `json:"seq"`
-	At   time.Time `json:"at"`
-	Kind string    `json:"kind"`
+	// Stream and Seq say where the entry is stored: FLEET_AUDIT (an
+	// operator's write; events of before FLEET_EVENTS) or FLEET_EVENTS.
+	Stream string `json:"stream"`
+	Seq    uint64 `json:"seq"`
+	// Stored is when the bus stored it: the timeline's order.
+	Stored time.Time `json:"stored"`
+	At     time.Time `json:"at"`
+	Kind   string    `json:"kind"`
 	// Group is the group the entry is about; absent for fleet-wide writes.
 	Group string          `json:"group,omitempty"`
 	Audit *kv.AuditRecord `json:"audit,omitempty"`
@@ -41,6 +47,8 @@ type HistoryRecord struct {
 // HistoryReport is the JSON of "fleetctl history -o json".
 type HistoryReport struct {
 	Records []HistoryRecord `json:"records"`
+	// More: older entries were left out (--limit); absent when none were.
+	More bool `json:"more,omitempty"`
 	// Problems are the stored messages that are not an audit record or an
 	// event fleetwave wrote; absent when there are none.
 	Problems []Problem `json:"problems,omitempty"`
@@ -51,16 +59,23 @@ func newHistoryCmd(g *Global) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history",
 		Short: "Who changed what, and what the rollout did next (the audit trail)",
-		Long: `Show the audit trail, FLEET_AUDIT, oldest first: every write fleetctl made
-(config, plan, pause, resume, run, rollback, mark-done, reset, quarantine) with who made
-it (--actor, else the credentials' user name, else $USER@hostname), why
-(--reason or --note) and what changed, interleaved with the controller's
-rollout events (transitions, halts, alerts, quarantines), in the order the bus stored them.
+		Long: `Show the audit trail, oldest first: every write fleetctl made (config, plan,
+pause, resume, run, rollback, mark-done, reset, quarantine; stored in FLEET_AUDIT) with
+who made it (--actor, else the credentials' user name, else $USER@hostname), why
+(--reason or --note) and what changed, interleaved with the rollout events
+(transitions, halts, alerts, quarantines, unattributed changes; stored in
+FLEET_EVENTS), in the order the bus stored them.
+
+Only the newest --limit operator records and the newest --limit events (default
+200 of each) are read and shown, however many the streams hold, so a flood of
+events never hides a record: a note on stderr (and "more": true in JSON) says
+when older ones were left out; --since or a larger --limit shows more.
 
 --group G shows G's entries and the fleet-wide ones (config, plan spec),
 which move every group. Read-only.`,
 		Example: `  fleetctl history
   fleetctl history --group prod --since 24h
+  fleetctl history --limit 1000 --since 168h
   fleetctl history -o json | jq -r '.records[] | select(.kind=="audit") | .audit.actor'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -73,14 +88,23 @@ which move every group. Read-only.`,
 			if o.Since < 0 {
 				return cliutil.Usagef("--since %v: must be positive (how far back)", o.Since)
 			}
+			if o.Limit < 1 || o.Limit > maxHistoryLimit {
+				return cliutil.Usagef("--limit %d: must be 1-%d (the newest records and events shown)", o.Limit, maxHistoryLimit)
+			}
 			return RunHistory(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Group, "group", "", "only this group's entries and the fleet-wide ones")
-	cmd.Flags().DurationVar(&o.Since, "since", 0, "only entries of this long ago and later (24h); default: all the stream holds")
+	cmd.Flags().DurationVar(&o.Since, "since", 0, "only entries of this long ago and later (24h); default: all the streams hold, within --limit")
+	cmd.Flags().IntVar(&o.Limit, "limit", kv.DefaultTimelineLimit, fmt.Sprintf("show the newest this many operator records and this many events (1-%d)", maxHistoryLimit))
 	outputFlag(cmd, &o.Output)
 	return cmd
 }
+
+// maxHistoryLimit bounds --limit: what one command reads stays bounded
+// (FLEET_EVENTS holds small messages only; an operator's record is at most
+// 256 KiB).
+const maxHistoryLimit = 100000
 
 // RunHistory is "fleetctl history".
 func RunHistory(ctx context.Context, o *HistoryOptions) error {
@@ -89,20 +113,24 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		return err
 	}
 	defer done()
-	var since time.Time
-	if o.Since > 0 {
-		since = o.Now().Add(-o.Since)
+	q := kv.TimelineQuery{Group: o.Group, Limit: o.Limit}
+	if q.Limit <= 0 {
+		q.Limit = kv.DefaultTimelineLimit
 	}
-	entries, problems, err := f.ReadTimeline(ctx, since)
+	if o.Since > 0 {
+		q.Since = o.Now().Add(-o.Since)
+	}
+	tl, err := f.ReadTimelineQuery(ctx, q)
 	if err != nil {
 		return o.refused("history", err)
 	}
-	rep := HistoryReport{Records: []HistoryRecord{}}
-	for _, e := range entries {
+	problems := tl.Problems
+	rep := HistoryReport{Records: []HistoryRecord{}, More: tl.More}
+	for _, e := range tl.Entries {
 		if o.Group != "" && e.Group() != "" && e.Group() != o.Group {
 			continue
 		}
-		r := HistoryRecord{Seq: e.Seq, At: e.At(), Group: e.Group(), Audit: e.Audit, Event: e.Event, Kind: "audit"}
+		r := HistoryRecord{Stream: e.Stream, Seq: e.Seq, Stored: e.Stored, At: e.At(), Group: e.Group(), Audit: e.Audit, Event: e.Event, Kind: "audit"}
 		if e.Event != nil {
 			r.Kind = "event"
 		}
@@ -115,8 +143,19 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 	}
 	for i := range problems {
 		p := problemOf(&problems[i])
-		p.Fix = "ages out of " + kv.StreamAudit + " with its max age"
+		p.Fix = "ages out of " + problems[i].Bucket + " with its max age"
 		rep.Problems = append(rep.Problems, p)
+	}
+	if tl.LegacyAudit {
+		fmt.Fprintf(o.ErrOut, "warning: %s still stores the rollout events beside the operators' records, so a flood of events can evict those records: run 'fleetctl bus ensure' with admin credentials (it moves the events to %s)\n",
+			kv.StreamAudit, kv.StreamEvents)
+	}
+	if tl.More {
+		since := ""
+		if o.Since > 0 {
+			since = fmt.Sprintf(" of the last %v", o.Since)
+		}
+		fmt.Fprintf(o.ErrOut, "note: showing the newest %d records and %d events%s; older ones were left out (--limit, --since)\n", q.Limit, q.Limit, since)
 	}
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
@@ -135,7 +174,7 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		if group == "" {
 			group = "(fleet)"
 		}
-		row := view.TimelineRowOf(kv.TimelineEntry{Seq: r.Seq, Audit: r.Audit, Event: r.Event})
+		row := view.TimelineRowOf(kv.TimelineEntry{Stream: r.Stream, Seq: r.Seq, Audit: r.Audit, Event: r.Event})
 		actor, what, changed, reason := row.Actor, row.What, row.Change, row.Reason
 		// 100 columns: -o json has every field in full.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("01-02 15:04:05"), cell(actor, 10), cell(what, 14),

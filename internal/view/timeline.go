@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -15,9 +16,15 @@ import (
 // TimelineRow is one entry of the audit trail as fleetctl history and the
 // dashboard's timeline show it: an operator's write or a rollout event.
 type TimelineRow struct {
-	// Seq is the entry's sequence in FLEET_AUDIT: the timeline's order.
-	Seq uint64    `json:"seq"`
-	At  time.Time `json:"at"`
+	// ID names the entry: its stream and sequence ("FLEET_EVENTS-42").
+	ID string `json:"id"`
+	// Stream and Seq say where it is stored (FLEET_AUDIT or FLEET_EVENTS).
+	Stream string `json:"stream"`
+	Seq    uint64 `json:"seq"`
+	// Stored is when the bus stored it: the timeline's order.
+	Stored time.Time `json:"stored"`
+	// At is when it happened by the writer's own clock.
+	At time.Time `json:"at"`
 	// Kind is "audit" (a write fleetctl made) or "event" (the rollout's).
 	Kind string `json:"kind"`
 	// Group is the group the entry is about; absent for fleet-wide writes.
@@ -37,19 +44,60 @@ const (
 	KindEvent = "event"
 )
 
-// TimelineRowOf renders one entry of FLEET_AUDIT.
+// MaxTimelineText bounds a row's change and reason, in bytes of their JSON
+// encoding (JSONCut): a row is a line for people (the dashboard's timeline,
+// fleetctl history), and its full record is one "fleetctl history -o json"
+// away. The other fields are cut shorter: an event's kind and group are
+// whatever its publisher wrote.
+const MaxTimelineText = 512
+
+// maxTimelineName bounds a row's actor, what and group the same way.
+const maxTimelineName = 128
+
+// TimelineRowOf renders one entry of the timeline.
 func TimelineRowOf(e kv.TimelineEntry) TimelineRow {
-	r := TimelineRow{Seq: e.Seq, At: e.At(), Group: e.Group()}
+	r := TimelineRow{ID: e.ID(), Stream: e.Stream, Seq: e.Seq, Stored: e.Stored, At: e.At(), Group: e.Group()}
 	if a := e.Audit; a != nil {
 		r.Kind, r.Actor, r.What, r.Reason, r.Change = KindAudit, a.Actor, a.Command, a.Reason, DescribeDiff(a)
-		return r
+	} else {
+		ev := e.Event
+		r.Kind, r.Actor, r.What, r.Reason, r.Change = KindEvent, "controller", string(ev.Kind), ev.Reason, EventMove(*ev, true)
+		if ev.From != "" && ev.From == ev.To {
+			r.Change = "in " + string(ev.From) // a halt or an alert: no move
+		}
 	}
-	ev := e.Event
-	r.Kind, r.Actor, r.What, r.Reason, r.Change = KindEvent, "controller", string(ev.Kind), ev.Reason, EventMove(*ev, true)
-	if ev.From != "" && ev.From == ev.To {
-		r.Change = "in " + string(ev.From) // a halt or an alert: no move
-	}
+	r.Change, r.Reason = JSONCut(r.Change, MaxTimelineText), JSONCut(r.Reason, MaxTimelineText)
+	r.Actor, r.What, r.Group = JSONCut(r.Actor, maxTimelineName), JSONCut(r.What, maxTimelineName), JSONCut(r.Group, maxTimelineName)
 	return r
+}
+
+// JSONCut is s cut on a character boundary so that its JSON string
+// encoding (encoding/json's: control characters, <, >, &, U+2028, U+2029
+// and invalid bytes take six bytes) is at most n bytes, "…" marking a cut.
+func JSONCut(s string, n int) string {
+	size := 0
+	for i, r := range s {
+		w := utf8.RuneLen(r)
+		switch {
+		case r == utf8.RuneError && w == 3 && !strings.HasPrefix(s[i:], "\uFFFD"):
+			w = 6 // an invalid byte: \ufffd
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			w = 2
+		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
+			w = 6
+		}
+		if size+w > n-len("…") && size+jsonLen(s[i:]) > n {
+			return s[:i] + "…"
+		}
+		size += w
+	}
+	return s
+}
+
+// jsonLen is the length of s's JSON string encoding, quotes left out.
+func jsonLen(s string) int {
+	b, _ := json.Marshal(s)
+	return len(b) - 2
 }
 
 // EventMove is an event's states as "from → to", "→ to" (arrow: with

@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,14 +15,23 @@ import (
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
-// The audit trail: one stream, FLEET_AUDIT, holding what fleetctl wrote
-// (fleet.audit.>) and the rollout events (fleet.events.>), so one timeline
-// says who moved a group and what the controller did next. The stream
-// captures the events subjects itself: every event publisher (the
-// controller, fleetctl's group actions, older controllers too) lands in
-// the timeline without a change or a new grant.
+// The audit trail: two streams. FLEET_AUDIT holds what operators wrote
+// (fleet.audit.>, published by fleetctl with admin credentials, and by no
+// one else: the controller's credentials cannot publish there);
+// FLEET_EVENTS (events.go) holds the rollout events (fleet.events.>), which
+// the controller and fleetctl's group actions publish. Each stream is
+// bounded on its own, so a flood of events, which the controller's
+// credentials can publish, evicts old events and never an operator's
+// record. The timeline (timeline.go) merges the two by the time the bus
+// stored each message.
+//
+// Before FLEET_EVENTS, FLEET_AUDIT captured fleet.events.> too (the legacy
+// layout, LegacyAuditSubjects): a controller may not change a stream, so it
+// runs with that layout, warning, until "fleetctl bus ensure" (admin)
+// moves the events out; the events stored before stay in FLEET_AUDIT and
+// in the timeline until they age out.
 const (
-	// StreamAudit is the audit trail stream.
+	// StreamAudit is the operators' audit trail stream.
 	StreamAudit = "FLEET_AUDIT"
 	// AuditPrefix is the subject space of audit records:
 	// fleet.audit.<group> for a write to one group's status,
@@ -40,6 +47,10 @@ const (
 	// maxAuditMsgSize caps one record: a config before and after fits.
 	maxAuditMsgSize = 256 << 10
 )
+
+// LegacyAuditSubjects are FLEET_AUDIT's subjects before FLEET_EVENTS
+// existed: the operators' records and the events in one stream.
+var LegacyAuditSubjects = []string{AuditPrefix + ">", EventsPrefix + ">"}
 
 // AuditSubject is the subject of a record about group ("" for fleet-wide).
 func AuditSubject(group string) string {
@@ -194,133 +205,6 @@ func (f *Fleet) PublishAudit(ctx context.Context, r AuditRecord) error {
 	return err
 }
 
-// TimelineEntry is one message of FLEET_AUDIT: an audit record or a
-// rollout event, with the stream's time and sequence.
-type TimelineEntry struct {
-	Seq    uint64
-	Stored time.Time
-	Audit  *AuditRecord
-	Event  *rollout.Event
-}
-
-// At is when the entry happened by its own account, else when it was stored.
-func (e TimelineEntry) At() time.Time {
-	switch {
-	case e.Audit != nil:
-		return e.Audit.At
-	case e.Event != nil && !e.Event.At.IsZero():
-		return e.Event.At
-	}
-	return e.Stored
-}
-
-// Group is the group the entry is about ("" for fleet-wide).
-func (e TimelineEntry) Group() string {
-	if e.Audit != nil {
-		return e.Audit.Group
-	}
-	if e.Event != nil {
-		return e.Event.Group
-	}
-	return ""
-}
-
-// ReadTimeline reads FLEET_AUDIT from the first message stored at or after
-// since (zero: everything), in stream order, with batched direct gets (no
-// consumer). A message that does not decode is reported in problems and
-// skipped.
-func (f *Fleet) ReadTimeline(ctx context.Context, since time.Time) (entries []TimelineEntry, problems []Problem, err error) {
-	nc := f.JS.Conn()
-	from := uint64(1)
-	if !since.IsZero() {
-		// The first sequence stored at or after since, by the server's
-		// index; none: the timeline since then is empty.
-		from = 0
-		_, err := DirectGetBatch(ctx, nc, StreamAudit, BatchRequest{Batch: 1, StartTime: &since}, func(m StoredMsg) error {
-			from = m.Sequence
-			return nil
-		})
-		if err != nil {
-			return nil, nil, timelineErr(err)
-		}
-		if from == 0 {
-			return nil, nil, nil
-		}
-	}
-	entries, problems, _, err = f.ReadTimelineFrom(ctx, from)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !since.IsZero() {
-		entries = slices.DeleteFunc(entries, func(e TimelineEntry) bool { return e.Stored.Before(since) })
-	}
-	return entries, problems, nil
-}
-
-// ReadTimelineFrom reads FLEET_AUDIT from sequence from on, like
-// ReadTimeline, and returns the last sequence read (from-1 when there was
-// none), where a follower goes on from next time.
-func (f *Fleet) ReadTimelineFrom(ctx context.Context, from uint64) (entries []TimelineEntry, problems []Problem, last uint64, err error) {
-	last, err = ScanFrom(ctx, f.JS.Conn(), StreamAudit, "", from, func(m StoredMsg) error {
-		e, derr := decodeTimeline(m)
-		if derr != nil {
-			problems = append(problems, Problem{Bucket: StreamAudit, Key: m.Subject, Revision: m.Sequence, Err: derr})
-			return nil
-		}
-		entries = append(entries, e)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, last, timelineErr(err)
-	}
-	return entries, problems, last, nil
-}
-
-// LastTimelineSeq is the sequence of the newest message in FLEET_AUDIT (0:
-// none).
-func (f *Fleet) LastTimelineSeq(ctx context.Context) (uint64, error) {
-	st, err := f.JS.Stream(ctx, StreamAudit)
-	if err != nil {
-		return 0, timelineErr(err)
-	}
-	return st.CachedInfo().State.LastSeq, nil
-}
-
-// decodeTimeline decodes one message of FLEET_AUDIT.
-func decodeTimeline(m StoredMsg) (TimelineEntry, error) {
-	e := TimelineEntry{Seq: m.Sequence, Stored: m.Time}
-	var derr error
-	switch {
-	case m.Foreign:
-		derr = errors.New("stored with JetStream's own headers: not written by fleetwave")
-	case strings.HasPrefix(m.Subject, AuditPrefix):
-		var r AuditRecord
-		if derr = strictJSON(m.Data, &r); derr == nil {
-			derr = r.Validate()
-		}
-		if derr == nil && AuditSubject(r.Group) != m.Subject {
-			derr = fmt.Errorf("audit record for group %q on subject %s", r.Group, m.Subject)
-		}
-		e.Audit = &r
-	case strings.HasPrefix(m.Subject, EventsPrefix):
-		var ev rollout.Event
-		if derr = json.Unmarshal(m.Data, &ev); derr == nil && ev.V != 1 {
-			derr = fmt.Errorf("event: v %d, want 1", ev.V)
-		}
-		if derr == nil && EventSubject(ev.Group) != m.Subject {
-			derr = fmt.Errorf("event for group %q on subject %s", ev.Group, m.Subject)
-		}
-		e.Event = &ev
-	default:
-		derr = fmt.Errorf("unexpected subject %s", m.Subject)
-	}
-	return e, derr
-}
-
-func timelineErr(err error) error {
-	return fmt.Errorf("read %s (created by a controller of this version, or fleetctl bus ensure): %w", StreamAudit, err)
-}
-
 func strictJSON(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -337,8 +221,8 @@ func strictJSON(data []byte, v any) error {
 func auditStreamConfig(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        StreamAudit,
-		Description: "fleetwave audit trail: fleetctl's writes and the rollout events",
-		Subjects:    []string{AuditPrefix + ">", EventsPrefix + ">"},
+		Description: "fleetwave audit trail: the operators' writes (fleetctl); the rollout events are in " + StreamEvents,
+		Subjects:    []string{AuditPrefix + ">"},
 		MaxAge:      o.AuditMaxAge,
 		MaxBytes:    o.AuditMaxBytes,
 		MaxMsgSize:  maxAuditMsgSize,

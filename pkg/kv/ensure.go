@@ -29,6 +29,11 @@ type Options struct {
 	// with Memory).
 	AuditMaxAge   time.Duration
 	AuditMaxBytes int64
+	// EventsMaxAge and EventsMaxBytes bound the rollout events
+	// (FLEET_EVENTS) the same way. Defaults 30 days and 64 MiB (8 MiB with
+	// Memory).
+	EventsMaxAge   time.Duration
+	EventsMaxBytes int64
 	// Memory selects memory storage (tests, throw-away demos). Default file.
 	Memory bool
 	// Retry paces Ensure while a JetStream cluster settles. Zero values
@@ -72,6 +77,15 @@ func (o Options) withDefaults() Options {
 			o.AuditMaxBytes = DefaultAuditMaxBytesMemory
 		}
 	}
+	if o.EventsMaxAge == 0 {
+		o.EventsMaxAge = DefaultEventsMaxAge
+	}
+	if o.EventsMaxBytes == 0 {
+		o.EventsMaxBytes = DefaultEventsMaxBytes
+		if o.Memory {
+			o.EventsMaxBytes = DefaultEventsMaxBytesMemory
+		}
+	}
 	return o
 }
 
@@ -98,6 +112,11 @@ type Fleet struct {
 	Config jetstream.KeyValue
 	Plan   jetstream.KeyValue
 	Stats  jetstream.KeyValue
+	// LegacyAudit is set by Ensure when FLEET_AUDIT still captures the
+	// events (LegacyAuditSubjects) and these credentials may not change it:
+	// FLEET_EVENTS is then not created (streams may not share subjects),
+	// and events go on landing in FLEET_AUDIT until fleetctl bus ensure.
+	LegacyAudit bool
 }
 
 // Ensure creates the stream and buckets, or brings existing ones to opts. It
@@ -144,24 +163,18 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamHB, err)
 	}
 	auditCfg := auditStreamConfig(o)
-	if _, err := retry(ctx, js, r, "stream "+StreamAudit, func(ctx context.Context) (jetstream.Stream, error) {
-		s, err := ensureStream(ctx, js, o, auditCfg)
-		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			// FLEET_HB was just created or updated through the same
-			// JetStream API: nobody answering for FLEET_AUDIT means
-			// these credentials' account does not import its create
-			// (a controller of an auth directory minted before it).
-			err = fmt.Errorf("%w: %v", errAuditUnreachable, err) // permanent: not retried
-		}
-		return s, err
-	}); err != nil {
-		// The rollout goes on without a timeline, and the operator is
-		// told: fleetctl bus ensure, with admin credentials, creates it.
-		denied := errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, errAuditUnreachable)
-		if !denied || o.OnDrift == nil {
-			return nil, fmt.Errorf("ensure stream %s: %w", StreamAudit, err)
-		}
-		o.OnDrift("stream "+StreamAudit, []string{"missing, and these credentials may not create it (an auth directory minted before it: 'fleetctl auth upgrade' grants the controller its create and read): " + err.Error()})
+	audit, err := ensureTrail(ctx, js, o, r, auditCfg)
+	if err != nil {
+		return nil, err
+	}
+	if audit != nil && slices.Equal(audit.CachedInfo().Config.Subjects, LegacyAuditSubjects) {
+		// A controller may not take fleet.events.> out of FLEET_AUDIT,
+		// and FLEET_EVENTS cannot be created while it is in: the
+		// controller runs as before (takeAsIs told OnDrift why and what
+		// to run), its events still sharing FLEET_AUDIT.
+		f.LegacyAudit = true
+	} else if _, err := ensureTrail(ctx, js, o, r, eventsStreamConfig(o)); err != nil {
+		return nil, err
 	}
 	buckets := []struct {
 		dst *jetstream.KeyValue
@@ -198,6 +211,35 @@ func Ensure(ctx context.Context, js jetstream.JetStream, opts Options) (*Fleet, 
 		*b.dst = kv
 	}
 	return f, nil
+}
+
+// ensureTrail ensures one of the audit trail's streams (FLEET_AUDIT,
+// FLEET_EVENTS). Credentials that may not create it (the controller of an
+// auth directory minted before it) leave it missing: the rollout goes on
+// without it, OnDrift is told (nil stream, no error), and fleetctl bus
+// ensure or fleetctl auth upgrade fix it.
+func ensureTrail(ctx context.Context, js jetstream.JetStream, o Options, r Retry, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := retry(ctx, js, r, "stream "+cfg.Name, func(ctx context.Context) (jetstream.Stream, error) {
+		s, err := ensureStream(ctx, js, o, cfg)
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			// FLEET_HB was just created or updated through the same
+			// JetStream API: nobody answering for this stream means
+			// these credentials' account does not import its create
+			// (a controller of an auth directory minted before it).
+			err = fmt.Errorf("%w: %v", &unreachableError{stream: cfg.Name}, err) // permanent: not retried
+		}
+		return s, err
+	})
+	if err == nil {
+		return s, nil
+	}
+	var unreachable *unreachableError
+	denied := errors.Is(err, nats.ErrPermissionViolation) || errors.As(err, &unreachable)
+	if !denied || o.OnDrift == nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	o.OnDrift("stream "+cfg.Name, []string{"missing, and these credentials may not create it (an auth directory minted before it: 'fleetctl auth upgrade' grants the controller its create and read; or create it with admin credentials: fleetctl bus ensure): " + err.Error()})
+	return nil, nil
 }
 
 // Open binds to a stream and buckets that a controller already created. It
@@ -429,9 +471,13 @@ func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// errAuditUnreachable: nobody answers the audit stream's create, although
-// the heartbeat stream's was answered.
-var errAuditUnreachable = errors.New("the JetStream API does not answer for " + StreamAudit + " (not exported to this account)")
+// unreachableError: nobody answers a trail stream's create, although the
+// heartbeat stream's was answered.
+type unreachableError struct{ stream string }
+
+func (e *unreachableError) Error() string {
+	return "the JetStream API does not answer for " + e.stream + " (not exported to this account)"
+}
 
 // errNoAnswer marks an attempt the server left unanswered.
 var errNoAnswer = errors.New("no answer from the JetStream cluster (no meta leader yet, or a reply lost to a concurrent create)")
@@ -486,10 +532,20 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, o Options, cfg je
 	if s, err = js.Stream(ctx, cfg.Name); err != nil {
 		return nil, err
 	}
-	return s, o.takeAsIs("stream "+cfg.Name, s.CachedInfo().Config, want{
+	w := want{
 		subjects: cfg.Subjects, republish: cfg.RePublish, perSubject: cfg.MaxMsgsPerSubject,
 		maxAge: cfg.MaxAge, replicas: cfg.Replicas, storage: cfg.Storage,
-	})
+	}
+	if cfg.Name == StreamEvents {
+		w.maxMsgSize = cfg.MaxMsgSize
+	}
+	if cfg.Name == StreamAudit {
+		w.legacy = LegacyAuditSubjects
+		w.legacyFix = "it still stores the rollout events beside the operators' records, so a flood of events (which the controller's credentials " +
+			"can publish) evicts those records; this controller runs with it as it is, its events stored there, until " +
+			"'fleetctl bus ensure' with admin credentials moves the events to " + StreamEvents
+	}
+	return s, o.takeAsIs("stream "+cfg.Name, s.CachedInfo().Config, w)
 }
 
 // ensureBucket is ensureStream for a KV bucket.
@@ -529,6 +585,13 @@ type want struct {
 	republish  *jetstream.RePublish
 	perSubject int64
 	markers    bool // per-message TTLs and delete markers (the lease)
+	// legacy are subjects an older fleetwave gave the stream, which still
+	// work: reported to OnDrift with legacyFix, not refused.
+	legacy    []string
+	legacyFix string
+	// maxMsgSize, when set, is the largest message size the stream may
+	// take: what its readers' bounds rest on (FLEET_EVENTS).
+	maxMsgSize int32
 	// Settings an older stream may differ in, harmlessly:
 	maxAge   time.Duration
 	replicas int
@@ -542,7 +605,9 @@ type want struct {
 // controller), is refused; mere drift is reported to OnDrift.
 func (o Options) takeAsIs(what string, got jetstream.StreamConfig, w want) error {
 	var bad, drift []string
-	if !slices.Equal(got.Subjects, w.subjects) {
+	if w.legacy != nil && slices.Equal(got.Subjects, w.legacy) {
+		drift = append(drift, fmt.Sprintf("subjects %v, want %v: %s", got.Subjects, w.subjects, w.legacyFix))
+	} else if !slices.Equal(got.Subjects, w.subjects) {
 		bad = append(bad, fmt.Sprintf("subjects %v, want %v", got.Subjects, w.subjects))
 	}
 	if !sameRePublish(got.RePublish, w.republish) {
@@ -553,6 +618,9 @@ func (o Options) takeAsIs(what string, got jetstream.StreamConfig, w want) error
 	}
 	if !got.AllowDirect {
 		bad = append(bad, "direct gets are off")
+	}
+	if w.maxMsgSize > 0 && (got.MaxMsgSize <= 0 || got.MaxMsgSize > w.maxMsgSize) {
+		bad = append(bad, fmt.Sprintf("it takes messages of %d bytes, want at most %d", got.MaxMsgSize, w.maxMsgSize))
 	}
 	if unlimited(got.MaxMsgsPerSubject) != unlimited(w.perSubject) {
 		bad = append(bad, fmt.Sprintf("keeps %d messages per subject, want %d", got.MaxMsgsPerSubject, w.perSubject))

@@ -44,6 +44,10 @@ const (
 
 	// EventsPrefix is the subject space of rollout events, fleet.events.<group>.
 	EventsPrefix = "fleet.events."
+	// StreamEvents stores the rollout events (EventsPrefix), apart from
+	// the operators' records (StreamAudit): what the controller's
+	// credentials may publish never evicts an operator's record.
+	StreamEvents = "FLEET_EVENTS"
 )
 
 // groupKeyPrefix starts the fleet_plan key of every group's status.

@@ -239,13 +239,3 @@ func (f *Fleet) ReadState(ctx context.Context) (*State, error) {
 	}
 	return s, nil
 }
-
-// PublishEvent sends ev on fleet.events.<group> (core NATS: events are for
-// people and `fleetctl watch`; the state itself is in the buckets).
-func (f *Fleet) PublishEvent(ev rollout.Event) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	return f.JS.Conn().Publish(EventSubject(ev.Group), data)
-}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,15 +13,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// A webhook's place in FLEET_AUDIT: the sequence of the last message the
-// leader handled for it (delivered, dropped after its max age, or not one
+// A webhook's place in the timeline: the sequences of the last message the
+// leader handled for it in FLEET_AUDIT and in FLEET_EVENTS (delivered, dropped after its max age, or not one
 // it forwards), kept in fleet_stats under WebhookCursorKey(url). It is what
 // a durable JetStream consumer's ack floor would be, kept where the
 // controller may already write: the CONTROL account may create no consumer
 // (a consumer's deliver subject is in the request's body, beyond any
 // permission, and a push consumer would publish FLEET_AUDIT's messages,
 // which the controller writes, onto any subject of FLEET; internal/auth
-// perms.go). The controller reads FLEET_AUDIT with batched direct gets, as
+// perms.go). The controller reads both streams with batched direct gets, as
 // its dashboard does, so webhooks need no grant the controller did not
 // have.
 //
@@ -56,6 +55,10 @@ type WebhookCursor struct {
 	// Seq is the FLEET_AUDIT sequence of the last message handled; the
 	// next delivery starts after it.
 	Seq uint64 `json:"seq"`
+	// EventsSeq is the same in FLEET_EVENTS. Absent in a cursor written
+	// before FLEET_EVENTS existed: the webhook then starts there with the
+	// first event stored after At.
+	EventsSeq *uint64 `json:"events_seq,omitempty"`
 	// At is when it was written, by controller By.
 	At time.Time `json:"at"`
 	By string    `json:"by"`
@@ -91,25 +94,15 @@ func ReadWebhookCursor(ctx context.Context, nc *nats.Conn, key string) (WebhookC
 // later write by someone else (another controller that took the lead) is
 // ErrConflict. The message never expires (see above).
 func SaveWebhookCursor(ctx context.Context, js jetstream.JetStream, key string, c WebhookCursor, rev uint64) (uint64, error) {
-	data, err := json.Marshal(c)
-	if err != nil {
-		return 0, err
-	}
-	msg := nats.NewMsg(KeySubject(BucketStats, key))
-	msg.Data = data
-	msg.Header.Set(jetstream.MsgTTLHeader, "never")
-	ack, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return 0, fmt.Errorf("%s/%s was written by someone else after revision %d: %w", BucketStats, key, rev, ErrConflict)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("write %s/%s: %w", BucketStats, key, err)
-	}
-	return ack.Sequence, nil
+	return saveForever(ctx, js, key, c, rev)
 }
 
-// DecodeTimelineMsg decodes one message of FLEET_AUDIT read with a direct
-// get: an audit record or a rollout event, checked as ReadTimeline checks
-// them.
-func DecodeTimelineMsg(m StoredMsg) (TimelineEntry, error) { return decodeTimeline(m) }
+// Timeline is the cursor as a timeline cursor (ReadTimelineAfter): what
+// the webhook has handled of each stream.
+func (c WebhookCursor) Timeline() TimelineCursor {
+	tc := TimelineCursor{Audit: c.Seq}
+	if c.EventsSeq != nil {
+		tc.Events = *c.EventsSeq
+	}
+	return tc
+}

@@ -1,6 +1,9 @@
 package rollout
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // EventKind classifies an Event.
 type EventKind string
@@ -37,6 +40,12 @@ const (
 	// EventQuarantine: the controller quarantined a version fleet-wide
 	// (Group is "": published on fleet.events._fleet).
 	EventQuarantine EventKind = "quarantine"
+	// EventUnattributed: the controller found a revision of the plan spec
+	// or the config that no audit record accounts for: written by
+	// something other than fleetctl (a raw KV put, a leaf, a stolen
+	// credential). Fleet-wide (Group ""); the rollout follows the value
+	// all the same, a human must look.
+	EventUnattributed EventKind = "unattributed"
 )
 
 // EventKinds are every kind of event the controller and fleetctl publish,
@@ -44,8 +53,14 @@ const (
 // kind goes here too.
 var EventKinds = []EventKind{
 	EventTransition, EventHalt, EventAlert, EventApprovalNeeded, EventQuarantine,
-	EventFrozen, EventUnfrozen, EventHeld, EventResumed, EventOperator, EventAnalysis,
+	EventFrozen, EventUnfrozen, EventHeld, EventResumed, EventOperator, EventAnalysis, EventUnattributed,
 }
+
+// MaxEventReason bounds an event's Reason, in bytes: every event fits the
+// events stream's message size whatever went into its reason (a Prometheus
+// label, an agent's error text, a list of versions), even with every byte
+// escaped in JSON (kv.MaxEventSize).
+const MaxEventReason = 1024
 
 // Event is published on fleet.events.<group> when a group's status changes
 // in a way a human should hear about.
@@ -66,5 +81,26 @@ func QuarantineEvent(q Quarantine) Event {
 }
 
 func newEvent(group string, kind EventKind, from, to State, reason string, at time.Time) Event {
-	return Event{V: SchemaVersion, Group: group, Kind: kind, From: from, To: to, Reason: reason, At: at}
+	return Event{V: SchemaVersion, Group: group, Kind: kind, From: from, To: to, Reason: reason, At: at}.Bounded()
+}
+
+// Bounded is e with its Reason cut to MaxEventReason bytes (on a character
+// boundary, "…" marking the cut).
+func (e Event) Bounded() Event {
+	e.Reason = CutText(e.Reason, MaxEventReason)
+	return e
+}
+
+// CutText is s cut to at most n bytes on a UTF-8 character boundary, with
+// "…" at the end when something was cut (the "…" counted in n).
+func CutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	cut := max(n-len(ellipsis), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -242,10 +243,11 @@ func TestWebhooksEndToEnd(t *testing.T) {
 	rcv.up()
 	t.Logf("receiver back after %v", time.Since(downAt).Round(time.Millisecond))
 
-	entries, problems, _, err := f.kv.ReadTimelineFrom(ctx, start.Seq+1)
-	if err != nil || len(problems) > 0 {
-		t.Fatalf("timeline: %v %v", err, problems)
+	tl, err := f.kv.ReadTimelineAfter(ctx, start.Timeline(), math.MaxInt)
+	if err != nil || len(tl.Problems) > 0 {
+		t.Fatalf("timeline: %v %v", err, tl.Problems)
 	}
+	entries := tl.Entries
 	var want []uint64
 	for _, e := range entries {
 		if e.Event != nil && slices.Contains(controller.DefaultWebhookKinds, e.Event.Kind) {

@@ -201,11 +201,22 @@
     const hm = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
     return d.toDateString() === today.toDateString() ? hm : d.toLocaleDateString() + " " + hm;
   }
+  // An entry is named by its stream and sequence (r.id: FLEET_AUDIT-7,
+  // FLEET_EVENTS-42), and ordered by the time the bus stored it.
+  function storedMs(r) { const t = Date.parse(r.stored || r.at); return isNaN(t) ? 0 : t; }
+  function newer(a, b) {
+    if (a.ms !== b.ms) return a.ms > b.ms;
+    if (a.stream !== b.stream) return a.stream > b.stream; // FLEET_EVENTS after FLEET_AUDIT
+    return a.seq > b.seq;
+  }
   function addTimeline(r) {
-    if (seen.has(r.seq)) return;
-    seen.add(r.seq);
+    const id = r.id || String(r.seq);
+    if (seen.has(id)) return;
+    seen.add(id);
     const li = el("li", "tl " + (r.kind === "audit" ? "tl-audit" : "tl-event") + (r.what === "halt" ? " tl-halt" : ""));
     li.dataset.seq = r.seq;
+    li.dataset.ms = storedMs(r);
+    li.dataset.stream = r.stream || "";
     li.dataset.kind = r.kind;
     li.dataset.what = r.what;
     li.dataset.group = r.group || "";
@@ -216,13 +227,17 @@
     if (r.change) li.appendChild(el("div", "tl-change", r.change));
     if (r.reason) li.appendChild(el("div", "tl-reason", r.reason));
     const list = $("timeline");
-    // newest first, in sequence order
+    // newest first, in the order the bus stored them
     let before = null;
+    const me = { ms: storedMs(r), stream: r.stream || "", seq: Number(r.seq) };
     for (const c of list.children) {
-      if (Number(c.dataset.seq) < r.seq) { before = c; break; }
+      if (newer(me, { ms: Number(c.dataset.ms), stream: c.dataset.stream, seq: Number(c.dataset.seq) })) { before = c; break; }
     }
     list.insertBefore(li, before);
-    while (list.children.length > maxTimeline) list.removeChild(list.lastChild);
+    // At most maxTimeline of each kind: a flood of events never pushes the
+    // operators' records off the page.
+    const ofKind = list.querySelectorAll('li[data-kind="' + (r.kind === "audit" ? "audit" : "event") + '"]');
+    for (let i = ofKind.length - 1; i >= maxTimeline; i--) ofKind[i].remove();
   }
 
   // ---- the agents table -----------------------------------------------------
