@@ -46,8 +46,10 @@ an operator, the system account, the FLEET account (the stream and buckets,
 with JetStream limits; the controller, admin and sys users), and the AGENTS
 account, which holds one user per agent and nothing but imports from FLEET:
 an agent may publish only its own heartbeat and read only its own plan keys,
-and no reply subject it writes can name anything in FLEET. Seeds and creds
-are written 0600 and never printed. What each identity may do:
+and no reply subject it writes can name anything in FLEET. The CONTROL
+account holds the controllers, the EDGE account the edge sites' leaf users
+('fleetctl edge add'), each likewise nothing but imports from FLEET. Seeds
+and creds are written 0600 and never printed. What each identity may do:
 docs/security.md.`,
 	}
 	cmd.PersistentFlags().StringVar(&o.Dir, "dir", cliutil.Env("", "FLEETWAVE_AUTH_DIR"), "auth directory (env FLEETWAVE_AUTH_DIR)")
@@ -796,7 +798,7 @@ func newAuthUpgradeCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthUpgradeOptions{AuthOptions: ao}
 	cmd := &cobra.Command{
 		Use:   "upgrade",
-		Short: "Bring an older auth directory up to date: the AGENTS and CONTROL accounts, this version's grants",
+		Short: "Bring an older auth directory up to date: the AGENTS, CONTROL and EDGE accounts, this version's grants",
 		Long: `Directories minted by fleetctl before the AGENTS and CONTROL accounts existed
 keep every agent and controller in the FLEET account, where their replies can
 name the buckets (docs/security.md). Upgrade in three steps:
@@ -811,9 +813,9 @@ name the buckets (docs/security.md). Upgrade in three steps:
   2. ship each new creds file to its host or controller and restart agentd
      or the controller there (the old creds keep working meanwhile)
   3. fleetctl auth upgrade --finish
-                                 revokes every agent and controller key still
-                                 in FLEET and pushes: anything still on its
-                                 old creds is disconnected
+                                 revokes every agent, controller and leaf key
+                                 still in FLEET and pushes: anything still on
+                                 its old creds is disconnected
 
 A directory minted before a grant this version needs (the controller's
 create, info and read of FLEET_AUDIT, the audit trail) keeps the older FLEET
@@ -824,6 +826,13 @@ version's, keeping their users' signing keys, limits and revocations, lists
 the subjects added (+) and removed (-), and pushes. No creds change: the
 ones issued gain the grants once the servers have the account JWTs, and a
 controller creates FLEET_AUDIT on its next start.
+
+A directory minted before the EDGE account gets it (with FLEET's exports
+for it); edge sites whose leaf user still lives in FLEET, where it can do
+everything, are listed: add each again with 'fleetctl edge add --site S
+--name NAME', ship the new creds and run 'fleetctl edge init --site S' at
+the site, then revoke the old key ('fleetctl auth revoke --user NAME
+--keep-current', or step 3, which revokes every leaf key left in FLEET).
 
 Servers the push does not reach (edge leaf nodes) need 'fleetctl auth push'
 or a restart with the new resolver.conf. Running step 1 again resumes an
@@ -841,7 +850,7 @@ controllers whose every key is revoked get no new creds.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.Finish, "finish", false, "revoke every agent and controller key still in the FLEET account (the last step)")
+	f.BoolVar(&o.Finish, "finish", false, "revoke every agent, controller and leaf key still in the FLEET account (the last step)")
 	f.BoolVar(&o.Push, "push", true, "push the changed account JWTs to the running servers (--nats)")
 	f.StringVar(&o.SysCreds, "sys-creds", "", "system account creds for the push (default <dir>/creds/sys.creds)")
 	writeOutputFlag(cmd, &o.Output)
