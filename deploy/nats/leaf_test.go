@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -356,4 +357,72 @@ func runFleetctl(t *testing.T, ctx context.Context, args ...string) string {
 		t.Fatalf("fleetctl %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
 	}
 	return out.String()
+}
+
+// TestEdgeSiteOnClusterNode: an edge site attached to a node of a 3-node
+// hub (cluster-*.conf) that does not lead the plan bucket: the site's
+// consumer's reset, its flow control and its deliveries cross a route, and
+// the site's mirror follows the plan all the same.
+func TestEdgeSiteOnClusterNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster and a leaf node")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ad, nodes := startCluster(t)
+	dir, err := os.Getwd() // stage made the staged directory the working one
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := urls(nodes...)
+	ctl := runController(t, ctx, ad, all, 3)
+	defer func() { _ = ctl.halt() }()
+	admin := jsFor(t, connect(t, ad, all, auth.CredsFile(auth.UserAdmin)))
+	var fleet *kv.Fleet
+	var hub *node
+	natstest.Eventually(t, 45*time.Second, func() error {
+		f, err := within(ctx, 3*time.Second, func(ctx context.Context) (*kv.Fleet, error) { return kv.Open(ctx, admin) })
+		if err != nil {
+			return err
+		}
+		st, err := within(ctx, 3*time.Second, func(ctx context.Context) (jetstream.Stream, error) { return admin.Stream(ctx, kv.PlanStream) })
+		if err != nil {
+			return err
+		}
+		c := st.CachedInfo().Cluster
+		if c == nil || c.Leader == "" {
+			return fmt.Errorf("%s has no leader yet", kv.PlanStream)
+		}
+		for _, n := range nodes {
+			if n.opts.ServerName != c.Leader {
+				fleet, hub = f, n
+				return nil
+			}
+		}
+		return fmt.Errorf("no node but the leader %s", c.Leader)
+	})
+	rev, err := kv.Save(ctx, fleet.Plan, kv.KeySpec, rollout.DefaultSpec("1.0.0", "1.1.0"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := addEdgeSite(t, ctx, dir, ad, hub, "berlin")
+	t.Logf("the site attaches to %s", hub.opts.ServerName)
+	siteJS := jsFor(t, connect(t, ad, edge.url(), auth.CredsFile(auth.UserAdmin)))
+	reads := func(want uint64) {
+		t.Helper()
+		natstest.Eventually(t, 30*time.Second, func() error {
+			m, err := within(ctx, 2*time.Second, func(ctx context.Context) (kv.StoredMsg, error) {
+				return kv.DirectGetLast(ctx, siteJS.Conn(), kv.PlanStream, kv.KeySubject(kv.BucketPlan, kv.KeySpec))
+			})
+			if err == nil && m.Sequence != want {
+				err = fmt.Errorf("the site reads the spec at revision %d, want %d", m.Sequence, want)
+			}
+			return err
+		})
+	}
+	reads(rev)
+	if rev, err = kv.Save(ctx, fleet.Plan, kv.KeySpec, rollout.DefaultSpec("1.0.0", "1.2.0"), rev); err != nil {
+		t.Fatal(err)
+	}
+	reads(rev)
 }
