@@ -197,7 +197,14 @@ account, which can do everything in it: add the site again with the same
 --name, ship the new creds, run 'fleetctl edge init --site NAME' there,
 and revoke the old key (docs/deployment.md, "Upgrading an edge site").
 
-` + mintAuditHelp,
+Audit trail: the mint is recorded in FLEET_AUDIT ('fleetctl history') over
+the same connection: who (--actor, else the creds' user name), why
+(--reason; required when the config says require_reason, checked before
+anything is made), and the user's account, name, site, role and public
+keys before and after (never a seed or a JWT). A hub that does not answer
+gets nothing made and nothing minted; a record that is not stored is said
+on stderr and exits 1 (the consumer and the creds are made: do not add the
+site again for that).`,
 		Example: `  fleetctl edge add --dir /etc/fleetwave/auth --nats nats://nats-a:4222 --site berlin
   fleetctl edge add --site berlin --name edge-berlin --out /srv/provision/berlin/leaf.creds -o json`,
 		Args: cobra.NoArgs,
