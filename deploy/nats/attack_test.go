@@ -72,10 +72,11 @@ func TestAttackThroughEdgeLeaf(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	ad, hub, edge := startHubAndEdge(t)
+	dir, ad, hub := startHub(t)
 	ctl := runController(t, ctx, ad, hub.url(), 1)
 	defer func() { _ = ctl.halt() }()
-	edgeInit(t, ctx, ad, edge)
+	waitFleet(t, ctx, ad, hub)
+	edge := addEdgeSite(t, ctx, dir, ad, hub, "berlin")
 	rep := attacktest.Run(t, attacktest.Fleet{Dir: ad, AgentURL: edge.url(), AdminURLs: []string{hub.url(), edge.url()}, Controller: "c1"})
 	t.Logf("%d hostile requests, %d answers landed in AGENTS and went no further; %d forbidden requests refused",
 		rep.Attacks, rep.Answered, rep.Forbidden)

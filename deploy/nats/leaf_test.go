@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,10 +31,11 @@ import (
 
 // TestLeafAgentReachesHub runs a hub (single.conf, JetStream domain "hub")
 // and an edge site's leaf node (leaf-edge.conf, its own domain) connected by
-// a leaf connection with a minted leaf user. A real agentd with its usual
-// credentials, attached to the leaf node, heartbeats into the hub's stream
-// and reads (and follows) the plan from the site's mirror, made by
-// "fleetctl edge init". With the hub gone the site's agents still read the
+// a leaf connection with the site's leaf user, which "fleetctl edge add"
+// minted in the EDGE account with the site's grants. A real agentd with its
+// usual credentials, attached to the leaf node, heartbeats into the hub's
+// stream and reads (and follows) the plan from the site's mirror, made by
+// "fleetctl edge init" on the site's consumer at the hub. With the hub gone the site's agents still read the
 // plan; when it is back, heartbeats land again and plan changes arrive.
 func TestLeafAgentReachesHub(t *testing.T) {
 	if testing.Short() {
@@ -41,17 +44,11 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-	ad, hub, edge := startHubAndEdge(t)
-	waitLeaf := func() { t.Helper(); waitLeafConnected(t, hub, edge) }
+	dir, ad, hub := startHub(t)
 
 	// The controller runs at the hub.
 	ctl := runController(t, ctx, ad, hub.url(), 1)
-	adminJS := jsFor(t, connect(t, ad, hub.url(), auth.CredsFile(auth.UserAdmin)))
-	var fleet *kv.Fleet
-	natstest.Eventually(t, 20*time.Second, func() (err error) {
-		fleet, err = within(ctx, 2*time.Second, func(ctx context.Context) (*kv.Fleet, error) { return kv.Open(ctx, adminJS) })
-		return err
-	})
+	fleet := waitFleet(t, ctx, ad, hub)
 	cfg := rollout.DefaultConfig()
 	g := rollout.DefaultGroup("blue")
 	g.CanaryCount = 1
@@ -66,7 +63,8 @@ func TestLeafAgentReachesHub(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	edgeInit(t, ctx, ad, edge)
+	edge := addEdgeSite(t, ctx, dir, ad, hub, "berlin")
+	waitLeaf := func() { t.Helper(); waitLeafConnected(t, hub, edge) }
 
 	// An agent of the site, attached to the leaf node.
 	root := t.TempDir()
@@ -268,24 +266,62 @@ func TestLeafAgentReachesHub(t *testing.T) {
 	_ = ctl.halt()
 }
 
-// startHubAndEdge starts a hub (single.conf) and an edge site's leaf node
-// (leaf-edge.conf) attached to it with a minted leaf user, and waits for the
-// leaf connection.
-func startHubAndEdge(t *testing.T) (ad auth.Dir, hub, edge *node) {
+// startHub starts a hub (single.conf) from a staged directory.
+func startHub(t *testing.T) (dir string, ad auth.Dir, hub *node) {
 	t.Helper()
-	dir, ad := stage(t)
-	hub = startNode(t, load(t, dir, "single.conf"))
-	_, leafCreds, err := ad.IssueUser("edge-test", auth.RoleLeaf, "")
-	if err != nil {
-		t.Fatal(err)
+	dir, ad = stage(t)
+	return dir, ad, startNode(t, load(t, dir, "single.conf"))
+}
+
+// waitFleet waits for the hub's stream and buckets (a controller creates
+// them) and returns them as the admin sees them.
+func waitFleet(t *testing.T, ctx context.Context, ad auth.Dir, hub *node) *kv.Fleet {
+	t.Helper()
+	adminJS := jsFor(t, connect(t, ad, hub.url(), auth.CredsFile(auth.UserAdmin)))
+	var fleet *kv.Fleet
+	natstest.Eventually(t, 20*time.Second, func() (err error) {
+		fleet, err = within(ctx, 2*time.Second, func(ctx context.Context) (*kv.Fleet, error) { return kv.Open(ctx, adminJS) })
+		return err
+	})
+	return fleet
+}
+
+// addEdgeSite sets up edge site site as docs/deployment.md says: at the
+// hub, "fleetctl edge add" (the site's consumer of the plan, its leaf
+// creds); the site's leaf node from leaf-edge.conf with those creds; there,
+// "fleetctl edge init" (the plan mirror). The hub's fleet must exist.
+func addEdgeSite(t *testing.T, ctx context.Context, dir string, ad auth.Dir, hub *node, site string) *node {
+	t.Helper()
+	creds := edgeAdd(t, ctx, ad, hub, site)
+	edge := startEdge(t, dir, hub, creds)
+	waitLeafConnected(t, hub, edge)
+	edgeInit(t, ctx, ad, edge, site)
+	return edge
+}
+
+// edgeAdd runs "fleetctl edge add" for site against the hub, with the
+// directory's admin creds, and returns the path of the site's leaf creds.
+func edgeAdd(t *testing.T, ctx context.Context, ad auth.Dir, hub *node, site string) string {
+	t.Helper()
+	out := runFleetctl(t, ctx, "--nats", hub.url(), "edge", "add", "--dir", ad.Path, "--site", site, "-o", "json")
+	var res struct {
+		Value fleetctl.EdgeAddReport `json:"value"`
 	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("fleetctl edge add -o json: %v\n%s", err, out)
+	}
+	return res.Value.Creds
+}
+
+// startEdge starts an edge site's leaf node from leaf-edge.conf, its leaf
+// remote pointed at the hub with the given creds.
+func startEdge(t *testing.T, dir string, hub *node, creds string) *node {
+	t.Helper()
 	edgeOpts := load(t, dir, "leaf-edge.conf")
 	remote := edgeOpts.LeafNode.Remotes[0]
 	remote.URLs = []*url.URL{{Scheme: "nats-leaf", Host: fmt.Sprintf("127.0.0.1:%d", hub.opts.LeafNode.Port)}}
-	remote.Credentials = filepath.Join(ad.Path, leafCreds)
-	edge = startNode(t, edgeOpts)
-	waitLeafConnected(t, hub, edge)
-	return ad, hub, edge
+	remote.Credentials = creds
+	return startNode(t, edgeOpts)
 }
 
 func waitLeafConnected(t *testing.T, hub, edge *node) {
@@ -300,17 +336,93 @@ func waitLeafConnected(t *testing.T, hub, edge *node) {
 
 // edgeInit makes the site's plan mirror as an operator would: fleetctl edge
 // init with admin creds, at the leaf node.
-func edgeInit(t *testing.T, ctx context.Context, ad auth.Dir, edge *node) {
+func edgeInit(t *testing.T, ctx context.Context, ad auth.Dir, edge *node, site string) {
+	t.Helper()
+	out := runFleetctl(t, ctx, "--nats", edge.url(), "--creds", filepath.Join(ad.Path, auth.CredsFile(auth.UserAdmin)),
+		"edge", "init", "--hub-domain", "hub", "--site", site)
+	t.Logf("fleetctl edge init: %s", out)
+}
+
+// runFleetctl runs fleetctl with args in this process and returns its
+// stdout; a failure fails the test with its stderr.
+func runFleetctl(t *testing.T, ctx context.Context, args ...string) string {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd := fleetctl.NewCommand()
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
-	cmd.SetArgs([]string{"--nats", edge.url(), "--creds", filepath.Join(ad.Path, auth.CredsFile(auth.UserAdmin)),
-		"edge", "init", "--hub-domain", "hub"})
+	cmd.SetArgs(args)
 	cliutil.Prepare(cmd)
 	if err := cmd.ExecuteContext(ctx); err != nil {
-		t.Fatalf("fleetctl edge init: %v\n%s", err, errOut.String())
+		t.Fatalf("fleetctl %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
 	}
-	t.Logf("fleetctl edge init: %s", out.String())
+	return out.String()
+}
+
+// TestEdgeSiteOnClusterNode: an edge site attached to a node of a 3-node
+// hub (cluster-*.conf) that does not lead the plan bucket: the site's
+// consumer's reset, its flow control and its deliveries cross a route, and
+// the site's mirror follows the plan all the same.
+func TestEdgeSiteOnClusterNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster and a leaf node")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ad, nodes := startCluster(t)
+	dir, err := os.Getwd() // stage made the staged directory the working one
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := urls(nodes...)
+	ctl := runController(t, ctx, ad, all, 3)
+	defer func() { _ = ctl.halt() }()
+	admin := jsFor(t, connect(t, ad, all, auth.CredsFile(auth.UserAdmin)))
+	var fleet *kv.Fleet
+	var hub *node
+	natstest.Eventually(t, 45*time.Second, func() error {
+		f, err := within(ctx, 3*time.Second, func(ctx context.Context) (*kv.Fleet, error) { return kv.Open(ctx, admin) })
+		if err != nil {
+			return err
+		}
+		st, err := within(ctx, 3*time.Second, func(ctx context.Context) (jetstream.Stream, error) { return admin.Stream(ctx, kv.PlanStream) })
+		if err != nil {
+			return err
+		}
+		c := st.CachedInfo().Cluster
+		if c == nil || c.Leader == "" {
+			return fmt.Errorf("%s has no leader yet", kv.PlanStream)
+		}
+		for _, n := range nodes {
+			if n.opts.ServerName != c.Leader {
+				fleet, hub = f, n
+				return nil
+			}
+		}
+		return fmt.Errorf("no node but the leader %s", c.Leader)
+	})
+	rev, err := kv.Save(ctx, fleet.Plan, kv.KeySpec, rollout.DefaultSpec("1.0.0", "1.1.0"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := addEdgeSite(t, ctx, dir, ad, hub, "berlin")
+	t.Logf("the site attaches to %s", hub.opts.ServerName)
+	siteJS := jsFor(t, connect(t, ad, edge.url(), auth.CredsFile(auth.UserAdmin)))
+	reads := func(want uint64) {
+		t.Helper()
+		natstest.Eventually(t, 30*time.Second, func() error {
+			m, err := within(ctx, 2*time.Second, func(ctx context.Context) (kv.StoredMsg, error) {
+				return kv.DirectGetLast(ctx, siteJS.Conn(), kv.PlanStream, kv.KeySubject(kv.BucketPlan, kv.KeySpec))
+			})
+			if err == nil && m.Sequence != want {
+				err = fmt.Errorf("the site reads the spec at revision %d, want %d", m.Sequence, want)
+			}
+			return err
+		})
+	}
+	reads(rev)
+	if rev, err = kv.Save(ctx, fleet.Plan, kv.KeySpec, rollout.DefaultSpec("1.0.0", "1.2.0"), rev); err != nil {
+		t.Fatal(err)
+	}
+	reads(rev)
 }

@@ -470,6 +470,34 @@ func (r *Recorder) Count(subject string) int {
 	return n
 }
 
+// Len is how many messages the recorder saw.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.msgs)
+}
+
+// Since are the messages the recorder saw after the first n.
+func (r *Recorder) Since(n int) []*nats.Msg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs[min(n, len(r.msgs)):])
+}
+
+// Subjects are the subjects the recorder saw messages on, sorted.
+func (r *Recorder) Subjects() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, m := range r.msgs {
+		if !slices.Contains(out, m.Subject) {
+			out = append(out, m.Subject)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // foreign is an error naming the first message seen in FLEET on one of the
 // attack's reply subjects that is not what its legitimate writer sends
 // there: the lease renewed by the controller, a group status or an event

@@ -1,6 +1,8 @@
 package auth_test
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,12 +48,19 @@ func TestMintedUsers(t *testing.T) {
 	signerPub, _ := op.FleetSigner.PublicKey()
 	agentsPub, _ := op.AgentsKey.PublicKey()
 	agentsSignerPub, _ := op.AgentsSigner.PublicKey()
+	edgePub, _ := op.EdgeKey.PublicKey()
+	edgeSignerPub, _ := op.EdgeSigner.PublicKey()
 	is := auth.Issuer{Account: fleetPub, Signer: op.FleetSigner}
 	agent, err := auth.Issuer{Account: agentsPub, Signer: op.AgentsSigner}.Agent("1b4e28ba-2fa1-4d2e-883f-0016d3cca427", "prod")
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := is.User("edge-1", auth.RoleLeaf)
+	leaf, err := auth.Issuer{Account: edgePub, Signer: op.EdgeSigner}.Edge("edge-berlin", "berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A leaf user minted by role alone, outside a site, may do nothing.
+	bare, err := is.User("edge-1", auth.RoleLeaf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +81,8 @@ func TestMintedUsers(t *testing.T) {
 	}{
 		// Signed by the account's signing key: the identity key can stay offline.
 		{"agent", agent, view{agentsSignerPub, agentsPub, []string{jwt.ConnectionTypeStandard}, 16, false}},
-		{"leaf", leaf, view{signerPub, fleetPub, []string{jwt.ConnectionTypeLeafnode}, -1, true}},
+		{"leaf", leaf, view{edgeSignerPub, edgePub, []string{jwt.ConnectionTypeLeafnode}, -1, false}},
+		{"leaf without a site", bare, view{signerPub, fleetPub, []string{jwt.ConnectionTypeLeafnode}, -1, false}},
 		{"admin", admin, view{signerPub, fleetPub, nil, -1, true}},
 	}
 	for _, c := range cases {
@@ -112,11 +122,15 @@ func TestMintedUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ec, err := jwt.DecodeAccountClaims(op.EdgeJWT)
+	if err != nil {
+		t.Fatal(err)
+	}
 	exported := map[jwt.Subject]bool{}
 	for _, e := range fc.Exports {
 		exported[e.Subject] = true
 	}
-	for _, a := range []*jwt.AccountClaims{ac, cc} {
+	for _, a := range []*jwt.AccountClaims{ac, cc, ec} {
 		if len(a.Exports) != 0 || a.Limits.IsJSEnabled() || len(a.Imports) == 0 {
 			t.Errorf("%s account: %d exports, JetStream %v, %d imports", a.Name, len(a.Exports), a.Limits.IsJSEnabled(), len(a.Imports))
 		}
@@ -124,8 +138,12 @@ func TestMintedUsers(t *testing.T) {
 			if im.Account != fleetPub || !exported[im.Subject] {
 				t.Errorf("%s imports %s from %s, which FLEET does not export", a.Name, im.Subject, im.Account)
 			}
+			// A consumer's deliver subject is written in its create
+			// request: any consumer create is a way to write anywhere.
+			// EDGE may only reset its sites' consumers.
+			reset := a == ec && im.Subject == "$JS.API.CONSUMER.RESET.KV_fleet_plan.*"
 			if im.Subject == "$KV.fleet_plan.spec" || strings.HasPrefix(string(im.Subject), "$KV.fleet_config") ||
-				strings.Contains(string(im.Subject), "STREAM.UPDATE") || strings.Contains(string(im.Subject), "CONSUMER") {
+				strings.Contains(string(im.Subject), "STREAM.UPDATE") || strings.Contains(string(im.Subject), "CONSUMER") && !reset {
 				t.Errorf("%s imports %s: a way to change the target or the config", a.Name, im.Subject)
 			}
 		}
@@ -207,4 +225,140 @@ func TestIssueAgentKeepsEveryKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), auth.FileOperatorSigningSeed) {
 		t.Errorf("revoke without the operator signing key: %v", err)
 	}
+}
+
+// TestEdgeGrants pins what an edge site may do, subject for subject: the
+// EDGE account's imports (heartbeats in; the sites' consumers' reset, flow
+// control and deliveries; no other JetStream API, no bucket), and one
+// site's leaf user's grants within them (its own consumer, its own
+// deliveries and replies; any agent's heartbeat, which a site carries).
+func TestEdgeGrants(t *testing.T) {
+	var imports []string
+	for _, im := range auth.EdgeImports("AFLEET") {
+		imports = append(imports, im.Type.String()+" "+string(im.Subject))
+	}
+	wantImports := []string{
+		"service fleet.hb.*.*",
+		"service $JS.API.CONSUMER.RESET.KV_fleet_plan.*",
+		"service $JS.FC.KV_fleet_plan.*.*",
+		"stream fleet.edge.*",
+	}
+	if diff := cmp.Diff(wantImports, imports); diff != "" {
+		t.Errorf("EDGE imports (-want +got):\n%s", diff)
+	}
+	want := jwt.Permissions{
+		Pub: jwt.Permission{Allow: jwt.StringList{
+			"fleet.hb.*.*",
+			"$JS.*.API.CONSUMER.RESET.KV_fleet_plan.edge_berlin",
+			"$JS.FC.KV_fleet_plan.edge_berlin.*",
+		}},
+		Sub: jwt.Permission{Allow: jwt.StringList{
+			"fleet.edge.berlin",
+			"$JSC.R.>",
+			"_INBOX_edge_berlin.>",
+			"_R_.>",
+		}},
+	}
+	if diff := cmp.Diff(want, auth.EdgePermissions("berlin")); diff != "" {
+		t.Errorf("site berlin's grants (-want +got):\n%s", diff)
+	}
+	// Every import is of something FLEET exports.
+	exported := map[string]bool{}
+	for _, e := range auth.FleetExports() {
+		exported[e.Type.String()+" "+string(e.Subject)] = true
+	}
+	for _, im := range imports {
+		if !exported[im] {
+			t.Errorf("EDGE imports %s, which FLEET does not export", im)
+		}
+	}
+}
+
+// TestIssueEdge: a site's leaf user lives in EDGE with its site's grants;
+// minting it again is a rotation; a leaf user of an older fleetwave (in
+// FLEET) given the same name moves to EDGE with its old key kept for
+// revocation; bad site names and clashes with other users are refused;
+// "auth user" refuses the leaf role.
+func TestIssueEdge(t *testing.T) {
+	d := auth.Dir{Path: t.TempDir()}
+	if _, err := d.Init("test", auth.DefaultJetStreamLimits); err != nil {
+		t.Fatal(err)
+	}
+	u1, out, err := d.IssueEdge("berlin", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != auth.CredsFile("edge-berlin") {
+		t.Errorf("creds written to %s", out)
+	}
+	uc, err := jwt.DecodeUserClaims(u1.JWT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(auth.EdgePermissions("berlin"), uc.Permissions); diff != "" {
+		t.Errorf("minted grants (-want +got):\n%s", diff)
+	}
+	ec, err := jwt.DecodeAccountClaims(strings.TrimSpace(readFile(t, filepath.Join(d.Path, auth.FileEdgeJWT))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uc.IssuerAccount != ec.Subject {
+		t.Errorf("leaf user issued for account %s, EDGE is %s", uc.IssuerAccount, ec.Subject)
+	}
+	u2, _, err := d.IssueEdge("berlin", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := d.User("edge-berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Site != "berlin" || rec.Account != auth.AccountEdge || rec.Role != auth.RoleLeaf || len(rec.Keys) != 2 || rec.Keys[1].UserKey != u2.PubKey {
+		t.Errorf("record after a rotation: %+v", rec)
+	}
+	for _, c := range []struct{ site, name, want string }{
+		{"Berlin", "", "one subject token"},
+		{"ber.lin", "", "one subject token"},
+		{"berlin", "admin", "has role admin"},
+		{"paris", "edge-berlin", "leaf user of site berlin"},
+		{"paris", "Bad Name", "use 1-64"},
+	} {
+		if _, _, err := d.IssueEdge(c.site, c.name, ""); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("IssueEdge(%q, %q): %v, want an error saying %q", c.site, c.name, err, c.want)
+		}
+	}
+	if _, _, err := d.IssueUser("edge-paris", auth.RoleLeaf, ""); !errors.Is(err, auth.ErrEdgeRole) {
+		t.Errorf("IssueUser with the leaf role: %v, want ErrEdgeRole", err)
+	}
+	if _, err := auth.ParseRole("leaf"); !errors.Is(err, auth.ErrEdgeRole) || !strings.Contains(err.Error(), "fleetctl edge add") {
+		t.Errorf("ParseRole(leaf): %v", err)
+	}
+
+	// A leaf user minted in FLEET by an older fleetwave, under the name
+	// the docs gave it: the site's new creds are a rotation of it.
+	old := auth.Record{V: 1, Name: "edge-paris", Role: auth.RoleLeaf, Account: auth.AccountFleet,
+		Keys: []auth.KeyRecord{{UserKey: "UOLDPARIS", IssuedAt: time.Now().UTC().Truncate(time.Second)}}}
+	b, _ := json.Marshal(old)
+	if err := auth.WriteFiles(d.Path, auth.File{Name: auth.RecordFile(old), Data: b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.IssueEdge("paris", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = d.User("edge-paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Account != auth.AccountEdge || len(rec.Keys) != 2 || rec.Keys[0].Account != auth.AccountFleet || rec.Keys[1].Account != "" {
+		t.Errorf("legacy leaf user after edge add: %+v", rec)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

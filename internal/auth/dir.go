@@ -27,6 +27,7 @@ const (
 	FileFleetJWT     = "accounts/FLEET.jwt"
 	FileAgentsJWT    = "accounts/AGENTS.jwt"
 	FileControlJWT   = "accounts/CONTROL.jwt"
+	FileEdgeJWT      = "accounts/EDGE.jwt"
 
 	// Identity seeds: needed by nothing after init. Keep them offline.
 	FileOperatorSeed = "keys/operator.nk"
@@ -34,13 +35,16 @@ const (
 	FileFleetSeed    = "keys/FLEET.nk"
 	FileAgentsSeed   = "keys/AGENTS.nk"
 	FileControlSeed  = "keys/CONTROL.nk"
+	FileEdgeSeed     = "keys/EDGE.nk"
 	// Signing seeds: "auth revoke" and "auth upgrade" need the operator's,
 	// "auth user" the FLEET account's (the CONTROL account's for a
-	// controller), "auth agent" the AGENTS account's.
+	// controller), "auth agent" the AGENTS account's, "edge add" the EDGE
+	// account's.
 	FileOperatorSigningSeed = "keys/operator-signing.nk"
 	FileFleetSigningSeed    = "keys/FLEET-signing.nk"
 	FileAgentsSigningSeed   = "keys/AGENTS-signing.nk"
 	FileControlSigningSeed  = "keys/CONTROL-signing.nk"
+	FileEdgeSigningSeed     = "keys/EDGE-signing.nk"
 )
 
 // Seeds of the accounts that hold users: the identity seed, and the seed
@@ -50,16 +54,18 @@ var (
 		AccountFleet:   FileFleetSeed,
 		AccountAgents:  FileAgentsSeed,
 		AccountControl: FileControlSeed,
+		AccountEdge:    FileEdgeSeed,
 	}
 	signingSeedFile = map[string]string{
 		AccountFleet:   FileFleetSigningSeed,
 		AccountAgents:  FileAgentsSigningSeed,
 		AccountControl: FileControlSigningSeed,
+		AccountEdge:    FileEdgeSigningSeed,
 	}
 )
 
 // AccountFiles are where an auth directory keeps an account's JWT and the seed
-// that signs its users (FLEET, AGENTS or CONTROL).
+// that signs its users (FLEET, AGENTS, CONTROL or EDGE).
 func AccountFiles(account string) (jwtFile, signingSeed string) {
 	return accountJWTFile[account], signingSeedFile[account]
 }
@@ -67,7 +73,7 @@ func AccountFiles(account string) (jwtFile, signingSeed string) {
 // importing are the accounts that hold nothing but imports from FLEET, in
 // the order resolver.conf lists them. A directory minted before they
 // existed lacks them ("auth upgrade").
-var importing = []string{AccountAgents, AccountControl}
+var importing = []string{AccountAgents, AccountControl, AccountEdge}
 
 // accountJWTFile is where each account's JWT is kept.
 var accountJWTFile = map[string]string{
@@ -75,6 +81,7 @@ var accountJWTFile = map[string]string{
 	AccountFleet:   FileFleetJWT,
 	AccountAgents:  FileAgentsJWT,
 	AccountControl: FileControlJWT,
+	AccountEdge:    FileEdgeJWT,
 }
 
 // CredsFile is where a named user's creds are written (creds/<name>.creds).
@@ -104,6 +111,8 @@ type Record struct {
 	Account string `json:"account"`
 	AgentID string `json:"agent_id,omitempty"`
 	Group   string `json:"group,omitempty"`
+	// Site is an edge site's, for its leaf user.
+	Site string `json:"site,omitempty"`
 	// Keys in the order issued: the last is the current one.
 	Keys []KeyRecord `json:"keys"`
 }
@@ -142,11 +151,11 @@ func (d Dir) read(name string) ([]byte, error) {
 
 // InitResult says what Init minted (public keys only).
 type InitResult struct {
-	Operator, SystemAccount, FleetAccount, AgentsAccount, ControlAccount string
-	Files                                                                []string
+	Operator, SystemAccount, FleetAccount, AgentsAccount, ControlAccount, EdgeAccount string
+	Files                                                                             []string
 }
 
-// Init mints an operator, the SYS, FLEET, AGENTS and CONTROL accounts and
+// Init mints an operator, the SYS, FLEET, AGENTS, CONTROL and EDGE accounts and
 // the controller, admin and sys users into an empty directory. It refuses to
 // overwrite an existing operator (ErrExists).
 func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
@@ -167,6 +176,7 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 		{FileSystemSeed, op.SystemKey}, {FileFleetSeed, op.FleetKey}, {FileFleetSigningSeed, op.FleetSigner},
 		{FileAgentsSeed, op.AgentsKey}, {FileAgentsSigningSeed, op.AgentsSigner},
 		{FileControlSeed, op.ControlKey}, {FileControlSigningSeed, op.ControlSigner},
+		{FileEdgeSeed, op.EdgeKey}, {FileEdgeSigningSeed, op.EdgeSigner},
 	} {
 		seed, err := k.kp.Seed()
 		if err != nil {
@@ -180,8 +190,9 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 		File{Name: FileFleetJWT, Data: []byte(op.FleetJWT + "\n")},
 		File{Name: FileAgentsJWT, Data: []byte(op.AgentsJWT + "\n")},
 		File{Name: FileControlJWT, Data: []byte(op.ControlJWT + "\n")},
+		File{Name: FileEdgeJWT, Data: []byte(op.EdgeJWT + "\n")},
 	)
-	conf, err := ResolverConf(op.OperatorJWT, op.SystemJWT, op.FleetJWT, op.AgentsJWT, op.ControlJWT)
+	conf, err := ResolverConf(op.OperatorJWT, op.SystemJWT, op.FleetJWT, op.AgentsJWT, op.ControlJWT, op.EdgeJWT)
 	if err != nil {
 		return InitResult{}, err
 	}
@@ -231,7 +242,7 @@ func (d Dir) Init(name string, js JetStreamLimits) (InitResult, error) {
 		return InitResult{}, err
 	}
 	res := InitResult{Operator: pub(op.OperatorKey), SystemAccount: pub(op.SystemKey), FleetAccount: pub(op.FleetKey),
-		AgentsAccount: pub(op.AgentsKey), ControlAccount: pub(op.ControlKey)}
+		AgentsAccount: pub(op.AgentsKey), ControlAccount: pub(op.ControlKey), EdgeAccount: pub(op.EdgeKey)}
 	for _, f := range files {
 		res.Files = append(res.Files, f.Name)
 	}
@@ -256,14 +267,18 @@ func (d Dir) issuer(account string) (Issuer, error) {
 }
 
 // account reads and decodes an account's JWT. A directory minted before
-// the AGENTS and CONTROL accounts existed says how to upgrade.
+// the AGENTS, CONTROL or EDGE account existed says how to upgrade.
 func (d Dir) account(name string) (*jwt.AccountClaims, error) {
 	file := accountJWTFile[name]
 	token, err := os.ReadFile(d.path(file))
 	if errors.Is(err, fs.ErrNotExist) && slices.Contains(importing, name) {
 		if _, ferr := os.Stat(d.path(FileFleetJWT)); ferr == nil {
-			return nil, fmt.Errorf("%w: %s predates the %s account (agents and controllers lived in FLEET, where their replies could name the buckets); run 'fleetctl auth upgrade --dir %s' (docs/security.md, \"Upgrading\")",
-				ErrLegacy, d.Path, name, d.Path)
+			why := "agents and controllers lived in FLEET, where their replies could name the buckets"
+			if name == AccountEdge {
+				why = "edge sites' leaf users lived in FLEET, with all of its JetStream API"
+			}
+			return nil, fmt.Errorf("%w: %s predates the %s account (%s); run 'fleetctl auth upgrade --dir %s' (docs/security.md, \"Upgrading\")",
+				ErrLegacy, d.Path, name, why, d.Path)
 		}
 	}
 	if err != nil {
@@ -320,20 +335,26 @@ func (d Dir) IssueAgent(id rollout.AgentID, group, out string) (User, string, er
 }
 
 // UserAccount is the account a user of role lives in: CONTROL for a
-// controller, FLEET for an admin or a leaf node.
+// controller, EDGE for a leaf node, FLEET for an admin.
 func UserAccount(role Role) string {
-	if role == RoleController {
+	switch role {
+	case RoleController:
 		return AccountControl
+	case RoleLeaf:
+		return AccountEdge
 	}
 	return AccountFleet
 }
 
 // IssueUser mints another user with role (a second controller, an admin
-// per person, a leaf node per site) in its account (UserAccount), written to
-// out (default creds/<name>.creds).
+// per person) in its account (UserAccount), written to out (default
+// creds/<name>.creds). A leaf user is one site's: IssueEdge.
 func (d Dir) IssueUser(name string, role Role, out string) (User, string, error) {
 	if !namePattern(name) {
 		return User{}, "", fmt.Errorf("user name %q: use 1-64 of a-z 0-9 - _", name)
+	}
+	if role == RoleLeaf {
+		return User{}, "", fmt.Errorf("user %s: %w: IssueEdge ('fleetctl edge add --site NAME')", name, ErrEdgeRole)
 	}
 	acc := UserAccount(role)
 	is, err := d.issuer(acc)
@@ -454,7 +475,7 @@ func (d Dir) Records() ([]Record, error) {
 // Revocation is the result of a revoke in one account: the re-signed
 // account JWT to push to running servers, and the keys it revokes.
 type Revocation struct {
-	Account    string // SYS, FLEET, AGENTS or CONTROL
+	Account    string // SYS, FLEET, AGENTS, CONTROL or EDGE
 	File       string // the account JWT's file in the directory
 	AccountJWT string
 	Keys       []string
@@ -511,14 +532,14 @@ func (d Dir) revokeRecord(recFile string, keepCurrent bool, now time.Time) ([]Re
 	return revs, WriteFiles(d.Path, File{Name: recFile, Data: data})
 }
 
-// RevokeKeys revokes user keys of account (SYS, FLEET, AGENTS, CONTROL) issued up
+// RevokeKeys revokes user keys of account (SYS, FLEET, AGENTS, CONTROL, EDGE) issued up
 // to now: it re-signs the account JWT with the operator's signing key and
 // rewrites it and resolver.conf. Running servers learn of it when the JWT
 // is pushed.
 func (d Dir) RevokeKeys(account string, keys []string, now time.Time) (Revocation, error) {
 	accFile, ok := accountJWTFile[account]
 	if !ok {
-		return Revocation{}, fmt.Errorf("account %q: want %s, %s, %s or %s", account, AccountFleet, AccountAgents, AccountControl, AccountSystem)
+		return Revocation{}, fmt.Errorf("account %q: want %s, %s, %s, %s or %s", account, AccountFleet, AccountAgents, AccountControl, AccountEdge, AccountSystem)
 	}
 	signer, err := d.seed(FileOperatorSigningSeed)
 	if err != nil {
@@ -547,7 +568,7 @@ func (d Dir) writeAccounts(updated map[string]string) error {
 	}
 	var files []File
 	var tokens []string
-	for _, acc := range []string{AccountSystem, AccountFleet, AccountAgents, AccountControl} {
+	for _, acc := range []string{AccountSystem, AccountFleet, AccountAgents, AccountControl, AccountEdge} {
 		token, ok := updated[acc]
 		if ok {
 			files = append(files, File{Name: accountJWTFile[acc], Data: []byte(token + "\n")})
@@ -607,7 +628,7 @@ func (d Dir) RevokeKey(key string, now time.Time) (Revocation, error) {
 // import from it; SYS last), for pushing.
 func (d Dir) AccountJWTs() ([]string, error) {
 	var out []string
-	for _, acc := range []string{AccountFleet, AccountAgents, AccountControl, AccountSystem} {
+	for _, acc := range []string{AccountFleet, AccountAgents, AccountControl, AccountEdge, AccountSystem} {
 		b, err := os.ReadFile(d.path(accountJWTFile[acc]))
 		if errors.Is(err, fs.ErrNotExist) && slices.Contains(importing, acc) {
 			continue

@@ -15,4 +15,7 @@ var (
 	// ErrLegacy is returned when a directory was minted before the AGENTS
 	// account existed and needs "fleetctl auth upgrade".
 	ErrLegacy = errors.New("auth directory needs an upgrade")
+	// ErrEdgeRole is returned when a leaf user is asked of "auth user":
+	// a leaf user is one edge site's, minted by "edge add" (IssueEdge).
+	ErrEdgeRole = errors.New("leaf users are minted per edge site")
 )

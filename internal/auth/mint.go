@@ -22,7 +22,11 @@ const (
 	// FLEET (ControlImports): they write group statuses, stats, the lease
 	// and events there, and can reach neither the spec nor the config.
 	AccountControl = "CONTROL"
-	AccountSystem  = "SYS"
+	// AccountEdge holds the edge sites' leaf users and nothing but imports
+	// from FLEET (EdgeImports): heartbeats in, each site's plan deliveries
+	// out, the reset and flow control of the sites' consumers.
+	AccountEdge   = "EDGE"
+	AccountSystem = "SYS"
 )
 
 // JetStreamLimits are the FLEET account's JetStream limits; -1 is unlimited.
@@ -39,7 +43,7 @@ type JetStreamLimits struct {
 var DefaultJetStreamLimits = JetStreamLimits{MemoryBytes: 256 << 20, DiskBytes: 10 << 30, Streams: 32, Consumers: -1}
 
 // Operator is a freshly minted trust root: the operator, the system account,
-// the FLEET, AGENTS and CONTROL accounts, each with an identity key and a
+// the FLEET, AGENTS, CONTROL and EDGE accounts, each with an identity key and a
 // signing key where day-to-day signing happens, so identity keys can be kept
 // offline.
 type Operator struct {
@@ -48,12 +52,13 @@ type Operator struct {
 	FleetKey, FleetSigner       nkeys.KeyPair
 	AgentsKey, AgentsSigner     nkeys.KeyPair
 	ControlKey, ControlSigner   nkeys.KeyPair
+	EdgeKey, EdgeSigner         nkeys.KeyPair
 
-	OperatorJWT, SystemJWT, FleetJWT, AgentsJWT, ControlJWT string
+	OperatorJWT, SystemJWT, FleetJWT, AgentsJWT, ControlJWT, EdgeJWT string
 }
 
 // NewOperator mints an operator named name, its system account, the FLEET
-// account with JetStream limits js, and the AGENTS and CONTROL accounts.
+// account with JetStream limits js, and the AGENTS, CONTROL and EDGE accounts.
 func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
 	o := &Operator{}
 	var err error
@@ -66,6 +71,7 @@ func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
 		{&o.FleetKey, nkeys.CreateAccount}, {&o.FleetSigner, nkeys.CreateAccount},
 		{&o.AgentsKey, nkeys.CreateAccount}, {&o.AgentsSigner, nkeys.CreateAccount},
 		{&o.ControlKey, nkeys.CreateAccount}, {&o.ControlSigner, nkeys.CreateAccount},
+		{&o.EdgeKey, nkeys.CreateAccount}, {&o.EdgeSigner, nkeys.CreateAccount},
 	} {
 		if *k.dst, err = k.create(); err != nil {
 			return nil, fmt.Errorf("new key: %w", err)
@@ -103,10 +109,13 @@ func NewOperator(name string, js JetStreamLimits) (*Operator, error) {
 	if o.ControlJWT, err = encodeAccount(ImportingAccount(AccountControl, pub(o.ControlKey), pub(o.ControlSigner), fleetPub), o.OperatorSigner); err != nil {
 		return nil, err
 	}
+	if o.EdgeJWT, err = encodeAccount(ImportingAccount(AccountEdge, pub(o.EdgeKey), pub(o.EdgeSigner), fleetPub), o.OperatorSigner); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
-// ImportingAccount is the AGENTS or CONTROL account: no JetStream, no
+// ImportingAccount is the AGENTS, CONTROL or EDGE account: no JetStream, no
 // exports, its imports from the FLEET account fleet, users signed by signer.
 func ImportingAccount(name, account, signer, fleet string) *jwt.AccountClaims {
 	ac := jwt.NewAccountClaims(account)
@@ -116,14 +125,16 @@ func ImportingAccount(name, account, signer, fleet string) *jwt.AccountClaims {
 	return ac
 }
 
-// importsOf are the imports of the importing account name (AGENTS or
-// CONTROL) from the FLEET account fleet.
+// importsOf are the imports of the importing account name (AGENTS,
+// CONTROL or EDGE) from the FLEET account fleet.
 func importsOf(name, fleet string) jwt.Imports {
 	switch name {
 	case AccountAgents:
 		return AgentsImports(fleet)
 	case AccountControl:
 		return ControlImports(fleet)
+	case AccountEdge:
+		return EdgeImports(fleet)
 	}
 	return nil
 }

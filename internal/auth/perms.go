@@ -23,18 +23,21 @@ const (
 	RoleController Role = "controller"
 	// RoleAdmin is fleetctl and the nats CLI: everything in the account.
 	RoleAdmin Role = "admin"
-	// RoleLeaf connects an edge site's leaf node to the hub.
+	// RoleLeaf connects an edge site's leaf node to the hub: a user of the
+	// EDGE account with its site's grants (EdgePermissions, IssueEdge).
 	RoleLeaf Role = "leaf"
 )
 
 // ParseRole accepts the roles "fleetctl auth user" may mint (agents have
-// their own command).
+// their own command, edge sites' leaf users theirs: "fleetctl edge add").
 func ParseRole(s string) (Role, error) {
 	switch r := Role(s); r {
-	case RoleController, RoleAdmin, RoleLeaf:
+	case RoleController, RoleAdmin:
 		return r, nil
+	case RoleLeaf:
+		return "", fmt.Errorf("%w: role leaf: a leaf user belongs to one edge site, in the EDGE account; mint it with 'fleetctl edge add --site NAME' (docs/deployment.md, \"Edge sites\")", ErrEdgeRole)
 	}
-	return "", fmt.Errorf("role %q: want controller, admin or leaf", s)
+	return "", fmt.Errorf("role %q: want controller or admin (a site's leaf user: 'fleetctl edge add')", s)
 }
 
 // What the FLEET account shares, and with whom: the only ways an agent (the
@@ -117,11 +120,15 @@ func fleetExports() []export {
 	return out
 }
 
-// FleetExports are the FLEET account's exports (see above).
+// FleetExports are the FLEET account's exports (see above), and those only
+// the EDGE account imports (edge.go).
 func FleetExports() jwt.Exports {
 	var out jwt.Exports
 	for _, e := range fleetExports() {
 		out.Add(&e.Export)
+	}
+	for _, e := range edgeExports() {
+		out.Add(&e)
 	}
 	return out
 }
@@ -196,10 +203,13 @@ func RolePermissions(r Role) jwt.Permissions {
 			kv.EventsPrefix+"*",
 		)
 		p.Sub.Allow.Add("_INBOX.>", kv.PlanRepublish+">", kv.InventoryRepublish+">")
-	case RoleAdmin, RoleLeaf:
+	case RoleAdmin:
 		// Unrestricted inside the FLEET account: the account is the
-		// boundary. A leaf connection carries the site's agents' traffic,
-		// its mirror's JetStream API calls and their replies.
+		// boundary.
+	case RoleLeaf:
+		// Nothing: a leaf user's grants are its site's (EdgePermissions).
+		p.Pub.Deny.Add(">")
+		p.Sub.Deny.Add(">")
 	}
 	return p
 }

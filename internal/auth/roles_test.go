@@ -25,7 +25,7 @@ import (
 // the admin writes both; a leaf user cannot be used as a client at all.
 func TestRoleGrants(t *testing.T) {
 	e := newFleetEnv(t)
-	if _, _, err := e.dir.IssueUser("edge-x", auth.RoleLeaf, ""); err != nil {
+	if _, _, err := e.dir.IssueEdge("x", "", ""); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {

@@ -14,7 +14,7 @@ import (
 
 // UpgradeResult says what Upgrade did.
 type UpgradeResult struct {
-	// Created are the accounts this run minted (AGENTS, CONTROL); an
+	// Created are the accounts this run minted (AGENTS, CONTROL, EDGE); an
 	// earlier, interrupted run may have minted them already.
 	Created []string
 	// Reissued are the agents and controllers given credentials in their
@@ -23,8 +23,13 @@ type UpgradeResult struct {
 	// Skipped are those whose every key is revoked: decommissioned hosts and
 	// retired controllers get no new credentials.
 	Skipped []Record
+	// LegacyLeaf are edge sites' leaf users with a valid key in the FLEET
+	// account (where a leaf user had all of FLEET): Upgrade cannot know
+	// their sites, so each needs 'fleetctl edge add --site S --name NAME'
+	// (IssueEdge), and RevokeLegacy then revokes the old key.
+	LegacyLeaf []Record
 	// Regranted are the accounts whose exports (FLEET) or imports (AGENTS,
-	// CONTROL) this run re-signed to this version's set: a directory minted
+	// CONTROL, EDGE) this run re-signed to this version's set: a directory minted
 	// before a grant existed (FLEET_AUDIT's create, the timeline read).
 	Regranted []GrantChange
 }
@@ -39,6 +44,10 @@ type GrantChange struct {
 
 // Upgrade brings a directory minted by an older fleetctl to the current
 // layout and grants.
+//
+// Minted before the EDGE account existed, it mints it with its imports and
+// gives FLEET the exports it imports; the sites' leaf users, still in FLEET
+// with all of it, are listed (LegacyLeaf) for "fleetctl edge add".
 //
 // Minted before the AGENTS and CONTROL accounts existed (agents and
 // controllers users of FLEET), it mints the missing accounts with their
@@ -88,6 +97,9 @@ func (d Dir) Upgrade() (UpgradeResult, error) {
 	for _, rec := range recs {
 		var err error
 		switch {
+		case rec.Role == RoleLeaf && rec.hasValidKeyIn(AccountFleet):
+			res.LegacyLeaf = append(res.LegacyLeaf, rec)
+			continue
 		case rec.Role == RoleAgent && rec.Account != AccountAgents:
 		case rec.Role == RoleController && rec.Account != AccountControl:
 		default:
@@ -119,9 +131,20 @@ func (rec Record) hasValidKey() bool {
 	return false
 }
 
+// hasValidKeyIn: a key of rec in account is not revoked.
+func (rec Record) hasValidKeyIn(account string) bool {
+	for _, k := range rec.Keys {
+		if k.RevokedAt.IsZero() && rec.keyAccount(k) == account {
+			return true
+		}
+	}
+	return false
+}
+
 // regrant re-signs, with the operator's signing key, the FLEET account's
-// exports and the AGENTS and CONTROL accounts' imports that differ from
-// this version's (FleetExports, AgentsImports, ControlImports), keeping
+// exports and the AGENTS, CONTROL and EDGE accounts' imports that differ
+// from this version's (FleetExports, AgentsImports, ControlImports,
+// EdgeImports), keeping
 // everything else of each account JWT: users' signing keys, limits,
 // revocations. FLEET goes first in the files as on the bus: an import of a
 // subject not yet exported is refused. Nothing differs: nothing is written.
@@ -264,10 +287,10 @@ func (d Dir) mintImporting(names []string) error {
 	return d.writeAccounts(updated)
 }
 
-// RevokeLegacy revokes every agent and controller key still valid in the
-// FLEET account (issued before the upgrade): the last step, once every host
-// and controller runs with its new credentials. ErrUnknown when there is
-// none.
+// RevokeLegacy revokes every agent, controller and leaf key still valid in
+// the FLEET account (issued before the upgrade): the last step, once every
+// host and controller runs with its new credentials and every edge site
+// with the ones "fleetctl edge add" minted. ErrUnknown when there is none.
 func (d Dir) RevokeLegacy(now time.Time) (Revocation, error) {
 	for _, name := range importing {
 		if _, err := d.account(name); err != nil {
@@ -285,7 +308,7 @@ func (d Dir) RevokeLegacy(now time.Time) (Revocation, error) {
 		switch rec.Role {
 		case RoleAgent:
 			file = agentRecordFile(rollout.AgentID(rec.AgentID))
-		case RoleController:
+		case RoleController, RoleLeaf:
 		default:
 			continue
 		}
@@ -306,7 +329,7 @@ func (d Dir) RevokeLegacy(now time.Time) (Revocation, error) {
 		}
 	}
 	if len(keys) == 0 {
-		return Revocation{}, fmt.Errorf("%w: no agent or controller key left in the FLEET account", ErrUnknown)
+		return Revocation{}, fmt.Errorf("%w: no agent, controller or leaf key left in the FLEET account", ErrUnknown)
 	}
 	rev, err := d.RevokeKeys(AccountFleet, keys, now)
 	if err != nil {

@@ -46,8 +46,10 @@ an operator, the system account, the FLEET account (the stream and buckets,
 with JetStream limits; the controller, admin and sys users), and the AGENTS
 account, which holds one user per agent and nothing but imports from FLEET:
 an agent may publish only its own heartbeat and read only its own plan keys,
-and no reply subject it writes can name anything in FLEET. Seeds and creds
-are written 0600 and never printed. What each identity may do:
+and no reply subject it writes can name anything in FLEET. The CONTROL
+account holds the controllers, the EDGE account the edge sites' leaf users
+('fleetctl edge add'), each likewise nothing but imports from FLEET. Seeds
+and creds are written 0600 and never printed. What each identity may do:
 docs/security.md.`,
 	}
 	cmd.PersistentFlags().StringVar(&o.Dir, "dir", cliutil.Env("", "FLEETWAVE_AUTH_DIR"), "auth directory (env FLEETWAVE_AUTH_DIR)")
@@ -77,16 +79,17 @@ func newAuthInitCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthInitOptions{AuthOptions: ao, JetStream: auth.DefaultJetStreamLimits}
 	cmd := &cobra.Command{
 		Use:   "init",
-		Short: "Mint an operator, the SYS, FLEET, AGENTS and CONTROL accounts and the controller, admin and sys users",
+		Short: "Mint an operator, the SYS, FLEET, AGENTS, CONTROL and EDGE accounts and the controller, admin and sys users",
 		Long: `Create the fleet's trust root in an empty --dir:
 
   resolver.conf        include in every nats-server config: operator JWT, system
                        account, every account JWT preloaded (no secrets)
   fleet-account.conf   FLEET_ACCOUNT, for leaf node remotes (deploy/nats/leaf-edge.conf)
-  operator.jwt, accounts/{SYS,FLEET,AGENTS,CONTROL}.jwt
+  operator.jwt, accounts/{SYS,FLEET,AGENTS,CONTROL,EDGE}.jwt
   creds/controller.creds (CONTROL), creds/admin.creds (FLEET), creds/sys.creds   (0600)
-  keys/*.nk            seeds (0600); operator.nk, SYS.nk, FLEET.nk, AGENTS.nk and
-                       CONTROL.nk are needed by nothing after init: keep them offline
+  keys/*.nk            seeds (0600); operator.nk, SYS.nk, FLEET.nk, AGENTS.nk,
+                       CONTROL.nk and EDGE.nk are needed by nothing after init:
+                       keep them offline
   users/*.json         what was issued to whom, for revocation
 
 It refuses to overwrite an existing operator: that would lock out every
@@ -130,7 +133,7 @@ func RunAuthInit(_ context.Context, o *AuthInitOptions) error {
 		return writeJSON(o.Out, WriteResult{Command: "auth init", Written: true, Files: files, Value: AuthInitReport{
 			Operator: res.Operator, OperatorName: o.Name,
 			Accounts: map[string]string{auth.AccountSystem: res.SystemAccount, auth.AccountFleet: res.FleetAccount,
-				auth.AccountAgents: res.AgentsAccount, auth.AccountControl: res.ControlAccount},
+				auth.AccountAgents: res.AgentsAccount, auth.AccountControl: res.ControlAccount, auth.AccountEdge: res.EdgeAccount},
 		}})
 	}
 	js := o.JetStream
@@ -140,12 +143,13 @@ func RunAuthInit(_ context.Context, o *AuthInitOptions) error {
 		byteSize(js.MemoryBytes), byteSize(js.DiskBytes), limit(js.Streams), limit(js.Consumers))
 	fmt.Fprintf(o.Out, "  account AGENTS %s (one user per host; imports from FLEET only)\n", res.AgentsAccount)
 	fmt.Fprintf(o.Out, "  account CONTROL %s (the controllers; imports from FLEET only)\n", res.ControlAccount)
+	fmt.Fprintf(o.Out, "  account EDGE   %s (edge sites' leaf nodes; imports from FLEET only)\n", res.EdgeAccount)
 	fmt.Fprintf(o.Out, "wrote %s:\n", d.Path)
 	for _, f := range res.Files {
 		fmt.Fprintf(o.Out, "  %s\n", f)
 	}
 	fmt.Fprintf(o.Out, "next: 'controller run --auth-dir %s', or include %s from a server config (deploy/nats);\n"+
-		"      move keys/operator.nk, keys/SYS.nk, keys/FLEET.nk, keys/AGENTS.nk and keys/CONTROL.nk offline\n", d.Path, filepath.Join(d.Path, auth.FileResolverConf))
+		"      move keys/operator.nk, keys/SYS.nk, keys/FLEET.nk, keys/AGENTS.nk, keys/CONTROL.nk and keys/EDGE.nk offline\n", d.Path, filepath.Join(d.Path, auth.FileResolverConf))
 	return nil
 }
 
@@ -288,14 +292,17 @@ func newAuthUserCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthUserOptions{AuthOptions: ao}
 	cmd := &cobra.Command{
 		Use:   "user",
-		Short: "Mint another user: a controller, an admin, or a site's leaf node",
+		Short: "Mint another user: a controller or an admin",
 		Long: `Mint a named user with a role:
 
   controller  a user of the CONTROL account: reads the config, the plan and
               the inventory, writes group statuses, stats, the lease and
               events; not the plan spec, not the config, no consumers
   admin       everything in the FLEET account (fleetctl, the nats CLI)
-  leaf        attaches an edge site's leaf node (leaf connections only)
+
+An edge site's leaf user is minted with its site's grants, in the EDGE
+account, by 'fleetctl edge add --site NAME' (which also creates the site's
+consumer at the hub); --role leaf is refused.
 
 Minting an existing name again adds a key (a rotation); revoke the old one
 with 'auth revoke --user NAME --keep-current'.
@@ -303,7 +310,6 @@ with 'auth revoke --user NAME --keep-current'.
 ` + mintAuditHelp,
 		Example: `  fleetctl auth user --name alice --role admin
   fleetctl auth user --name ctl-b --role controller --out /etc/fleetwave/controller.creds
-  fleetctl auth user --name edge-berlin --role leaf
   fleetctl auth user --name bob --role admin --nats nats://nats-a:4222 --reason "joins on-call"   # recorded`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -321,7 +327,7 @@ with 'auth revoke --user NAME --keep-current'.
 		},
 	}
 	cmd.Flags().StringVar(&o.Name, "name", "", "user name (a-z 0-9 - _)")
-	cmd.Flags().StringVar(&o.Role, "role", "", "controller, admin or leaf")
+	cmd.Flags().StringVar(&o.Role, "role", "", "controller or admin")
 	cmd.Flags().StringVar(&o.Out, "out", "", "write the creds here (default <dir>/creds/<name>.creds)")
 	writeOutputFlag(cmd, &o.Output)
 	return cmd
@@ -772,7 +778,11 @@ type AuthUpgradeReport struct {
 	// CONTROL) were re-signed to this version's, with the subjects added
 	// and removed.
 	Regranted []auth.GrantChange `json:"regranted"`
-	Revoked   []string           `json:"revoked,omitempty"`
+	// LegacyLeaf are edge sites' leaf users still valid in the FLEET
+	// account, where they can do everything: each needs 'fleetctl edge
+	// add' (with --name NAME) before --finish revokes the old key.
+	LegacyLeaf []string `json:"legacy_leaf_users"`
+	Revoked    []string `json:"revoked,omitempty"`
 }
 
 // AuthReissued is one agent or controller given new creds by an upgrade.
@@ -788,7 +798,7 @@ func newAuthUpgradeCmd(ao *AuthOptions) *cobra.Command {
 	o := &AuthUpgradeOptions{AuthOptions: ao}
 	cmd := &cobra.Command{
 		Use:   "upgrade",
-		Short: "Bring an older auth directory up to date: the AGENTS and CONTROL accounts, this version's grants",
+		Short: "Bring an older auth directory up to date: the AGENTS, CONTROL and EDGE accounts, this version's grants",
 		Long: `Directories minted by fleetctl before the AGENTS and CONTROL accounts existed
 keep every agent and controller in the FLEET account, where their replies can
 name the buckets (docs/security.md). Upgrade in three steps:
@@ -803,9 +813,9 @@ name the buckets (docs/security.md). Upgrade in three steps:
   2. ship each new creds file to its host or controller and restart agentd
      or the controller there (the old creds keep working meanwhile)
   3. fleetctl auth upgrade --finish
-                                 revokes every agent and controller key still
-                                 in FLEET and pushes: anything still on its
-                                 old creds is disconnected
+                                 revokes every agent, controller and leaf key
+                                 still in FLEET and pushes: anything still on
+                                 its old creds is disconnected
 
 A directory minted before a grant this version needs (the controller's
 create, info and read of FLEET_AUDIT, the audit trail) keeps the older FLEET
@@ -816,6 +826,13 @@ version's, keeping their users' signing keys, limits and revocations, lists
 the subjects added (+) and removed (-), and pushes. No creds change: the
 ones issued gain the grants once the servers have the account JWTs, and a
 controller creates FLEET_AUDIT on its next start.
+
+A directory minted before the EDGE account gets it (with FLEET's exports
+for it); edge sites whose leaf user still lives in FLEET, where it can do
+everything, are listed: add each again with 'fleetctl edge add --site S
+--name NAME', ship the new creds and run 'fleetctl edge init --site S' at
+the site, then revoke the old key ('fleetctl auth revoke --user NAME
+--keep-current', or step 3, which revokes every leaf key left in FLEET).
 
 Servers the push does not reach (edge leaf nodes) need 'fleetctl auth push'
 or a restart with the new resolver.conf. Running step 1 again resumes an
@@ -833,7 +850,7 @@ controllers whose every key is revoked get no new creds.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.Finish, "finish", false, "revoke every agent and controller key still in the FLEET account (the last step)")
+	f.BoolVar(&o.Finish, "finish", false, "revoke every agent, controller and leaf key still in the FLEET account (the last step)")
 	f.BoolVar(&o.Push, "push", true, "push the changed account JWTs to the running servers (--nats)")
 	f.StringVar(&o.SysCreds, "sys-creds", "", "system account creds for the push (default <dir>/creds/sys.creds)")
 	writeOutputFlag(cmd, &o.Output)
@@ -851,7 +868,7 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 		progress = o.Global.ErrOut
 	}
 	rep := AuthUpgradeReport{WriteResult: WriteResult{Command: "auth upgrade"}, Created: []string{}, Reissued: []AuthReissued{}, Skipped: []string{},
-		Regranted: []auth.GrantChange{}}
+		Regranted: []auth.GrantChange{}, LegacyLeaf: []string{}}
 	if o.Finish {
 		rev, err := d.RevokeLegacy(o.Now())
 		if err != nil {
@@ -895,6 +912,9 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	for _, r := range res.Skipped {
 		rep.Skipped = append(rep.Skipped, r.Name)
 	}
+	for _, r := range res.LegacyLeaf {
+		rep.LegacyLeaf = append(rep.LegacyLeaf, r.Name)
+	}
 	if o.Output == "json" {
 		if err := writeJSON(o.Global.Out, rep); err != nil {
 			return err
@@ -902,8 +922,9 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	} else {
 		w := o.Global.Out
 		if !rep.Written {
-			fmt.Fprintf(w, "nothing to do: accounts %s and %s exist, every agent and controller is in its own, and the grants are this version's\n",
-				auth.AccountAgents, auth.AccountControl)
+			fmt.Fprintf(w, "nothing to do: accounts %s, %s and %s exist, every agent and controller is in its own, and the grants are this version's\n",
+				auth.AccountAgents, auth.AccountControl, auth.AccountEdge)
+			legacyLeafUsers(w, res.LegacyLeaf)
 			return nil
 		}
 		for _, name := range res.Created {
@@ -938,6 +959,7 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 			fmt.Fprintf(w, "next: the creds already issued gain the grants once the account JWTs reach the servers (pushed below, or 'fleetctl auth push');\n"+
 				"      a controller that runs without %s creates it when it next starts\n", kv.StreamAudit)
 		}
+		legacyLeafUsers(w, res.LegacyLeaf)
 	}
 	if !o.Push || len(res.Created) == 0 && len(res.Regranted) == 0 {
 		return nil
@@ -948,4 +970,19 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	}
 	_, err = pushAccounts(ctx, o.AuthOptions, progress, o.SysCreds, tokens...)
 	return err
+}
+
+// legacyLeafUsers names the edge sites' leaf users still in the FLEET
+// account, whatever else an upgrade did: each is a site that can do
+// everything in FLEET until it is added again ("edge add").
+func legacyLeafUsers(w io.Writer, recs []auth.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d edge site leaf user(s) still in account %s, where a leaf user can do everything (docs/deployment.md, \"Upgrading an edge site\"):\n",
+		len(recs), auth.AccountFleet)
+	for _, r := range recs {
+		fmt.Fprintf(w, "  %s: fleetctl edge add --site SITE --name %s, ship the creds, and at the site: fleetctl edge init --site SITE\n", r.Name, r.Name)
+	}
+	fmt.Fprintf(w, "  then 'fleetctl auth revoke --user NAME --keep-current' (or 'fleetctl auth upgrade --finish') revokes the old key\n")
 }

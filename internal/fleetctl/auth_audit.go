@@ -38,6 +38,8 @@ type authAuditValue struct {
 	Role    auth.Role `json:"role,omitempty"`
 	AgentID string    `json:"agent_id,omitempty"`
 	Group   string    `json:"group,omitempty"`
+	// Site is an edge site's leaf user's site.
+	Site string `json:"site,omitempty"`
 	// Keys are the user's public keys still valid, oldest first.
 	Keys []string `json:"keys,omitempty"`
 	// Revoked are its public keys revoked.
@@ -45,7 +47,7 @@ type authAuditValue struct {
 }
 
 func auditValueOf(rec auth.Record) *authAuditValue {
-	v := &authAuditValue{Account: rec.Account, Name: rec.Name, Role: rec.Role, AgentID: rec.AgentID, Group: rec.Group}
+	v := &authAuditValue{Account: rec.Account, Name: rec.Name, Role: rec.Role, AgentID: rec.AgentID, Group: rec.Group, Site: rec.Site}
 	for _, k := range rec.Keys {
 		if k.RevokedAt.IsZero() {
 			v.Keys = append(v.Keys, k.UserKey)

@@ -102,7 +102,7 @@ func TestAuthInitWritesSecretsPrivatelyAndNeverPrintsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSecret := []string{"creds/admin.creds", "creds/controller.creds", "creds/sys.creds", "keys/AGENTS-signing.nk",
-		"keys/AGENTS.nk", "keys/CONTROL-signing.nk", "keys/CONTROL.nk", "keys/FLEET-signing.nk", "keys/FLEET.nk", "keys/SYS.nk",
+		"keys/AGENTS.nk", "keys/CONTROL-signing.nk", "keys/CONTROL.nk", "keys/EDGE-signing.nk", "keys/EDGE.nk", "keys/FLEET-signing.nk", "keys/FLEET.nk", "keys/SYS.nk",
 		"keys/operator-signing.nk", "keys/operator.nk"}
 	if diff := cmp.Diff(wantSecret, secret); diff != "" {
 		t.Errorf("secret files (-want +got):\n%s", diff)
@@ -154,7 +154,13 @@ func TestAuthUsageErrors(t *testing.T) {
 		{"auth", "revoke", "--dir", dir},
 		{"auth", "revoke", "--dir", dir, "--id", "0a000000-0000-4000-8000-00000000000a", "--user", "admin"},
 		{"auth", "init", "--dir", dir, "--js-disk", "lots"},
-		{"edge", "init", "--hub-domain", ""},
+		{"edge", "init", "--hub-domain", "", "--site", "berlin"},
+		{"edge", "init", "--site", ""},
+		{"edge", "init", "--site", "ber.lin"},
+		{"edge", "add", "--dir", dir},
+		{"edge", "add", "--dir", dir, "--site", "Berlin"},
+		// A leaf user is one site's: "edge add".
+		{"auth", "user", "--dir", dir, "--name", "edge-x", "--role", "leaf"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Setenv("FLEETWAVE_AUTH_DIR", "")

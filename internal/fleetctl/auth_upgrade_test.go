@@ -27,7 +27,7 @@ import (
 )
 
 // legacyDir turns a fresh auth directory into what fleetctl wrote before the
-// AGENTS and CONTROL accounts existed: neither account, a FLEET account
+// AGENTS, CONTROL and EDGE accounts existed: none of them, a FLEET account
 // without exports, and agents and the controller minted as FLEET users. It
 // mints one agent that way (creds returned), the controller user, and
 // records a decommissioned agent (every key revoked).
@@ -48,7 +48,8 @@ func legacyDir(t *testing.T, dir string, id, gone rollout.AgentID) (creds string
 		return kp
 	}
 	for _, f := range []string{auth.FileAgentsJWT, auth.FileAgentsSeed, auth.FileAgentsSigningSeed,
-		auth.FileControlJWT, auth.FileControlSeed, auth.FileControlSigningSeed} {
+		auth.FileControlJWT, auth.FileControlSeed, auth.FileControlSigningSeed,
+		auth.FileEdgeJWT, auth.FileEdgeSeed, auth.FileEdgeSigningSeed} {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("auth upgrade: %s", stderr)
 	}
-	for _, want := range []string{"minted account AGENTS", "minted account CONTROL", "new creds for 2 agent(s) and controller(s)",
+	for _, want := range []string{"minted account AGENTS", "minted account CONTROL", "minted account EDGE", "new creds for 2 agent(s) and controller(s)",
 		string(id), "creds/controller.creds", "skipped 1", "pushed to"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("auth upgrade output lacks %q:\n%s", want, stdout)
@@ -204,7 +205,7 @@ func TestAuthUpgradeFromLegacyLayout(t *testing.T) {
 		t.Fatalf("new creds after a restart: %v", err)
 	}
 	nc.Close()
-	if _, stderr, code := execute(t, "auth", "upgrade", "--dir", dir, "--finish", "--push=false"); code == 0 || !strings.Contains(stderr, "no agent or controller key left") {
+	if _, stderr, code := execute(t, "auth", "upgrade", "--dir", dir, "--finish", "--push=false"); code == 0 || !strings.Contains(stderr, "no agent, controller or leaf key left") {
 		t.Errorf("second --finish: exit %d, %s", code, stderr)
 	}
 }

@@ -50,6 +50,27 @@ const (
 	StreamEvents = "FLEET_EVENTS"
 )
 
+// Edge sites (docs/deployment.md, "Edge sites"). Each site's plan mirror
+// reads the hub's plan bucket through one durable consumer the hub's admin
+// creates for it (EnsureEdgeConsumer): the site never creates a consumer at
+// the hub, since a consumer's deliver subject, written in the request's
+// body, could name any subject of FLEET.
+const (
+	// EdgeDeliverPrefix is where each site's consumer delivers the plan:
+	// fleet.edge.<site>, the one subject an edge account streams out of
+	// FLEET per site.
+	EdgeDeliverPrefix = "fleet.edge."
+	// edgeConsumerPrefix starts the name of a site's consumer on the plan
+	// stream: edge_<site>.
+	edgeConsumerPrefix = "edge_"
+)
+
+// EdgeConsumer is the name of site's durable consumer on the plan stream.
+func EdgeConsumer(site string) string { return edgeConsumerPrefix + site }
+
+// EdgeDeliverSubject is where site's consumer delivers: fleet.edge.<site>.
+func EdgeDeliverSubject(site string) string { return EdgeDeliverPrefix + site }
+
 // groupKeyPrefix starts the fleet_plan key of every group's status.
 const groupKeyPrefix = "group."
 

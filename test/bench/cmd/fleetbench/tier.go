@@ -347,9 +347,14 @@ leafnodes { remotes: [ { urls: ["nats-leaf://127.0.0.1:%d"], deny_imports: ["fle
 		}
 		defer nc.Close()
 		ljs, _ := jetstream.New(nc)
+		// The site's consumer at the hub, as "fleetctl edge add" makes it.
+		site := fmt.Sprintf("leaf%d", k)
+		if _, err := kv.EnsureEdgeConsumer(ctx, js, site); err != nil {
+			return latencies{}, err
+		}
 		var mirror jetstream.KeyValue
 		if err := waitFor(ctx, 30*time.Second, func() (err error) {
-			mirror, err = kv.EnsurePlanMirror(ctx, ljs, "hub", kv.Options{})
+			mirror, err = kv.EnsurePlanMirror(ctx, ljs, "hub", site, kv.Options{})
 			return err
 		}); err != nil {
 			return latencies{}, fmt.Errorf("leaf%d: %w", k, err)
