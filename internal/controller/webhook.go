@@ -57,8 +57,9 @@ const (
 )
 
 // DefaultWebhookKinds are the event kinds a webhook forwards unless told
-// otherwise: what a human must hear of.
-var DefaultWebhookKinds = []rollout.EventKind{rollout.EventTransition, rollout.EventHalt, rollout.EventAlert, rollout.EventApprovalNeeded, rollout.EventQuarantine}
+// otherwise: what a human must hear of (an unattributed change of the
+// target or the config among them: someone wrote it around fleetctl).
+var DefaultWebhookKinds = []rollout.EventKind{rollout.EventTransition, rollout.EventHalt, rollout.EventAlert, rollout.EventApprovalNeeded, rollout.EventQuarantine, rollout.EventUnattributed}
 
 // Defaults of Notify.
 const (
