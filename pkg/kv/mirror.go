@@ -20,13 +20,19 @@ import (
 // ending with a letter or digit (rollout.ValidateSite without '.' and
 // capitals).
 func ValidateEdgeSite(site string) error {
-	if err := rollout.ValidateSite(site); err != nil {
-		return err
+	bad := rollout.ValidateSite(site) != nil
+	for i := 0; i < len(site) && !bad; i++ {
+		c := site[i]
+		bad = c == '.' || 'A' <= c && c <= 'Z'
 	}
-	for i := 0; i < len(site); i++ {
-		if c := site[i]; c == '.' || 'A' <= c && c <= 'Z' {
-			return fmt.Errorf("%w %q: an edge site name is one subject token: use a-z, 0-9, '-' and '_'", rollout.ErrBadSite, site)
+	if bad {
+		// One rule, said whole: a site that is a valid agent site but not
+		// one subject token would otherwise be told a rule it follows.
+		shown := site
+		if len(shown) > rollout.MaxSiteLen+10 {
+			shown = shown[:rollout.MaxSiteLen+10] + "…"
 		}
+		return fmt.Errorf("%w %q: an edge site name is one subject token of at most %d bytes: use a-z, 0-9, '-' and '_', starting and ending with a letter or digit", rollout.ErrBadSite, shown, rollout.MaxSiteLen)
 	}
 	return nil
 }
