@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -150,28 +148,6 @@ func TestEdgeUpgradeFromFleetLeaf(t *testing.T) {
 		return nil
 	})
 	works(specRev)
-}
-
-// plainLeaf starts a plain nats-server whose only leaf remote is the hub's
-// leafnode port with creds, without waiting for the leaf connection.
-func plainLeaf(t *testing.T, hub *node, creds string) *server.Server {
-	t.Helper()
-	opts := &server.Options{ServerName: "plain-" + filepath.Base(creds), Host: "127.0.0.1", Port: natstest.FreePort(t),
-		NoSigs: true, NoLog: !testing.Verbose()}
-	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{
-		URLs:        []*url.URL{{Scheme: "nats-leaf", Host: fmt.Sprintf("127.0.0.1:%d", hub.opts.LeafNode.Port)}},
-		Credentials: creds,
-	}}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("plain server not ready")
-	}
-	return ns
 }
 
 // withoutEdgeAccount turns a staged auth directory into one minted before

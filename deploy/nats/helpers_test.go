@@ -242,3 +242,28 @@ func startCluster(t *testing.T) (auth.Dir, []*node) {
 	}
 	return ad, nodes
 }
+
+// plainLeaf starts a plain nats-server whose only leaf remote is the hub's
+// leafnode port with creds, without waiting for the leaf connection.
+func plainLeaf(t *testing.T, hub *node, creds string) *server.Server {
+	t.Helper()
+	opts := &server.Options{ServerName: "plain-" + filepath.Base(creds), Host: "127.0.0.1", Port: natstest.FreePort(t),
+		NoSigs: true, NoLog: !testing.Verbose()}
+	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{
+		URLs:        []*url.URL{{Scheme: "nats-leaf", Host: fmt.Sprintf("127.0.0.1:%d", hub.opts.LeafNode.Port)}},
+		Credentials: creds,
+	}}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Verbose() {
+		ns.ConfigureLogger()
+	}
+	go ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("plain server not ready")
+	}
+	return ns
+}

@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,10 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/fleetwave/fleetwave/internal/attacktest"
 	"github.com/fleetwave/fleetwave/internal/auth"
@@ -289,28 +284,11 @@ func TestRogueLeaf(t *testing.T) {
 }
 
 // rogueLeaf starts a plain nats-server, no auth, no JetStream, whose only
-// leaf remote is the hub's leafnode port with creds, and returns an
-// unauthenticated client of it.
+// leaf remote is the hub's leafnode port with creds (plainLeaf), waits
+// until it is attached, and returns an unauthenticated client of it.
 func rogueLeaf(t *testing.T, hub *node, creds string) *nats.Conn {
 	t.Helper()
-	opts := &server.Options{ServerName: "rogue-" + filepath.Base(creds), Host: "127.0.0.1", Port: natstest.FreePort(t),
-		NoSigs: true, NoLog: !testing.Verbose()}
-	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{
-		URLs:        []*url.URL{{Scheme: "nats-leaf", Host: fmt.Sprintf("127.0.0.1:%d", hub.opts.LeafNode.Port)}},
-		Credentials: creds,
-	}}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if testing.Verbose() {
-		ns.ConfigureLogger()
-	}
-	go ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("rogue server not ready")
-	}
+	ns := plainLeaf(t, hub, creds)
 	natstest.Eventually(t, 20*time.Second, func() error {
 		if ns.NumLeafNodes() != 1 {
 			return errors.New("rogue not attached to the hub")
@@ -331,45 +309,9 @@ func rogueLeaf(t *testing.T, hub *node, creds string) *nats.Conn {
 // of its own (leaf connections only): what only the account allows.
 func unscopedEdgeCreds(t *testing.T, ad auth.Dir) string {
 	t.Helper()
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(ad.Path, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return bytes.TrimSpace(b)
-	}
-	jwtFile, seedFile := auth.AccountFiles(auth.AccountEdge)
-	ac, err := jwt.DecodeAccountClaims(string(read(jwtFile)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := nkeys.FromSeed(read(seedFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	upub, _ := user.PublicKey()
-	uc := jwt.NewUserClaims(upub)
-	uc.Name = "edge-unscoped"
-	uc.IssuerAccount = ac.Subject
-	uc.AllowedConnectionTypes.Add(jwt.ConnectionTypeLeafnode)
-	token, err := uc.Encode(signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, _ := user.Seed()
-	creds, err := jwt.FormatUserConfig(token, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "edgeonly.creds")
-	if err := os.WriteFile(path, creds, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return attacktest.MintTestUser(t, ad, auth.AccountEdge, "edge-unscoped", func(uc *jwt.UserClaims) {
+		uc.AllowedConnectionTypes.Add(jwt.ConnectionTypeLeafnode)
+	})
 }
 
 // hubSnapshot is what a rogue must not change at the hub.

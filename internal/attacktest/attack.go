@@ -388,8 +388,19 @@ func snapshot(t *testing.T, ctx context.Context, f *kv.Fleet) state {
 // answer that lands in the account, to prove an attack fired.
 func ObserverCreds(t *testing.T, d auth.Dir, account string) string {
 	t.Helper()
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(d.Path, name))
+	return MintTestUser(t, d, account, "attacktest-observer", func(uc *jwt.UserClaims) {
+		uc.Permissions.Pub.Deny.Add(">")
+	})
+}
+
+// MintTestUser mints, for a test, a user named name of account with the
+// account's signing key in d, shaped by set (grants, connection types),
+// and returns the path of its creds file: a user no fleetctl command would
+// mint, to show what the account alone allows.
+func MintTestUser(t *testing.T, d auth.Dir, account, name string, set func(*jwt.UserClaims)) string {
+	t.Helper()
+	read := func(file string) []byte {
+		b, err := os.ReadFile(filepath.Join(d.Path, file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -410,9 +421,9 @@ func ObserverCreds(t *testing.T, d auth.Dir, account string) string {
 	}
 	upub, _ := user.PublicKey()
 	uc := jwt.NewUserClaims(upub)
-	uc.Name = "attacktest-observer"
+	uc.Name = name
 	uc.IssuerAccount = ac.Subject
-	uc.Permissions.Pub.Deny.Add(">")
+	set(uc)
 	token, err := uc.Encode(signer)
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +433,7 @@ func ObserverCreds(t *testing.T, d auth.Dir, account string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "observer.creds")
+	path := filepath.Join(t.TempDir(), name+".creds")
 	if err := os.WriteFile(path, creds, 0o600); err != nil {
 		t.Fatal(err)
 	}
