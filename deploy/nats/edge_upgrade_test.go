@@ -141,7 +141,7 @@ func TestEdgeUpgradeFromFleetLeaf(t *testing.T) {
 		t.Errorf("auth revoke --keep-current:\n%s", out)
 	}
 	old := plainLeaf(t, hub, oldCreds)
-	consistentlyNil(t, 2*time.Second, func() error {
+	natstest.Consistently(t, 2*time.Second, func() error {
 		if n := old.NumLeafNodes(); n != 0 {
 			return errors.New("the old FLEET leaf key attached a leaf node after its revocation")
 		}

@@ -145,7 +145,7 @@ func TestHostileLeafSpoke(t *testing.T) {
 			t.Errorf("%s: the hub closed the connection with %q, want a permissions violation", f.what, errs)
 		}
 	}
-	consistentlyNil(t, 2*time.Second, func() error {
+	natstest.Consistently(t, 2*time.Second, func() error {
 		if err := rogueInFleet(observer, from); err != nil {
 			return err
 		}

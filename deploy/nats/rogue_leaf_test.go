@@ -222,7 +222,7 @@ func TestRogueLeaf(t *testing.T) {
 	}
 
 	// Nothing arrives in FLEET; watch for a while, answers take other paths.
-	consistentlyNil(t, 2*time.Second, func() error {
+	natstest.Consistently(t, 2*time.Second, func() error {
 		if err := rogueInFleet(observer, observed); err != nil {
 			return err
 		}
@@ -424,19 +424,4 @@ func rogueInFleet(r *attacktest.Recorder, from int) error {
 		}
 	}
 	return nil
-}
-
-// consistentlyNil fails the test if cond fails at any check during d.
-func consistentlyNil(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if err := cond(); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // polling an invariant, not waiting for an outcome
-	}
 }

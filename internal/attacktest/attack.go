@@ -240,7 +240,7 @@ func Run(t *testing.T, f Fleet) Report {
 
 	// And nothing of it crossed. Answers take other paths than the ones
 	// observed (routes, leaf connections), so watch for a while.
-	consistently(t, 2*time.Second, func() error {
+	natstest.Consistently(t, 2*time.Second, func() error {
 		for _, s := range spies {
 			if err := s.foreign(replies, f.Controller); err != nil {
 				return err
@@ -562,19 +562,4 @@ func legit(m *nats.Msg, controller string) string {
 		return "nothing is sent there"
 	}
 	return ""
-}
-
-// consistently fails the test if cond fails at any check during d.
-func consistently(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if err := cond(); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // polling an invariant, not waiting for an outcome
-	}
 }

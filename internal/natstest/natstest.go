@@ -134,6 +134,23 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	}
 }
 
+// Consistently checks cond every 20ms for d and fails the test at the
+// first error: an invariant that must hold throughout (an attack that must
+// change nothing), not an outcome to wait for.
+func Consistently(t testing.TB, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if err := cond(); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling an invariant, not waiting for an outcome
+	}
+}
+
 // Within is Eventually that returns the failure instead of failing the
 // test, for a caller that reports it with more context.
 func Within(timeout time.Duration, cond func() error) error {
