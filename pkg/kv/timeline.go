@@ -292,17 +292,6 @@ func (s trailSource) setCursor(c *TimelineCursor, seq uint64) {
 	}
 }
 
-// groupFilters are the subjects of a group's entries and the fleet-wide
-// ones in the stream. FLEET_AUDIT may hold events too: stored there by the
-// legacy layout, until they age out.
-func (s trailSource) groupFilters(group string) []string {
-	events := []string{EventSubject(group), EventSubject("")}
-	if s.name == StreamEvents {
-		return events
-	}
-	return append([]string{AuditSubject(group), AuditSubject("")}, events...)
-}
-
 func (s trailSource) err(err error) error {
 	if s.name == StreamAudit {
 		return timelineErr(err)
