@@ -30,6 +30,7 @@ func TestDefaultConfig(t *testing.T) {
 			UpdateTimeout:    Duration(30 * time.Minute),
 
 			InfrastructureHold: 50,
+			VanishedLimit:      10,
 		}},
 		QuarantineAfter: 3,
 	}
