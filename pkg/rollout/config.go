@@ -438,7 +438,7 @@ func (g GroupConfig) validate() []error {
 // valid. A group that is rolling out (canary or active, halted or not) may be
 // neither changed nor removed: its schedule, canaries and backpressure were
 // fixed when it started. Its analysis checks may change (a changed check
-// counts afresh). Mode and time zone changes are always allowed, as
+// counts afresh), and so may its vanished_limit. Mode and time zone changes are always allowed, as
 // are changes to groups that are unstarted, done or rolled back. A renamed
 // group is a removal and an addition and keeps no state.
 func CheckConfigChange(prev, next Config, statuses map[string]GroupStatus) error {
@@ -472,6 +472,10 @@ func sameGroup(a, b GroupConfig) bool {
 	// Checks may change while a group rolls out (a wrong query must be
 	// fixable): a changed check counts afresh (syncChecks).
 	a.Analysis, b.Analysis = nil, nil
+	// vanished_limit only decides when the group is done: an operator
+	// whose group waits for hosts that are gone for good may relax it
+	// (or mark the group done) mid-rollout.
+	a.VanishedLimit, b.VanishedLimit = 0, 0
 	ad, errA := parseDays(a.Days)
 	bd, errB := parseDays(b.Days)
 	if errA != nil || errB != nil || ad != bd {

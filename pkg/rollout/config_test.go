@@ -243,6 +243,11 @@ func TestCheckConfigChange(t *testing.T) {
 			want:     `group "prod" is active; its schedule cannot change`,
 		},
 		{
+			name:     "active group may change its vanished_limit",
+			next:     edit(func(c *Config) { c.Groups[1].VanishedLimit = 50 }),
+			statuses: map[string]GroupStatus{"staging": status(StateDone, false), "prod": status(StateActive, false)},
+		},
+		{
 			name:     "halted canary group may not change",
 			next:     edit(func(c *Config) { c.Groups[0].CanaryCount = 1 }),
 			statuses: map[string]GroupStatus{"staging": status(StateCanary, true)},

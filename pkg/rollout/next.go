@@ -615,8 +615,10 @@ func (m *machine) tooManyVanished() bool {
 		m.clearDoneHeld()
 		return false
 	}
-	text := fmt.Sprintf("%d of the %d initial agents vanished since the group started, more than vanished_limit %s (%s): not done until they return (or fleetctl mark-done --group %s)",
-		st.Vanished, st.InitialCount, m.gc.VanishedLimit, trimFloat(limit), st.Group)
+	// The smallest whole limit that would let the group be done now.
+	enough := int(math.Ceil(float64(st.Vanished)*100/float64(st.InitialCount) - 1e-9))
+	text := fmt.Sprintf("%d of the %d initial agents vanished since the group started, more than vanished_limit %s (%s): not done until they return (or fleetctl config set --group %s --vanished-limit %d%%, or fleetctl mark-done --group %s)",
+		st.Vanished, st.InitialCount, m.gc.VanishedLimit, trimFloat(limit), st.Group, enough, st.Group)
 	if st.DoneHeld == "" {
 		m.emit(EventVanished, st.State, st.State, text)
 		m.emit(EventAlert, st.State, st.State, "not done: "+text)
