@@ -75,7 +75,7 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 	switch {
 	case r.DoneHeld != "" && r.State.InProgress():
 		out = append(out, "not done: "+r.DoneHeld)
-	case r.Vanished > 0 && r.State != rollout.StateUnstarted:
+	case r.Vanished > 0 && (r.State.InProgress() || r.State == rollout.StateDone):
 		out = append(out, fmt.Sprintf("%d of the %d initial agents vanished since the group started (net of agents that joined)", r.Vanished, r.InitialCount))
 	}
 	if n := r.DoneFailed; n > 0 {
