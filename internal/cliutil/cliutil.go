@@ -24,6 +24,10 @@ const (
 	ExitFailure = 1
 	ExitUsage   = 2
 	ExitHalted  = 3
+	// ExitDoneWithFailures: the rollout is done, but agents of a done
+	// group failed the target (rolled back from it): not the clean
+	// success a pipeline may take 0 for.
+	ExitDoneWithFailures = 4
 )
 
 // ExitCodesHelp is appended to every root command's long help.
@@ -32,7 +36,8 @@ Exit codes:
   0  success
   1  failure (the error is printed on stderr)
   2  usage error (bad flag, argument or value)
-  3  rollout halted or failed (commands that wait on a rollout)`
+  3  rollout halted or failed (commands that wait on a rollout)
+  4  rollout done, with failed agents (commands that wait on a rollout)`
 
 // UsageError marks an error as the user's invocation being wrong.
 type UsageError struct{ Err error }

@@ -122,10 +122,12 @@ type ConfigSetOptions struct {
 	WaitHours     *int
 	JitterSeconds *int
 	CanaryCount   *int
-	// MaxInFlight, FailureThreshold and InfrastructureHold: "20%".
+	// MaxInFlight, FailureThreshold, InfrastructureHold and
+	// VanishedLimit: "20%".
 	MaxInFlight        *string
 	FailureThreshold   *string
 	InfrastructureHold *string
+	VanishedLimit      *string
 	// AlertAfter, HealthTimeout, MinHealthyTime, UpdateTimeout: "4h", "90s".
 	AlertAfter     *string
 	HealthTimeout  *string
@@ -151,7 +153,7 @@ func (o *ConfigSetOptions) groupSettings() []string {
 		{"--days", o.Days != nil}, {"--start-hour", o.StartHour != nil}, {"--wait-hours", o.WaitHours != nil},
 		{"--jitter-seconds", o.JitterSeconds != nil}, {"--canary-count", o.CanaryCount != nil},
 		{"--max-in-flight", o.MaxInFlight != nil}, {"--failure-threshold", o.FailureThreshold != nil},
-		{"--infrastructure-hold", o.InfrastructureHold != nil},
+		{"--infrastructure-hold", o.InfrastructureHold != nil}, {"--vanished-limit", o.VanishedLimit != nil},
 		{"--alert-after", o.AlertAfter != nil}, {"--health-timeout", o.HealthTimeout != nil},
 		{"--min-healthy-time", o.MinHealthyTime != nil}, {"--update-timeout", o.UpdateTimeout != nil},
 		{"--depends-on", o.DependsOn != nil},
@@ -278,6 +280,7 @@ func groupSettingFlags(cmd *cobra.Command, o *ConfigSetOptions) []func() {
 		optionalString(cmd, &o.MaxInFlight, "max-in-flight", `share of the group updating at once ("1%"-"100%")`),
 		optionalString(cmd, &o.FailureThreshold, "failure-threshold", `halt when more than this share failed ("0%"-"100%")`),
 		optionalString(cmd, &o.InfrastructureHold, "infrastructure-hold", `hold (never halt) while more than this share of the agents in flight are blocked on infrastructure ("0%"-"100%"; "100%" never holds)`),
+		optionalString(cmd, &o.VanishedLimit, "vanished-limit", `done only while at most this share of the initial agents vanished ("0%"-"100%"; "100%" never waits)`),
 		optionalString(cmd, &o.AlertAfter, "alert-after", `alert when not done this long after the start ("1m"-"168h")`),
 		optionalString(cmd, &o.HealthTimeout, "health-timeout", `time for the app to become healthy ("10s"-"1h")`),
 		optionalString(cmd, &o.MinHealthyTime, "min-healthy-time", `time the app must stay healthy ("0s"-"24h")`),
@@ -441,6 +444,7 @@ func (o *ConfigSetOptions) parse() (func(*rollout.GroupConfig), error) {
 		{"--max-in-flight", o.MaxInFlight, func(g *rollout.GroupConfig) *rollout.Percent { return &g.MaxInFlight }},
 		{"--failure-threshold", o.FailureThreshold, func(g *rollout.GroupConfig) *rollout.Percent { return &g.FailureThreshold }},
 		{"--infrastructure-hold", o.InfrastructureHold, func(g *rollout.GroupConfig) *rollout.Percent { return &g.InfrastructureHold }},
+		{"--vanished-limit", o.VanishedLimit, func(g *rollout.GroupConfig) *rollout.Percent { return &g.VanishedLimit }},
 	}
 	for _, s := range percents {
 		if s.v == nil {

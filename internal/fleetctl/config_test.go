@@ -57,7 +57,7 @@ func TestConfigSetShowRoundTrip(t *testing.T) {
 		Group: "prod", Add: true, Days: ptr("Mon,Wed,Fri"), WaitHours: ptr(4), CanaryCount: ptr(2),
 		MaxInFlight: ptr("10%"), FailureThreshold: ptr("2.5%"), AlertAfter: ptr("2h"),
 		HealthTimeout: ptr("1m"), MinHealthyTime: ptr("30s"), UpdateTimeout: ptr("45m"), DependsOn: ptr("default,staging"),
-		InfrastructureHold: ptr("25%"),
+		InfrastructureHold: ptr("25%"), VanishedLimit: ptr("5%"),
 	}))
 	out = e.mustRun(configSet(ConfigSetOptions{Group: "default", DependsOn: ptr(""), Mode: ptr("paused"), Timezone: ptr("Europe/Berlin")}))
 	for _, want := range []string{"mode enabled → paused", "timezone UTC → Europe/Berlin", `group "default": depends_on null → []`} {
@@ -73,7 +73,7 @@ func TestConfigSetShowRoundTrip(t *testing.T) {
 	prod.MaxInFlight, prod.FailureThreshold = 10, 2.5
 	prod.AlertAfter, prod.HealthTimeout, prod.MinHealthyTime = rollout.Duration(2*time.Hour), rollout.Duration(time.Minute), rollout.Duration(30*time.Second)
 	prod.UpdateTimeout = rollout.Duration(45 * time.Minute)
-	prod.InfrastructureHold = 25
+	prod.InfrastructureHold, prod.VanishedLimit = 25, 5
 	prod.DependsOn = []string{"default", "staging"}
 	def := rollout.DefaultGroup("default")
 	def.DependsOn = []string{}
@@ -102,6 +102,7 @@ groups:
     min_healthy_time: 5m
     update_timeout: 30m
     infrastructure_hold: 50%
+    vanished_limit: 10%
     depends_on: []
   - name: staging
     days: ['*']
@@ -116,6 +117,7 @@ groups:
     min_healthy_time: 5m
     update_timeout: 30m
     infrastructure_hold: 50%
+    vanished_limit: 10%
     depends_on: null
   - name: prod
     days: [Mon, Wed, Fri]
@@ -130,6 +132,7 @@ groups:
     min_healthy_time: 30s
     update_timeout: 45m
     infrastructure_hold: 25%
+    vanished_limit: 5%
     depends_on: [default, staging]
 quarantine_after: 3
 `
@@ -451,5 +454,32 @@ func TestConfigApplyReplacesUnreadableConfig(t *testing.T) {
 	prod.MaxInFlight = 10
 	if diff := cmp.Diff([]rollout.GroupConfig{prod}, e.config().Value.Groups); diff != "" {
 		t.Errorf("groups (-want +got):\n%s", diff)
+	}
+}
+
+// TestConfigSetVanishedLimit: --vanished-limit is written, reported as a
+// change, and a bad value is a usage error that writes nothing.
+func TestConfigSetVanishedLimit(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun(configSet(ConfigSetOptions{Group: "prod", Add: true}))
+	out := e.mustRun(configSet(ConfigSetOptions{Group: "prod", VanishedLimit: ptr("25%")}))
+	if !strings.Contains(out, `group "prod": vanished_limit 10% → 25%`) {
+		t.Errorf("set output does not report the change:\n%s", out)
+	}
+	if g, _ := e.config().Value.Group("prod"); g.VanishedLimit != 25 {
+		t.Errorf("vanished_limit %v, want 25%%", g.VanishedLimit)
+	}
+	rev := e.configRevision()
+	for _, bad := range []string{"25", "101%"} {
+		_, err := e.run(configSet(ConfigSetOptions{Group: "prod", VanishedLimit: ptr(bad)}))
+		if err == nil || !strings.Contains(err.Error(), "vanished") {
+			t.Errorf("--vanished-limit %s: %v, want an error naming it", bad, err)
+		}
+		if cliutil.ExitCode(err) != cliutil.ExitUsage {
+			t.Errorf("--vanished-limit %s: exit %d, want %d", bad, cliutil.ExitCode(err), cliutil.ExitUsage)
+		}
+	}
+	if e.configRevision() != rev {
+		t.Errorf("a refused --vanished-limit wrote the config")
 	}
 }

@@ -82,11 +82,19 @@ The counts are the controllers' fleet_stats entries younger than one minute;
 agents count once they have heartbeated for one interval, and drop out after
 the agent expiry.
 
+A group done with agents that failed the target (rolled back from it, or
+reporting an error) shows as "done (N failed)", with a note.
+
 --wait re-reads every 2s until every configured group is done on the target
-(exit 0) or one halts or is rolled back (exit 3).`,
+or one halts or is rolled back, then prints the status and exits:
+  0  every group done, and no agent of a done group failed the target
+  3  a group halted or was rolled back
+  4  every group done, but agents of a done group failed the target
+     ("done with failures": fleetctl agents ls --group G shows them)`,
 		Example: `  fleetctl status
   fleetctl status --group prod
   fleetctl status --wait && echo "rolled out everywhere"
+  fleetctl status --wait; [ $? -eq 4 ] && echo "done, but some hosts rolled back"
   fleetctl status --by-site --group prod
   fleetctl status -o json | jq '.groups[] | {name, sites: [.sites[]? | {site, agents, failed}]}'
   fleetctl status -o json | jq '.groups[] | {name, agents, state: .rollout.state}'`,
@@ -102,7 +110,7 @@ the agent expiry.
 		},
 	}
 	cmd.Flags().StringVar(&o.Group, "group", "", "only this group")
-	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every group is done (exit 0) or one halts (exit 3)")
+	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every group is done (exit 0; 4 when agents failed) or one halts (exit 3)")
 	cmd.Flags().BoolVar(&o.BySite, "by-site", false, "show agents by site even when no agent names one (shown whenever one does)")
 	outputFlag(cmd, &o.Output)
 	return cmd
@@ -249,9 +257,11 @@ func rolloutProblem(ps []Problem) error {
 }
 
 // waitVerdict says whether waiting is over: every configured group done on
-// the target (nil), or one halted or rolled back (exit 3).
+// the target (nil, or exit 4 when agents of a done group failed the target:
+// done with failures), or one halted or rolled back (exit 3).
 func waitVerdict(rep StatusReport) (done bool, err error) {
 	all := true
+	var failed []string
 	for _, g := range rep.Groups {
 		r := g.Rollout
 		if r == nil || !r.InConfig {
@@ -266,7 +276,13 @@ func waitVerdict(rep StatusReport) (done bool, err error) {
 			return true, cliutil.ExitError{Code: cliutil.ExitHalted, Err: fmt.Errorf("group %q was rolled back: %s", g.Name, r.Reason)}
 		case r.State != rollout.StateDone:
 			all = false
+		case r.DoneFailed > 0:
+			failed = append(failed, fmt.Sprintf("group %q: %d of %d agents failed %s", g.Name, r.DoneFailed, g.Agents, rep.Plan.TargetVersion))
 		}
+	}
+	if all && len(failed) > 0 {
+		return true, cliutil.ExitError{Code: cliutil.ExitDoneWithFailures,
+			Err: fmt.Errorf("done with failures: %s (rolled back from it or reporting an error; fleetctl agents ls --group G shows them)", strings.Join(failed, "; "))}
 	}
 	return all, nil
 }

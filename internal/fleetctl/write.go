@@ -92,7 +92,7 @@ func stripV(v string) string {
 var groupFields = []string{
 	"name", "days", "start_hour", "wait_hours", "jitter_seconds", "canary_count", "max_in_flight",
 	"alert_after", "failure_threshold", "health_timeout", "min_healthy_time", "update_timeout",
-	"infrastructure_hold", "depends_on", "approval", "alert_on_approval_wait",
+	"infrastructure_hold", "vanished_limit", "depends_on", "approval", "alert_on_approval_wait",
 }
 
 // fieldsOf returns v's JSON fields.

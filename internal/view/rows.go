@@ -72,6 +72,16 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 	if r.Frozen != "" {
 		out = append(out, "frozen: "+r.Frozen)
 	}
+	switch {
+	case r.DoneHeld != "" && r.State.InProgress():
+		out = append(out, "not done: "+r.DoneHeld)
+	case r.Vanished > 0 && (r.State.InProgress() || r.State == rollout.StateDone):
+		out = append(out, fmt.Sprintf("%d of the %d initial agents vanished since the group started (net of agents that joined)", r.Vanished, r.InitialCount))
+	}
+	if n := r.DoneFailed; n > 0 {
+		out = append(out, fmt.Sprintf("done with failures: %s failed the target (rolled back from it or reporting an error): fleetctl agents ls --group %s shows them, fleetctl retry --group %s asks them to try again",
+			plural(n, "agent"), g.Name, g.Name))
+	}
 	if r.RunRequested {
 		out = append(out, "run requested: starts at the controller's next step")
 	}
@@ -123,7 +133,7 @@ func orNothing(v string) string {
 type GroupRow struct {
 	Group string `json:"group"`
 	// State is the state as a cell: "canary", "active (halted)", "done*"
-	// (stale), "invalid", "-" (no status yet).
+	// (stale), "done (1 failed)" (done with failures), "invalid", "-" (no status yet).
 	State string `json:"state"`
 	// Since is how long the group has been in its state ("3m"); "-".
 	Since string `json:"since"`
@@ -160,6 +170,12 @@ type GroupRow struct {
 	WaitingUntil time.Time `json:"waiting_until,omitzero"`
 	// RawState is the rollout state itself ("" with no status).
 	RawState rollout.State `json:"raw_state,omitempty"`
+	// DoneFailed, for a group done on the target, is how many of its
+	// agents failed it (GroupRollout.DoneFailed): done with failures, the
+	// State cell "done (1 failed)". Vanished is how many of its initial
+	// agents are gone (GroupRollout.Vanished). Absent when 0.
+	DoneFailed int `json:"done_failed,omitempty"`
+	Vanished   int `json:"vanished,omitempty"`
 	// Sites are the group's counts by site (GroupReport.Sites), as cells;
 	// absent when no agent names a site.
 	Sites []SiteRow `json:"sites,omitempty"`
@@ -215,7 +231,8 @@ func Rows(rep StatusReport, cfg *rollout.Config, now time.Time) []GroupRow {
 		}
 		row := GroupRow{Group: g.Name, State: "-", Since: "-", Allowed: "-", Updating: "-", Waiting: "-", Failed: "-",
 			Agents: g.Agents, Split: r.Agents, FailedCount: r.FailedCount, Halted: r.Halted, HaltReason: r.HaltReason,
-			RawState: r.State, WaitingUntil: r.WaitingUntil, Notes: GroupNotes(g, rep.Plan, now), Sites: SiteRows(g)}
+			RawState: r.State, WaitingUntil: r.WaitingUntil, Notes: GroupNotes(g, rep.Plan, now), Sites: SiteRows(g),
+			DoneFailed: r.DoneFailed, Vanished: r.Vanished}
 		if row.Notes == nil {
 			row.Notes = []string{}
 		}
@@ -232,6 +249,8 @@ func Rows(rep StatusReport, cfg *rollout.Config, now time.Time) []GroupRow {
 			case r.AwaitingApproval != nil:
 				row.State += " (awaiting approval)"
 				row.AwaitingApproval, row.AwaitingSince, row.Approved = r.AwaitingApproval.Stage, r.AwaitingApproval.Since, r.AwaitingApproval.Approved != nil
+			case r.DoneFailed > 0:
+				row.State += fmt.Sprintf(" (%d failed)", r.DoneFailed)
 			}
 			if !r.Stale {
 				// Rounded down (with slack for float error), so 100% means

@@ -114,7 +114,13 @@ type GroupRollout struct {
 	Frozen       string    `json:"frozen,omitempty"`
 	// Held says why progress is held: agents in flight blocked on
 	// infrastructure (rollout.GroupStatus.Held); nothing is failed.
-	Held         string `json:"held,omitempty"`
+	Held string `json:"held,omitempty"`
+	// Vanished is how many of the group's initial agents are gone
+	// (rollout.GroupStatus.Vanished); DoneHeld says why a group whose
+	// present agents all finished is not done: more vanished than its
+	// vanished_limit. Absent when none vanished / it is not held.
+	Vanished     int    `json:"vanished,omitempty"`
+	DoneHeld     string `json:"done_held,omitempty"`
 	Alerted      bool   `json:"alerted"`
 	RunRequested bool   `json:"run_requested,omitempty"`
 	// Retry is the operator's last retry request (fleetctl retry), absent
@@ -142,6 +148,11 @@ type GroupRollout struct {
 	TimedOut *int `json:"timed_out,omitempty"`
 	// Agents splits the group's counted agents.
 	Agents AgentSplit `json:"agents"`
+	// DoneFailed, for a group done on the plan's target, is how many of
+	// its agents failed the target (Agents.Failed: not on it, rolled back
+	// from it or reporting an error): the group is done with failures,
+	// and status --wait exits 4. Absent otherwise.
+	DoneFailed int `json:"done_failed,omitempty"`
 	// Analysis is where each of the group's metric analysis checks
 	// stands (rollout.CheckStatus); absent without checks.
 	Analysis []rollout.CheckStatus `json:"analysis,omitempty"`
@@ -300,6 +311,7 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	}
 	r.Halted, r.HaltReason, r.HaltedAt = s.Halted, s.HaltReason, s.HaltedAt
 	r.Waiting, r.WaitingUntil, r.Frozen, r.Held = s.Waiting, s.WaitingUntil, s.Frozen, s.Held
+	r.Vanished, r.DoneHeld = s.Vanished, s.DoneHeld
 	r.Alerted, r.RunRequested = s.Alerted, s.RunRequested
 	if s.Retry.Token != "" {
 		r.Retry = &s.Retry
@@ -310,6 +322,9 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	r.Progress, r.InitialCount, r.FailedCount, r.UpdatesTimedOut = s.Progress, s.InitialCount, s.FailedCount, s.TimedOutCount
 	if !r.Stale {
 		r.Agents.TimedOut = min(s.TimedOutCount, r.Agents.Updating)
+		if s.State == rollout.StateDone {
+			r.DoneFailed = r.Agents.Failed
+		}
 	}
 	r.StartedAt, r.DoneAt, r.Canaries = s.StartedAt, s.DoneAt, len(s.Canaries)
 	r.Analysis = s.Analysis

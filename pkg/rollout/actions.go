@@ -36,7 +36,7 @@ func (st *GroupStatus) clearHalt() {
 // the operator has decided where the group ends up.
 func (st *GroupStatus) settle() {
 	st.clearHalt()
-	st.RunRequested, st.Waiting, st.WaitingUntil, st.Frozen = false, "", time.Time{}, ""
+	st.RunRequested, st.Waiting, st.WaitingUntil, st.Frozen, st.DoneHeld = false, "", time.Time{}, "", ""
 	st.AwaitingApproval = ApprovalWait{}
 }
 

@@ -87,6 +87,13 @@ type GroupConfig struct {
 	// lock. The agents retry by themselves and the group moves on when
 	// they recover. 0% holds on the first blocked agent, 100% never holds.
 	InfrastructureHold Percent `json:"infrastructure_hold"`
+	// VanishedLimit bounds the share of the group's initial agents that
+	// may have vanished (expired from the inventory, net of agents that
+	// joined) when it would be done: past it the group is not done, it
+	// says so (GroupStatus.DoneHeld) and waits for them to return or an
+	// operator's mark-done. Teleport refuses done above 10%. 0% wants
+	// every initial agent back, 100% never waits.
+	VanishedLimit Percent `json:"vanished_limit"`
 	// DependsOn names the groups that must be done first. Omitted or null:
 	// the group before this one in Groups (none for the first). An explicit
 	// empty list: no dependency.
@@ -120,6 +127,9 @@ const (
 	// DefaultInfrastructureHold: the group holds while more than half
 	// of its agents in flight are blocked on infrastructure.
 	DefaultInfrastructureHold = Percent(50)
+	// DefaultVanishedLimit: a group is done with at most a tenth of its
+	// initial agents gone, as Teleport's rollouts.
+	DefaultVanishedLimit = Percent(10)
 )
 
 // Limits checked by Validate.
@@ -165,7 +175,7 @@ func DefaultConfig() Config {
 // hour 0, no wait, jitter 5s, 5 canaries, 20% in flight, alert after 4h, halt
 // above 5% failed, 5m health timeout and minimum healthy time, 30m update
 // timeout, hold while more than 50% of those in flight are blocked on
-// infrastructure.
+// infrastructure, done with at most 10% of the initial agents vanished.
 func DefaultGroup(name string) GroupConfig {
 	return GroupConfig{
 		Name:             name,
@@ -180,6 +190,7 @@ func DefaultGroup(name string) GroupConfig {
 		UpdateTimeout:    DefaultUpdateTimeout,
 
 		InfrastructureHold: DefaultInfrastructureHold,
+		VanishedLimit:      DefaultVanishedLimit,
 	}
 }
 
@@ -249,6 +260,7 @@ func (g *GroupConfig) UnmarshalJSON(b []byte) error {
 		"min_healthy_time":    &d.MinHealthyTime,
 		"update_timeout":      &d.UpdateTimeout,
 		"infrastructure_hold": &d.InfrastructureHold,
+		"vanished_limit":      &d.VanishedLimit,
 		"depends_on":          &d.DependsOn,
 
 		"approval":               &d.Approval,
@@ -390,6 +402,9 @@ func (g GroupConfig) validate() []error {
 	if g.InfrastructureHold < 0 || g.InfrastructureHold > 100 {
 		bad("infrastructure_hold %q must be 0%%-100%%", g.InfrastructureHold)
 	}
+	if g.VanishedLimit < 0 || g.VanishedLimit > 100 {
+		bad("vanished_limit %q must be 0%%-100%%", g.VanishedLimit)
+	}
 	if d := g.AlertAfter.D(); d < minAlertAfter || d > maxAlertAfter {
 		bad("alert_after %q must be %s-%s", g.AlertAfter, Duration(minAlertAfter), Duration(maxAlertAfter))
 	}
@@ -423,7 +438,7 @@ func (g GroupConfig) validate() []error {
 // valid. A group that is rolling out (canary or active, halted or not) may be
 // neither changed nor removed: its schedule, canaries and backpressure were
 // fixed when it started. Its analysis checks may change (a changed check
-// counts afresh). Mode and time zone changes are always allowed, as
+// counts afresh), and so may its vanished_limit. Mode and time zone changes are always allowed, as
 // are changes to groups that are unstarted, done or rolled back. A renamed
 // group is a removal and an addition and keeps no state.
 func CheckConfigChange(prev, next Config, statuses map[string]GroupStatus) error {
@@ -457,6 +472,10 @@ func sameGroup(a, b GroupConfig) bool {
 	// Checks may change while a group rolls out (a wrong query must be
 	// fixable): a changed check counts afresh (syncChecks).
 	a.Analysis, b.Analysis = nil, nil
+	// vanished_limit only decides when the group is done: an operator
+	// whose group waits for hosts that are gone for good may relax it
+	// (or mark the group done) mid-rollout.
+	a.VanishedLimit, b.VanishedLimit = 0, 0
 	ad, errA := parseDays(a.Days)
 	bd, errB := parseDays(b.Days)
 	if errA != nil || errB != nil || ad != bd {

@@ -30,6 +30,7 @@ func TestDefaultConfig(t *testing.T) {
 			UpdateTimeout:    Duration(30 * time.Minute),
 
 			InfrastructureHold: 50,
+			VanishedLimit:      10,
 		}},
 		QuarantineAfter: 3,
 	}
@@ -240,6 +241,11 @@ func TestCheckConfigChange(t *testing.T) {
 			next:     edit(func(c *Config) { c.Groups[1].MaxInFlight = 50 }),
 			statuses: map[string]GroupStatus{"staging": status(StateDone, false), "prod": status(StateActive, false)},
 			want:     `group "prod" is active; its schedule cannot change`,
+		},
+		{
+			name:     "active group may change its vanished_limit",
+			next:     edit(func(c *Config) { c.Groups[1].VanishedLimit = 50 }),
+			statuses: map[string]GroupStatus{"staging": status(StateDone, false), "prod": status(StateActive, false)},
 		},
 		{
 			name:     "halted canary group may not change",

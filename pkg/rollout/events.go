@@ -23,6 +23,11 @@ const (
 	EventFrozen EventKind = "frozen"
 	// EventUnfrozen: enough agents are back and progress moves again.
 	EventUnfrozen EventKind = "unfrozen"
+	// EventVanished: every present agent finished, but more of the
+	// group's initial agents vanished than vanished_limit allows, so the
+	// group is not done (see GroupStatus.DoneHeld); an alert event goes
+	// with it.
+	EventVanished EventKind = "vanished"
 	// EventHeld: progress is held because agents in flight are blocked on
 	// infrastructure (see GroupStatus.Held); not a failure.
 	EventHeld EventKind = "held"
@@ -53,7 +58,7 @@ const (
 // kind goes here too.
 var EventKinds = []EventKind{
 	EventTransition, EventHalt, EventAlert, EventApprovalNeeded, EventQuarantine,
-	EventFrozen, EventUnfrozen, EventHeld, EventResumed, EventOperator, EventAnalysis, EventUnattributed,
+	EventFrozen, EventUnfrozen, EventVanished, EventHeld, EventResumed, EventOperator, EventAnalysis, EventUnattributed,
 }
 
 // MaxEventReason bounds an event's Reason, in bytes: every event fits the

@@ -17,8 +17,13 @@ type Input struct {
 	Spec   Spec
 	// Prev is the group's current status (zero when it has none yet).
 	Prev GroupStatus
-	// Predecessors holds the statuses of the groups this one depends on
-	// (Plan.Predecessors); a missing one counts as not done.
+	// Predecessors holds the statuses of the groups above this one in the
+	// depends_on chain: its dependencies and theirs, transitively
+	// (Plan.Predecessors). A missing dependency counts as not done; a
+	// group anywhere above that is rolled back or halted on the same
+	// target keeps this one from starting, even when its own
+	// dependencies are done (RFD 169: groups after a rolled-back group
+	// never start).
 	Predecessors map[string]GroupStatus
 	// Counts are the group's per-version counts of present, established
 	// agents: the numbers for initial count, presence and progress. An
@@ -242,6 +247,10 @@ func (m *machine) unstarted() bool {
 				lastDone = p.DoneAt
 			}
 		}
+		if why := m.stoppedAbove(); why != "" {
+			m.waitFor(WaitPredecessor, why, time.Time{})
+			return false
+		}
 		if gc.WaitHours > 0 && !lastDone.IsZero() {
 			until := lastDone.Add(time.Duration(gc.WaitHours) * time.Hour)
 			if m.now.Before(until) {
@@ -274,8 +283,64 @@ func (m *machine) unstarted() bool {
 	st.InitialCount, st.Progress, st.StartedAt, st.FailuresSince = total, 0, m.now, m.now
 	st.RunRequested, st.Halted, st.HaltReason, st.HaltedAt = false, false, "", time.Time{}
 	st.Alerted, st.FailedCount, st.Frozen, st.DoneAt = false, 0, "", time.Time{}
+	st.Vanished, st.DoneHeld = 0, ""
 	m.transition(StateCanary, fmt.Sprintf("%s: starting with %d agents, %d canaries", reason, total, len(ids)))
 	return true
+}
+
+// stoppedAbove says why the group may not start although its own
+// dependencies are done: a group further up its depends_on chain is rolled
+// back or halted on the same target (dev rolled back while staging
+// finished must not let prod start). "" when none is. A status for
+// another target is the controller's to reset first, and says nothing
+// about this one.
+func (m *machine) stoppedAbove() string {
+	direct := m.in.Config.Dependencies(m.in.Group)
+	for _, a := range m.in.Config.Ancestors(m.in.Group) {
+		p, ok := m.in.Predecessors[a]
+		if !ok || slices.Contains(direct, a) || p.TargetVersion != m.in.Spec.TargetVersion {
+			continue
+		}
+		what := ""
+		switch {
+		case p.State == StateRolledBack:
+			what = "rolled back"
+		case p.Halted:
+			what = string(p.State) + ", halted"
+		default:
+			continue
+		}
+		return fmt.Sprintf("waiting for group %q, above it in depends_on (%s), to be done: it is %s, and no group after a rolled-back or halted group starts (fleetctl run --group %s starts this one anyway)",
+			a, m.chain(a), what, m.in.Group)
+	}
+	return ""
+}
+
+// chain is the depends_on path from ancestor down to the group, as
+// "dev → staging → prod" (the first one found through Dependencies).
+func (m *machine) chain(ancestor string) string {
+	cfg := m.in.Config
+	var walk func(g string, seen map[string]bool) []string
+	walk = func(g string, seen map[string]bool) []string {
+		if g == ancestor {
+			return []string{g}
+		}
+		if seen[g] {
+			return nil
+		}
+		seen[g] = true
+		for _, d := range cfg.Dependencies(g) {
+			if p := walk(d, seen); p != nil {
+				return append(p, g)
+			}
+		}
+		return nil
+	}
+	path := walk(m.in.Group, map[string]bool{})
+	if path == nil {
+		return ancestor + " → … → " + m.in.Group
+	}
+	return strings.Join(path, " → ")
 }
 
 // canaryViews are the views of the group's canaries that are present and
@@ -372,6 +437,7 @@ func (m *machine) alertAfter() {
 
 func (m *machine) canary() bool {
 	m.alertAfter()
+	m.countVanished()
 	first := m.countFailures()
 	st := &m.st
 	if st.Halted {
@@ -425,6 +491,7 @@ func (m *machine) canary() bool {
 
 func (m *machine) active() bool {
 	m.alertAfter()
+	m.countVanished()
 	first := m.countFailures()
 	if m.st.Halted || m.overThreshold(first) {
 		return false
@@ -510,6 +577,10 @@ func (m *machine) active() bool {
 		m.emit(EventUnfrozen, st.State, st.State, "enough agents present again: progress moves")
 	}
 	if frozen || held || an.hold || p < 1 || onTarget == 0 || onTarget+settled < present {
+		m.clearDoneHeld()
+		return false
+	}
+	if m.tooManyVanished() {
 		return false
 	}
 	st.Progress, st.DoneAt = 1, m.now
@@ -518,8 +589,48 @@ func (m *machine) active() bool {
 	if settled > 0 {
 		reason = fmt.Sprintf("%d of %d present agents on %s, %d rolled back from it", onTarget, present, target, settled)
 	}
+	if st.Vanished > 0 {
+		reason += fmt.Sprintf("; %d of the %d initial agents vanished (vanished_limit %s)", st.Vanished, st.InitialCount, m.gc.VanishedLimit)
+	}
 	m.transition(StateDone, reason)
 	return true
+}
+
+// countVanished records how many of the group's initial agents are gone
+// (GroupStatus.Vanished).
+func (m *machine) countVanished() {
+	m.st.Vanished = max(m.st.InitialCount-m.in.Counts.Total(), 0)
+}
+
+// tooManyVanished keeps a group whose present agents all finished from
+// being done while more of its initial agents vanished than vanished_limit
+// allows: 85 of 100 on the target with 15 gone is not a finished rollout.
+// It says so in DoneHeld, and the first step that holds
+// emits a vanished event and an alert; the hold ends when enough return
+// (or an operator marks the group done).
+func (m *machine) tooManyVanished() bool {
+	st := &m.st
+	limit := m.gc.VanishedLimit.Of(st.InitialCount)
+	if float64(st.Vanished) <= limit {
+		m.clearDoneHeld()
+		return false
+	}
+	// The smallest whole limit that would let the group be done now.
+	enough := int(math.Ceil(float64(st.Vanished)*100/float64(st.InitialCount) - 1e-9))
+	text := fmt.Sprintf("%d of the %d initial agents vanished since the group started, more than vanished_limit %s (%s): not done until they return (or fleetctl config set --group %s --vanished-limit %d%%, or fleetctl mark-done --group %s)",
+		st.Vanished, st.InitialCount, m.gc.VanishedLimit, trimFloat(limit), st.Group, enough, st.Group)
+	if st.DoneHeld == "" {
+		m.emit(EventVanished, st.State, st.State, text)
+		m.emit(EventAlert, st.State, st.State, "not done: "+text)
+	}
+	st.DoneHeld = text
+	return true
+}
+
+// clearDoneHeld ends a wait for vanished agents: they returned, or the
+// group has other agents to wait for first.
+func (m *machine) clearDoneHeld() {
+	m.st.DoneHeld = ""
 }
 
 // countBlocked records how many of the group's reachable agents not on

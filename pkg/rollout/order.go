@@ -26,6 +26,30 @@ func (c Config) Dependencies(group string) []string {
 	return nil
 }
 
+// Ancestors returns every group above group in the depends_on chain: its
+// dependencies, theirs, and so on, nearest first (each once, in the order
+// Dependencies lists them). A group after a rolled-back or halted ancestor
+// does not start (see machine.unstarted). A cycle, which Validate refuses,
+// ends the walk instead of looping.
+func (c Config) Ancestors(group string) []string {
+	seen := map[string]bool{group: true}
+	var out []string
+	next := c.Dependencies(group)
+	for len(next) > 0 {
+		var after []string
+		for _, d := range next {
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			out = append(out, d)
+			after = append(after, c.Dependencies(d)...)
+		}
+		next = after
+	}
+	return out
+}
+
 // Order returns the group names in dependency order (every group after all
 // of its dependencies, ties kept in list order). It fails on an unknown
 // dependency or a cycle.

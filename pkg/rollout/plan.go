@@ -123,12 +123,14 @@ type Plan struct {
 	Groups map[string]GroupStatus
 }
 
-// Predecessors returns the statuses of the groups group depends on under
-// cfg, as Input.Predecessors wants them. A dependency without a status is
-// left out, and Next reads it as not done.
+// Predecessors returns the statuses of the groups above group in the
+// depends_on chain under cfg (Config.Ancestors: its dependencies and
+// theirs, transitively), as Input.Predecessors wants them. A group without
+// a status is left out, and Next reads a dependency without one as not
+// done.
 func (p Plan) Predecessors(cfg Config, group string) map[string]GroupStatus {
 	out := map[string]GroupStatus{}
-	for _, d := range cfg.Dependencies(group) {
+	for _, d := range cfg.Ancestors(group) {
 		if st, ok := p.Groups[d]; ok {
 			out[d] = st
 		}

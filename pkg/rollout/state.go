@@ -104,6 +104,19 @@ type GroupStatus struct {
 	// or not.
 	Held    string `json:"held,omitempty"`
 	Blocked int    `json:"blocked,omitempty"`
+	// Vanished is how many of the InitialCount agents are gone: the
+	// initial count minus the agents present now (unreachable ones are
+	// present), never below 0. It is net of agents that joined since the
+	// group started: a new host hides one that vanished. Counted at every
+	// step in canary and active, and kept as it was when the group was
+	// done.
+	Vanished int `json:"vanished,omitempty"`
+	// DoneHeld, when set, says why the group is not done although every
+	// present agent finished with the target: more of its initial agents
+	// vanished than vanished_limit allows. It waits for them to return
+	// (or an operator's mark-done); a vanished event and an alert event
+	// mark the start of the wait.
+	DoneHeld string `json:"done_held,omitempty"`
 	// RunRequested: an operator asked to start the group now (fleetctl run),
 	// regardless of window, wait_hours and predecessors.
 	RunRequested bool `json:"run_requested,omitempty"`
@@ -248,7 +261,7 @@ func (st GroupStatus) Validate() error {
 	for _, n := range []struct {
 		field string
 		n     int
-	}{{"initial_count", st.InitialCount}, {"failed_count", st.FailedCount}, {"timed_out_count", st.TimedOutCount}, {"jitter_seconds", st.JitterSeconds}} {
+	}{{"initial_count", st.InitialCount}, {"vanished", st.Vanished}, {"failed_count", st.FailedCount}, {"timed_out_count", st.TimedOutCount}, {"jitter_seconds", st.JitterSeconds}} {
 		if n.n < 0 {
 			bad("%s %d must not be negative", n.field, n.n)
 		}

@@ -56,7 +56,7 @@ func (st GroupStatus) Bounded() (GroupStatus, []byte, error) {
 
 // clipText cuts st's free text to n bytes each; st must own its slices.
 func (st *GroupStatus) clipText(n int) {
-	for _, s := range []*string{&st.Reason, &st.HaltReason, &st.Waiting, &st.Frozen, &st.Held, &st.Retry.Note} {
+	for _, s := range []*string{&st.Reason, &st.HaltReason, &st.Waiting, &st.Frozen, &st.Held, &st.DoneHeld, &st.Retry.Note} {
 		*s = ClipText(*s, n)
 	}
 	for i := range st.Approvals {
