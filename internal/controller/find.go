@@ -50,6 +50,10 @@ type PlanMirror struct {
 	mu     sync.Mutex
 	revs   map[string]uint64 // per key, the revision taken (or skipped)
 
+	// quarantine is the last good fleet_plan/quarantine taken (metrics);
+	// nil when there is none.
+	quarantine atomic.Pointer[rollout.QuarantineList]
+
 	// Only Run's goroutine uses these.
 	badConfigRev uint64 // revision of the bad config last logged
 	configErr    string // last failure to read the config, logged once
@@ -155,6 +159,9 @@ func (m *PlanMirror) reload(ctx context.Context) error {
 			m.Store.DeleteGroup(name)
 		}
 	}
+	if !seen[kv.KeyQuarantine] {
+		m.quarantine.Store(nil)
+	}
 	return nil
 }
 
@@ -202,11 +209,13 @@ func (m *PlanMirror) onMessage(msg *nats.Msg) {
 	}
 }
 
-// take applies one stored value of key if it is newer than what was taken.
-// A value that is not what its key should hold (foreign, kv.DecodeSpec,
-// kv.DecodeGroupStatus: undecodable, invalid, a JetStream response, another
-// group's status) is logged once and skipped: find keeps answering from the
-// last good value of that key, as agents keep theirs.
+// take applies one stored value of key if it is newer than what was taken:
+// the spec and the group statuses for find, the quarantine list for the
+// metrics. A value that is not what its key should hold (foreign,
+// kv.DecodeSpec, kv.DecodeGroupStatus, kv.DecodeQuarantine: undecodable,
+// invalid, a JetStream response, another group's status) is logged once and
+// skipped: find keeps answering from the last good value of that key, as
+// agents keep theirs.
 func (m *PlanMirror) take(key string, sm kv.StoredMsg) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -224,6 +233,17 @@ func (m *PlanMirror) take(key string, sm kv.StoredMsg) {
 			slog.String("key", p.Where()), slog.Uint64("revision", p.Revision), slog.String("err", err.Error()), slog.String("fix", p.Fix()))
 	}
 	switch {
+	case key == kv.KeyQuarantine && sm.Deleted:
+		m.quarantine.Store(nil)
+	case key == kv.KeyQuarantine && sm.Foreign:
+		skip(kv.ErrForeign)
+	case key == kv.KeyQuarantine:
+		q, err := kv.DecodeQuarantine(sm.Data)
+		if err != nil {
+			skip(err)
+			return
+		}
+		m.quarantine.Store(&q)
 	case key != kv.KeySpec && !isGroup:
 	case sm.Deleted && key == kv.KeySpec:
 		m.Store.DeleteSpec()

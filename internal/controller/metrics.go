@@ -248,7 +248,15 @@ var (
 	descHalted = prometheus.NewDesc("fleetwave_group_halted",
 		"1 while the group is halted.", []string{"group"}, nil)
 	descAlerted = prometheus.NewDesc("fleetwave_group_alerted",
-		"1 once the group has been in progress longer than its alert_after (or, with alert_on_approval_wait, awaited its start approval that long).", []string{"group"}, nil)
+		"1 while the group is in progress (not halted) and has been longer than its alert_after (or, with alert_on_approval_wait, has awaited its start approval that long); 0 for a halted, done or rolled back group.", []string{"group"}, nil)
+	descTargetQuarantined = prometheus.NewDesc("fleetwave_group_target_quarantined",
+		"1 while the group's target version is quarantined (fleetctl quarantine ls): a group rolling it out halts for that reason.", []string{"group"}, nil)
+	descMode = prometheus.NewDesc("fleetwave_mode",
+		"1 for the effective rollout mode (enabled, paused, disabled: the lower of the config's and the plan's), 0 for the others.", []string{"mode"}, nil)
+	descModeSetting = prometheus.NewDesc("fleetwave_mode_setting",
+		"1 for the mode each source sets (source config: fleetctl config set --mode; plan: fleetctl pause and resume), 0 for the others.", []string{"source", "mode"}, nil)
+	descQuarantined = prometheus.NewDesc("fleetwave_version_quarantined",
+		"1 for each version quarantined fleet-wide (fleet_plan/quarantine); absent for the others.", []string{"version"}, nil)
 	descStateSeconds = prometheus.NewDesc("fleetwave_group_state_seconds",
 		"Seconds since the group entered its current state.", []string{"group"}, nil)
 	descCanaries = prometheus.NewDesc("fleetwave_group_canaries",
@@ -280,7 +288,7 @@ var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, r
 
 func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAgents, descGroupState, descGroupInfo, descProgress, descInFlight, descInFlightBound,
-		descInitial, descHalted, descAlerted, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descHeld, descBlocked, descOffTarget,
+		descInitial, descHalted, descAlerted, descTargetQuarantined, descMode, descModeSetting, descQuarantined, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descHeld, descBlocked, descOffTarget,
 		descAwaitingApproval, descCheckValue, descCheckPasses, descCheckCount, descCheckInconclusive} {
 		ch <- d
 	}
@@ -293,8 +301,9 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.o.Clock.Now()
 	var plan *httpfind.Plan
 	var cfg *rollout.Config
+	var quarantine *rollout.QuarantineList
 	if m := c.mirror.Load(); m != nil {
-		plan, cfg = m.Store.Get(), m.config.Load()
+		plan, cfg, quarantine = m.Store.Get(), m.config.Load(), m.quarantine.Load()
 	}
 	targets := map[string]string{}
 	if plan != nil {
@@ -336,6 +345,25 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
+	if cfg != nil {
+		var planMode rollout.Mode
+		if plan.HasSpec {
+			planMode = plan.Spec.Mode
+		}
+		effective := rollout.EffectiveMode(cfg.Mode, planMode)
+		for _, mode := range modes {
+			ch <- constMetric(descMode, prometheus.GaugeValue, b(effective == mode), string(mode))
+			// EffectiveMode of one source alone is that source's mode
+			// as the engine reads it ("" enabled, unknown paused).
+			ch <- constMetric(descModeSetting, prometheus.GaugeValue, b(rollout.EffectiveMode(cfg.Mode, "") == mode), "config", string(mode))
+			ch <- constMetric(descModeSetting, prometheus.GaugeValue, b(rollout.EffectiveMode(planMode, "") == mode), "plan", string(mode))
+		}
+	}
+	if quarantine != nil {
+		for _, q := range quarantine.Versions {
+			ch <- constMetric(descQuarantined, prometheus.GaugeValue, 1, q.Version)
+		}
+	}
 	for name, st := range plan.Groups {
 		for _, s := range groupStates {
 			ch <- constMetric(descGroupState, prometheus.GaugeValue, b(st.State == s), name, string(s))
@@ -350,7 +378,14 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descInitial, float64(st.InitialCount), name)
 		gauge(descHalted, b(st.Halted), name)
-		gauge(descAlerted, b(st.Alerted), name)
+		var gc *rollout.GroupConfig
+		if cfg != nil {
+			if g, ok := cfg.Group(name); ok {
+				gc = &g
+			}
+		}
+		gauge(descAlerted, b(alertAfterLive(st, gc, now)), name)
+		gauge(descTargetQuarantined, b(quarantine != nil && st.TargetVersion != "" && quarantine.Quarantined(st.TargetVersion)), name)
 		if !st.Since.IsZero() {
 			gauge(descStateSeconds, max(now.Sub(st.Since).Seconds(), 0), name)
 		}
@@ -378,6 +413,52 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- constMetric(descCheckInconclusive, prometheus.GaugeValue, float64(cs.Inconclusive), name, cs.Name)
 		}
 	}
+}
+
+// modes are the values of fleetwave_mode's mode label.
+var modes = []rollout.Mode{rollout.ModeEnabled, rollout.ModePaused, rollout.ModeDisabled}
+
+// alertAfterLive is fleetwave_group_alerted: the engine raised the group's
+// alert_after alert (st.Alerted) and its cause still holds at now. A halt
+// also sets st.Alerted (the halt is the rollout's one alert), so the flag
+// alone said "taking longer than its alert_after" beside every halt, and
+// kept saying it once the group was done: one alert per cause, so the gauge
+// is 1 only while the group is unfinished and not halted (a halted group
+// has FleetwaveGroupHalted) and alert_after has passed by the engine's
+// count (rollout's alertElapsed: from the start, without the time awaiting
+// an after_canary approval unless alert_on_approval_wait; for an unstarted
+// group, with alert_on_approval_wait, the wait for its start approval). The
+// count matters after a reset of a halted group: st.Alerted stays set by
+// the halt, although alert_after has not passed. gc nil (no config read
+// yet, or the group is not in it): the flag and the state alone.
+func alertAfterLive(st rollout.GroupStatus, gc *rollout.GroupConfig, now time.Time) bool {
+	if !st.Alerted || st.Halted {
+		return false
+	}
+	switch {
+	case st.State.InProgress():
+		if gc == nil {
+			return true
+		}
+		if st.StartedAt.IsZero() {
+			return false
+		}
+		elapsed := now.Sub(st.StartedAt)
+		if !gc.AlertOnApprovalWait {
+			waited := st.ApprovalWaited.D()
+			if w := st.AwaitingApproval; w.Stage == rollout.ApprovalAfterCanary && now.After(w.Since) {
+				waited += now.Sub(w.Since)
+			}
+			elapsed -= waited
+		}
+		return elapsed >= gc.AlertAfter.D()
+	case st.State == rollout.StateUnstarted && st.AwaitingApproval.Stage == rollout.ApprovalStart:
+		if gc == nil {
+			return true
+		}
+		return gc.AlertOnApprovalWait && now.Sub(st.AwaitingApproval.Since) >= gc.AlertAfter.D()
+	}
+	return false
 }
 
 // constMetric is prometheus.MustNewConstMetric without the panic: a label

@@ -90,7 +90,7 @@ func sumWhere(samples map[string]float64, metric string, want ...string) float64
 
 // metricsMatchStatus compares a scrape with "fleetctl status -o json": per
 // group and version the agent counts and failures, and the group's state,
-// progress, initial count, halted and alerted.
+// progress, initial count, halted and alerted (alert_after's alert only).
 func metricsMatchStatus(samples map[string]float64, rep fleetctl.StatusReport) error {
 	var diffs []string
 	for _, g := range rep.Groups {
@@ -119,9 +119,11 @@ func metricsMatchStatus(samples map[string]float64, rep fleetctl.StatusReport) e
 			"fleetwave_group_progress":      r.Progress,
 			"fleetwave_group_initial_count": float64(r.InitialCount),
 			"fleetwave_group_halted":        b2f(r.Halted),
-			"fleetwave_group_alerted":       b2f(r.Alerted),
-			"fleetwave_group_failed":        float64(r.FailedCount),
-			"fleetwave_group_canaries":      float64(r.Canaries),
+			// alert_after's alert, not the halt's nor a finished group's
+			// (issue 25 point 5): the status notes' rule.
+			"fleetwave_group_alerted":  b2f(r.Alerted && !r.Halted && (r.State.InProgress() || r.State == rollout.StateUnstarted && r.AwaitingApproval != nil)),
+			"fleetwave_group_failed":   float64(r.FailedCount),
+			"fleetwave_group_canaries": float64(r.Canaries),
 		} {
 			key := fmt.Sprintf("%s{%s}", name, gl)
 			if got, ok := samples[key]; !ok || got != want {
