@@ -602,6 +602,10 @@ func (a *Agent) act(ctx context.Context, out io.Writer, p Plan, force bool) erro
 	v, update := p.Decide(a.id)
 	switch {
 	case v != "" && v == st.ActiveVersion:
+		if a.settle(v) {
+			fmt.Fprintf(out, "up to date: %s (cleared the error of an earlier install that is no longer wanted: %s)\n", v, escape.Text(st.Error))
+			return nil
+		}
 		fmt.Fprintf(out, "up to date: %s\n", v)
 		return nil
 	case !rollout.Act(st.ActiveVersion, v, update):

@@ -61,6 +61,7 @@ var releaseSet = map[string]release{
 // Binaries and the release site, shared by every test.
 var (
 	agentdBin, dbappBin string
+	fleetctlBin         string
 	releaseURL          string
 )
 
@@ -87,8 +88,8 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	agentdBin, dbappBin = filepath.Join(dir, "agentd"), filepath.Join(dir, "dbapp")
-	for bin, pkg := range map[string]string{agentdBin: "./cmd/agentd", dbappBin: "./test/cmd/dbapp"} {
+	agentdBin, dbappBin, fleetctlBin = filepath.Join(dir, "agentd"), filepath.Join(dir, "dbapp"), filepath.Join(dir, "fleetctl")
+	for bin, pkg := range map[string]string{agentdBin: "./cmd/agentd", dbappBin: "./test/cmd/dbapp", fleetctlBin: "./cmd/fleetctl"} {
 		cmd := exec.Command("go", "build", "-o", bin, pkg)
 		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {
