@@ -19,12 +19,13 @@ import (
 // the config's groups; an agent may read only the plan spec and its own
 // group's status on the bus (docs/security.md), so it learns it two ways:
 //
-//   - the find endpoint (update.yaml find_urls) answers an unknown group
-//     with 404 and the config's groups: authoritative;
 //   - on the bus, the controller writes a status for every group of the
 //     config once a plan is set, so a spec without a status for this
 //     group means the config does not name it (or no controller has run
-//     since the group was added).
+//     since the group was added);
+//   - the find endpoint (update.yaml find_urls), asked only then (or when
+//     the bus cannot be read), answers an unknown group with 404 and the
+//     config's groups: authoritative.
 //
 // 'agentd run' logs it after every full read of the plan (at start, after a
 // reconnect, every few minutes) when it changes, 'agentd status' shows it
@@ -36,9 +37,14 @@ const groupCheckTimeout = 5 * time.Second
 // groupProblem says why this host's group gets nothing from the rollout
 // ("" when it does, or when that cannot be told). confirmed is true when a
 // controller's find endpoint said so; p is the plan read from the bus, or
-// nil.
+// nil. The find endpoint is asked only when the plan does not show the
+// group (or could not be read): a fleet's agents must not poll the
+// controllers while the bus serves them.
 func (a *Agent) groupProblem(ctx context.Context, p *Plan) (problem string, confirmed bool) {
 	group := a.Group()
+	if p != nil && (p.SpecRev == 0 || p.StatusRev != 0) {
+		return "", false // no plan to tell by, or the group has its status
+	}
 	a.mu.Lock()
 	urls := slices.Clone(a.update.Spec.FindURLs)
 	a.mu.Unlock()
@@ -50,13 +56,13 @@ func (a *Agent) groupProblem(ctx context.Context, p *Plan) (problem string, conf
 		var se *httpfind.StatusError
 		switch {
 		case err == nil:
-			return "", false // the controllers know the group
+			return "", false // the controllers know the group: its status is on its way
 		case errors.Is(err, httpfind.ErrUnknownGroup) && errors.As(err, &se):
 			return unknownGroup(group, se.Groups), true
 		}
-		// Unreachable: the bus may tell.
+		// Unreachable: the plan may tell.
 	}
-	if p != nil && p.SpecRev != 0 && p.StatusRev == 0 {
+	if p != nil {
 		return fmt.Sprintf("group %q has no status in the plan although a plan is set: the rollout config does not name it "+
 			"(a typo in --group? 'fleetctl config show' lists the groups), or no controller has run since it was added; "+
 			"this host is not updated until it does (fix: agentd run --group G, or fleetctl config add-group --group %s)", group, group), false
