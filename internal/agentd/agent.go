@@ -207,6 +207,8 @@ type Agent struct {
 	busConn    atomic.Pointer[nats.Conn]
 	domainSite string
 	domainBad  string
+	// groupNote is the group's problem last logged (group.go).
+	groupNote string
 }
 
 // New loads the agent's identity and update.yaml under o.Root, creating
@@ -273,10 +275,6 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	if o.Hostname == "" {
-		o.Hostname, _ = os.Hostname()
-	}
-	o.Hostname = heartbeat.CleanName(o.Hostname, heartbeat.MaxHostnameLen)
 	// Nothing may depend on the working directory: links into a relative
 	// root are relative to the bin dir and dangle, and agentd run from
 	// another directory would find another tree.
@@ -293,6 +291,9 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 		if err := rollout.ValidateSite(o.Site); err != nil {
 			return nil, cliutil.UsageError{Err: fmt.Errorf("--site: %w", err)}
 		}
+	}
+	if err := install.ValidateHostname(o.Hostname); err != nil {
+		return nil, cliutil.UsageError{Err: fmt.Errorf("--hostname %q: %w", o.Hostname, err)}
 	}
 	if len(o.FindURLs) > 0 && acc != accessRead {
 		for _, u := range o.FindURLs {
@@ -351,6 +352,15 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	if o.Site != "" || o.given != nil && o.given("site") {
 		uf.Spec.Site = o.Site // --site= clears it
 	}
+	if o.Hostname != "" || o.given != nil && o.given("hostname") {
+		uf.Spec.Hostname = o.Hostname // saved, as --group; --hostname= clears it
+	}
+	// What heartbeats carry: the saved name, else the system's.
+	o.Hostname = uf.Spec.Hostname
+	if o.Hostname == "" {
+		o.Hostname, _ = os.Hostname()
+	}
+	o.Hostname = heartbeat.CleanName(o.Hostname, heartbeat.MaxHostnameLen)
 	if o.NATSURL == "" {
 		o.NATSURL = uf.Spec.NATS
 	}
@@ -743,7 +753,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nc.IsConnected(), nc.Status().String()
 	})
 	a.pub.OnAck = a.bus.acked
-	follower := &PlanFollower{Group: a.Group(), Clock: a.o.Clock, Log: a.o.Log}
+	follower := &PlanFollower{Group: a.Group(), Clock: a.o.Clock, Log: a.o.Log,
+		OnRead: func(p Plan) { a.noteGroup(ctx, p) }}
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
 		URL:        a.o.NATSURL,
 		Name:       "fleetwave-agentd " + string(a.id),

@@ -71,7 +71,7 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	f.o.TLS.Register(fl)
 	fl.StringVar(&f.o.Group, "group", "", "rollout group of this host (saved in update.yaml)")
 	fl.StringVar(&f.o.Site, "site", "", "site this host runs at, for counts and halt reasons by site (saved in update.yaml; --site= clears); default: the JetStream domain of the NATS server it connects to")
-	fl.StringVar(&f.o.Hostname, "hostname", "", "host name to report (default: the system's)")
+	fl.StringVar(&f.o.Hostname, "hostname", "", "host name heartbeats report (saved in update.yaml; --hostname= clears it; default: the system's)")
 	fl.StringVar(&f.o.App.URLTemplate, "url-template", "", "release URL, e.g. https://dl.example/app/{{.Version}}/app-{{.OS}}-{{.Arch}}.tar.gz (saved in update.yaml)")
 	fl.StringArrayVar(&f.o.FindURLs, "find-url", nil, "controller find endpoint, e.g. https://ctl-1:8080/v1/find, for when the bus is unreachable (repeat; saved in update.yaml)")
 	// The app settings: enable and run save those given in update.yaml
@@ -359,6 +359,7 @@ as they were.`,
 			if err := a.save(); err != nil {
 				return err
 			}
+			a.warnGroup(cmd.Context(), cmd.ErrOrStderr(), p, installs && !noPlan)
 			out := cmd.OutOrStdout()
 			switch {
 			case a.installer == nil:
@@ -443,10 +444,17 @@ back from.`,
 
 // StatusReport is the JSON of "agentd status".
 type StatusReport struct {
-	AgentID   string `json:"agent_id"`
-	Group     string `json:"group"`
-	Enabled   bool   `json:"enabled"`
-	Installed string `json:"installed"`
+	AgentID string `json:"agent_id"`
+	// Hostname is the name heartbeats carry (update.yaml's, else the
+	// system's).
+	Hostname string `json:"hostname"`
+	Group    string `json:"group"`
+	// GroupError says why the group gets nothing from the rollout: the
+	// controllers' find endpoint says the config does not name it, or the
+	// plan on the bus has no status for it (agentd's group.go).
+	GroupError string `json:"group_error,omitempty"`
+	Enabled    bool   `json:"enabled"`
+	Installed  string `json:"installed"`
 	// Desired is what the plan gives this host now ("" when the bus could
 	// not be read; DesiredError says why).
 	Desired      string    `json:"desired"`
@@ -499,7 +507,7 @@ are disabled; a --root that does not exist is an error.`,
 				return err
 			}
 			st := a.Status()
-			rep := StatusReport{AgentID: string(a.id), Group: a.Group(), Enabled: a.enabled(), Installed: st.ActiveVersion,
+			rep := StatusReport{AgentID: string(a.id), Hostname: a.o.Hostname, Group: a.Group(), Enabled: a.enabled(), Installed: st.ActiveVersion,
 				LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error,
 				ErrorClass: string(st.ErrorClass), ErrorCause: st.ErrorCause}
 			if len(st.VersionHistory) > 0 {
@@ -517,11 +525,19 @@ are disabled; a --root that does not exist is an error.`,
 			defer cancel()
 			if a.id == "" {
 				rep.DesiredError = "no agent id yet ('agentd enable' or 'agentd run' draws one)"
-			} else if p, err := a.readPlan(ctx); err != nil {
-				rep.DesiredError = err.Error()
 			} else {
-				rep.Desired, rep.ShouldUpdate = p.Decide(a.id)
-				rep.Jitter = p.Status.JitterSeconds
+				p, err := a.readPlan(ctx)
+				if err != nil {
+					rep.DesiredError = err.Error()
+				} else {
+					rep.Desired, rep.ShouldUpdate = p.Decide(a.id)
+					rep.Jitter = p.Status.JitterSeconds
+				}
+				var plan *Plan
+				if err == nil {
+					plan = &p
+				}
+				rep.GroupError, _ = a.groupProblem(ctx, plan)
 			}
 			rep.Site, rep.SiteFrom = a.site()
 			// The plan's reasons and the app's error texts are free text:
@@ -533,6 +549,26 @@ are disabled; a --root that does not exist is an error.`,
 	}
 	f.register(cmd, false)
 	return cmd
+}
+
+// warnGroup warns, for enable, when the host's group gets nothing from the
+// rollout (group.go). p is the plan when read (read); otherwise it is
+// read now if the bus is known, briefly: enable does not need the bus,
+// and a host staged before it can reach the bus is not held up.
+func (a *Agent) warnGroup(ctx context.Context, w io.Writer, p Plan, read bool) {
+	var plan *Plan
+	if read {
+		plan = &p
+	} else if a.o.NATSURL != "" {
+		rctx, cancel := context.WithTimeout(ctx, groupCheckTimeout)
+		if p, err := a.readPlan(rctx); err == nil {
+			plan = &p
+		}
+		cancel()
+	}
+	if problem, _ := a.groupProblem(ctx, plan); problem != "" {
+		fmt.Fprintf(w, "warning: %s\n", escape.Text(problem))
+	}
 }
 
 // supervised reports whether agentd itself runs the app as a child.
@@ -602,13 +638,17 @@ func (a *Agent) act(ctx context.Context, out io.Writer, p Plan, force bool) erro
 	v, update := p.Decide(a.id)
 	switch {
 	case v != "" && v == st.ActiveVersion:
+		if a.settle(v) {
+			fmt.Fprintf(out, "up to date: %s (cleared the error of an earlier install that is no longer wanted: %s)\n", v, escape.Text(st.Error))
+			return nil
+		}
 		fmt.Fprintf(out, "up to date: %s\n", v)
 		return nil
 	case !rollout.Act(st.ActiveVersion, v, update):
 		fmt.Fprintf(out, "nothing to do: installed %s, the plan says %s without updating now\n", orNone(st.ActiveVersion), orNone(v))
 		return nil
 	case !a.enabled() && !force:
-		fmt.Fprintf(out, "update to %s due, but updates are disabled (agentd enable, or --force)\n", v)
+		fmt.Fprintf(out, "update to %s due, but updates are disabled on this host: 'agentd enable' turns them on, or 'agentd update --force' installs it once\n", v)
 		return nil
 	}
 	if force && st.Rollback && st.RollbackFrom == v {
@@ -618,7 +658,7 @@ func (a *Agent) act(ctx context.Context, out io.Writer, p Plan, force bool) erro
 		// once; without one the version is not retried.
 		d := a.planDecision(p)
 		if retryVerdictOf(st, a.id, d, true) != retryHonour {
-			fmt.Fprintf(out, "not retrying %s: this host rolled back from it (fleetctl retry --group %s --agent %s, or --force)\n", v, a.Group(), a.id)
+			fmt.Fprintf(out, "not retrying %s: this host rolled back from it; to try it once more, an operator runs 'fleetctl retry --group %s --agent %s', or, on this host, 'agentd update --force'\n", v, a.Group(), a.id)
 			return nil
 		}
 		if !a.beginRetry(d, v) {

@@ -362,7 +362,7 @@ func TestAgentdUpdateHonoursRetryOnce(t *testing.T) {
 	if out, code := update(); code != cliutil.ExitFailure || !strings.Contains(out, "new version unhealthy") {
 		t.Fatalf("agentd update of a broken 1.1.0: exit %d:\n%s", code, out)
 	}
-	if out, code := update(); code != 0 || !strings.Contains(out, "not retrying 1.1.0: this host rolled back from it (fleetctl retry --group blue --agent") {
+	if out, code := update(); code != 0 || !strings.Contains(out, "not retrying 1.1.0: this host rolled back from it; to try it once more, an operator runs 'fleetctl retry --group blue --agent ") {
 		t.Fatalf("agentd update without a retry request: exit %d:\n%s", code, out)
 	}
 

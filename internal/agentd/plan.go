@@ -66,6 +66,9 @@ type PlanFollower struct {
 	Group string
 	Clock clock.Clock
 	Log   *slog.Logger
+	// OnRead, if set, is called with the plan after every full read
+	// (Run's: at start, after a reconnect, every DefaultRefreshInterval).
+	OnRead func(Plan)
 
 	mu       sync.Mutex
 	plan     Plan
@@ -140,6 +143,8 @@ func (f *PlanFollower) Run(ctx context.Context) error {
 		if err := f.read(ctx); err != nil && ctx.Err() == nil {
 			f.Log.Debug("reading the plan failed; retrying", slog.Any("err", err))
 			next = retryInterval
+		} else if err == nil && f.OnRead != nil {
+			f.OnRead(f.Plan())
 		}
 		timer.Reset(next)
 	}

@@ -87,6 +87,7 @@ func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan 
 		case d = <-answers:
 		}
 		a.passRetry(d)
+		a.settle(d.version)
 		target, ok := a.wants(d)
 		if !ok {
 			continue

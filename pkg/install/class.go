@@ -108,6 +108,8 @@ func classify(err error) (FailureClass, string) {
 		return ClassInfrastructure, "bin dir entry not ours"
 	case errors.Is(err, ErrCorrupt):
 		return ClassInfrastructure, "corrupt state file"
+	case errors.As(err, new(*StoppedError)):
+		return ClassInfrastructure, "interrupted (agentd stopping)"
 	case errors.Is(err, ErrInterrupted):
 		return ClassInfrastructure, "interrupted"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

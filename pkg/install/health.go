@@ -61,6 +61,11 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 		now := clk.Now()
 		err := r.Alive(ctx)
 		if err != nil {
+			// An app or systemctl killed because agentd is stopping says
+			// nothing about the version (stopping.go).
+			if ierr := interruption(ctx, err); ierr != err {
+				return ierr
+			}
 			return fmt.Errorf("%w: %v", ErrUnhealthy, err)
 		}
 		pctx, cancel := ctx, context.CancelFunc(func() {})
@@ -72,7 +77,15 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 			pctx, cancel = context.WithTimeout(ctx, max(timeout-now.Sub(start), interval))
 		}
 		err = h.probe(pctx)
+		timedOut := ctx.Err() == nil && pctx.Err() != nil
 		cancel()
+		if err != nil && !timedOut {
+			// A probe cut short by agentd stopping (not by its own
+			// deadline, which is the version's failure).
+			if ierr := interruption(ctx, err); ierr != err {
+				return ierr
+			}
+		}
 		switch {
 		case err == nil && healthySince.IsZero():
 			healthySince = now

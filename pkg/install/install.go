@@ -94,7 +94,7 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 		return cur, err
 	}
 	fail := func(step string, err error) (Status, error) {
-		err = fmt.Errorf("install %s: %s: %w", target, step, err)
+		err = fmt.Errorf("install %s: %s: %w", target, step, interruption(ctx, err))
 		st.SetError(err.Error(), err)
 		if serr := in.Save(st); serr != nil {
 			err = errors.Join(err, serr)
@@ -138,7 +138,9 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	}
 	// 4. Swap, restart, judge. From here a failure rolls back.
 	rollback := func(cause error) (Status, error) {
-		return in.rollback(ctx, st, j, cause)
+		// Whatever failed while agentd was being stopped failed because
+		// of it (stopping.go): never the target's fault.
+		return in.rollback(ctx, st, j, interruption(ctx, cause))
 	}
 	if action.Op == DBRestore {
 		in.Log.Info("restoring database", slog.String("backup_of", action.Backup), slog.String("why", action.Reason))

@@ -51,7 +51,10 @@ func (s *SystemdRunner) systemctl(ctx context.Context, args ...string) error {
 	cmd.Env = ChildEnv(nil)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("systemctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		// Killed because agentd is stopping (its context, or systemd's
+		// SIGTERM to the whole control group): an interruption, not a
+		// failure of the app (stopping.go).
+		return interruption(ctx, fmt.Errorf("systemctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out))))
 	}
 	return nil
 }

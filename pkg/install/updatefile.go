@@ -42,6 +42,9 @@ type UpdateSpec struct {
 	FindURLs []string `yaml:"find_urls,omitempty"`
 	// Group is the rollout group this host belongs to.
 	Group string `yaml:"group"`
+	// Hostname is the host name heartbeats carry (agentd --hostname);
+	// empty: the system's.
+	Hostname string `yaml:"hostname,omitempty"`
 	// Site is where this host runs, for counts and halt reasons by site
 	// (agentd --site); empty: the JetStream domain of the NATS server
 	// agentd connects to, if it has one.
@@ -107,6 +110,23 @@ func (s AppSpec) Validate() error {
 		return fmt.Errorf("systemctl %q is in the bin dir, where releases put their binaries: name the system's", s.Systemctl)
 	}
 	return nil
+}
+
+// MaxHostnameLen bounds spec.hostname, as the heartbeat bounds its
+// hostname.
+const MaxHostnameLen = 255
+
+// ValidateHostname checks a host name to report (agentd --hostname): at
+// most MaxHostnameLen bytes of printable runes, as a heartbeat's hostname
+// must be ("" is the system's).
+func ValidateHostname(h string) error {
+	if len(h) > MaxHostnameLen {
+		return fmt.Errorf("%d bytes, longer than %d", len(h), MaxHostnameLen)
+	}
+	if h != "" && strings.TrimSpace(h) == "" {
+		return errors.New("only spaces")
+	}
+	return rollout.ValidatePrintable(h)
 }
 
 // ValidBinaryName reports whether name can be a file directly in a
@@ -227,6 +247,9 @@ func (f *UpdateFile) Validate() error {
 		if err := rollout.ValidateSite(f.Spec.Site); err != nil {
 			return fmt.Errorf("spec.site: %w", err)
 		}
+	}
+	if err := ValidateHostname(f.Spec.Hostname); err != nil {
+		return fmt.Errorf("spec.hostname: %w", err)
 	}
 	if err := f.Spec.App.Validate(); err != nil {
 		return fmt.Errorf("spec.app: %w", err)

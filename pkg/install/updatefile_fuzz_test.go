@@ -71,6 +71,8 @@ copy: *st
 		"error-class":         head + "spec:\n  group: prod\nstatus:\n  active_version: 1.2.3\n  error: 'install 1.3.0: fetch: download failed: HEAD https://r/1.3.0: 503 Service Unavailable'\n  error_class: infrastructure\n  error_cause: download failed (HTTP 503)\n",
 		"error-class-unknown": head + "spec:\n  group: prod\nstatus:\n  error: boom\n  error_class: weather\n",
 		"error-class-alone":   head + "spec:\n  group: prod\nstatus:\n  error_class: artifact\n",
+		"hostname":            head + "spec:\n  group: prod\n  hostname: web-1\n",
+		"hostname-control":    head + "spec:\n  group: prod\n  hostname: \"web\\t1\\u001b[2J\"\n",
 	}
 }
 

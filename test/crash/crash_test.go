@@ -61,6 +61,7 @@ var releaseSet = map[string]release{
 // Binaries and the release site, shared by every test.
 var (
 	agentdBin, dbappBin string
+	fleetctlBin         string
 	releaseURL          string
 )
 
@@ -87,8 +88,8 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	agentdBin, dbappBin = filepath.Join(dir, "agentd"), filepath.Join(dir, "dbapp")
-	for bin, pkg := range map[string]string{agentdBin: "./cmd/agentd", dbappBin: "./test/cmd/dbapp"} {
+	agentdBin, dbappBin, fleetctlBin = filepath.Join(dir, "agentd"), filepath.Join(dir, "dbapp"), filepath.Join(dir, "fleetctl")
+	for bin, pkg := range map[string]string{agentdBin: "./cmd/agentd", dbappBin: "./test/cmd/dbapp", fleetctlBin: "./cmd/fleetctl"} {
 		cmd := exec.Command("go", "build", "-o", bin, pkg)
 		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -116,8 +117,14 @@ func setup(m *testing.M) (int, error) {
 // "stop" ends it (TERM, then KILL), and "is-active" reports whether it runs
 // (a zombie does not); one job at a time. agentd is given it by absolute
 // path (--systemctl).
+//
+// For the SIGTERM tests (sigterm_test.go), a file hang-<verb> in <dir> makes
+// the next call of that verb hang (once): it removes the file, creates
+// in-<verb>, and sleeps until killed, as a systemctl call that is running
+// when agentd is stopped.
 const systemctl = `#!/bin/sh
 d="$FAKE_SYSTEMD"
+if [ -e "$d/hang-$1" ]; then rm -f "$d/hang-$1"; : >"$d/in-$1"; exec sleep 600; fi
 # One job at a time, as systemd does: a systemctl left running by a killed
 # agentd finishes before the next one starts.
 exec 9>>"$d/lock"; flock 9
@@ -155,6 +162,9 @@ type host struct {
 	url       string
 	extra     []string
 	pathFirst string
+	// unit: the daemon runs the app with the systemd stand-in too
+	// (agentd run --systemd-unit), not as its child.
+	unit bool
 }
 
 var hostSeq atomic.Int64
@@ -225,10 +235,13 @@ func (h *host) setPlan(target string) {
 func (h *host) args(cmd string) []string {
 	a := []string{cmd, "--root", h.root, "--bin-dir", filepath.Join(h.root, "bin"), "--nats", h.nats.URL(),
 		"--group", "crash", "--url-template", h.url, "--db", h.db, "--log-format", "text",
-		// Healthy: the app says the linked version is up.
-		"--health-command", `v=$(readlink "$CRASH_ROOT/bin/app"); v=${v%/bin/app}; [ "$(cat "$CRASH_DB.ready" 2>/dev/null)" = "${v##*/}" ]`}
+		// Healthy: the app says the linked version is up. (hang-health
+		// makes the first probe after a healthy one hang, once, as the
+		// systemctl stand-in's verbs: sigterm_test.go.)
+		"--health-command", `d=$FAKE_SYSTEMD; if [ -e "$d/hang-health" ] && [ -e "$d/healthy" ]; then rm -f "$d/hang-health"; : >"$d/in-health"; exec sleep 600; fi; ` +
+			`v=$(readlink "$CRASH_ROOT/bin/app"); v=${v%/bin/app}; [ "$(cat "$CRASH_DB.ready" 2>/dev/null)" = "${v##*/}" ] && : >"$d/healthy"`}
 	a = append(a, h.extra...)
-	if h.daemon {
+	if h.daemon && !h.unit {
 		return append(a, "--app", "app")
 	}
 	return append(a, "--systemd-unit", "app", "--systemctl", filepath.Join(h.sysd, "systemctl"))
@@ -456,8 +469,9 @@ func (h *host) check(want, rollbackFrom string) {
 		fail("%v", err)
 	}
 
-	// The database: intact, on want's schema, with every row.
-	if err := checkDB(h.db, releaseSet[want].schema, false); err != nil {
+	// The database: intact, on want's schema, with every row (an app just
+	// started may hold it locked for a moment).
+	if err := natstest.Within(10*time.Second, func() error { return checkDB(h.db, releaseSet[want].schema, false) }); err != nil {
 		fail("live database: %v", err)
 	}
 	// Backups belong to their versions.
