@@ -375,9 +375,9 @@ func checkStart(start string, st *kv.State, explicit, force bool) error {
 		what = fmt.Sprintf("groups %s halted on %s or were rolled back from it", strings.Join(names, ", "), start)
 	}
 	if !explicit {
-		return cliutil.Usagef("--start defaulted to %s, but %s: give --start with a version known to work; nothing written", start, what)
+		return fmt.Errorf("--start defaulted to %s, but %s: give --start with a version known to work; nothing written", start, what)
 	}
-	return cliutil.Usagef("--start %s: %s, and groups with no history and new hosts would install it; give another --start, or add --force to use it anyway; nothing written", start, what)
+	return fmt.Errorf("--start %s: %s, and groups with no history and new hosts would install it; give another --start, or add --force to use it anyway; nothing written", start, what)
 }
 
 // writeHolds says what each group holds until its turn under spec: the

@@ -383,7 +383,7 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // new hosts of groups with no history would install the start.
 func checkQuarantined(st *kv.State, next, prev rollout.Spec, hadSpec, force bool) error {
 	if _, bad := st.Problem(kv.BucketPlan, kv.KeyQuarantine); bad && !force {
-		return cliutil.Usagef("the stored quarantine list (%s) is not valid, so whether the versions are quarantined is not known; fix it (fleetctl quarantine ls says how) or add --force; nothing written", quarantineKeyName)
+		return fmt.Errorf("the stored quarantine list (%s) is not valid, so whether the versions are quarantined is not known; fix it (fleetctl quarantine ls says how) or add --force; nothing written", quarantineKeyName)
 	}
 	for _, c := range []struct {
 		flag, v string
@@ -396,7 +396,7 @@ func checkQuarantined(st *kv.State, next, prev rollout.Spec, hadSpec, force bool
 		if !ok || !c.changed || force {
 			continue
 		}
-		return cliutil.Usagef("%s %s is quarantined (since %s, by %s: %s): no group rolls it out and new hosts never get it; lift the quarantine first (fleetctl quarantine rm %s), or add --force to write the plan anyway (groups rolling a quarantined target halt at once); nothing written",
+		return fmt.Errorf("%s %s is quarantined (since %s, by %s: %s): no group rolls it out and new hosts never get it; lift the quarantine first (fleetctl quarantine rm %s), or add --force to write the plan anyway (groups rolling a quarantined target halt at once); nothing written",
 			c.flag, c.v, q.At.UTC().Format("2006-01-02 15:04 MST"), q.By, shorten(q.Reason, 200), c.v)
 	}
 	return nil
