@@ -105,12 +105,12 @@ func newQuarantineRmCmd(g *Global) *cobra.Command {
 		Use:   "rm VERSION",
 		Short: "Lift the quarantine of a version",
 		Long: `Lift the quarantine of VERSION. Groups it halted stay halted until an
-operator resets them ("fleetctl reset --group G"): lifting says the version
+operator resets them ("fleetctl reset --group G --force --reason …"): lifting says the version
 may be rolled out again, not that it goes on by itself. The controller
 quarantines it again only if quarantine_after agents roll back from it in
 update attempts that begin after the lift.`,
 		Example: `  fleetctl quarantine rm 1.4.2 --reason "the failures were a bad config, fixed"
-  fleetctl quarantine rm 1.4.2 && fleetctl reset --group prod`,
+  fleetctl quarantine rm 1.4.2 && fleetctl reset --group prod --force --reason "1.4.2 fixed"`,
 		Aliases: []string{"lift"},
 		Args:    versionArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -356,10 +356,10 @@ func RunQuarantineRm(ctx context.Context, o *QuarantineOptions) error {
 	if len(halted) > 0 {
 		fmt.Fprintf(o.Out, "Groups it halted stay halted until you reset them:\n")
 		for _, g := range halted {
-			fmt.Fprintf(o.Out, "  fleetctl reset --group %s\n", g)
+			fmt.Fprintf(o.Out, "  fleetctl reset --group %s --force --reason \"…\"\n", g)
 		}
 	} else {
-		fmt.Fprintln(o.Out, "No group is halted by it now (a group it halted stays halted until fleetctl reset --group G).")
+		fmt.Fprintln(o.Out, "No group is halted by it now (a group it halted stays halted until fleetctl reset --group G --force --reason \"…\").")
 	}
 	return nil
 }
