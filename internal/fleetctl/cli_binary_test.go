@@ -80,3 +80,34 @@ func TestStateErrorsExitOneBinary(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryFullWhenPipedBinary (issue 25, point 12): history cut CHANGE
+// and REASON to 26 and 14 columns even piped and with COLUMNS=250. Piped,
+// and with -o wide, every cell is printed in full.
+func TestHistoryFullWhenPipedBinary(t *testing.T) {
+	e := newEnv(t)
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	bin := fleetctlBin(t)
+	env := []string{"NATS_URL=" + e.srv.URL(), "COLUMNS=250"}
+	reason := "db maintenance window CHG-8812, approved by the storage team; resume after the replica catches up"
+	if _, stderr, code := runBin(t, bin, env, "--actor", "alice", "pause", "--reason", reason); code != 0 {
+		t.Fatal(stderr)
+	}
+	if _, stderr, code := runBin(t, bin, env, "--actor", "alice", "plan", "set", "--target", "1.5.0", "--strategy", "grouped", "--schedule", "immediate"); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, args := range [][]string{{"history"}, {"history", "-o", "wide"}} {
+		stdout, stderr, code := runBin(t, bin, env, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		for _, want := range []string{reason, "schedule regular → immediate, strategy backpressure → grouped, target_version 1.4.0 → 1.5.0"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%v lacks %q:\n%s", args, want, stdout)
+			}
+		}
+		if strings.Contains(stdout, "…") {
+			t.Errorf("%v cut a cell:\n%s", args, stdout)
+		}
+	}
+}
