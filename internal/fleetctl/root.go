@@ -37,6 +37,9 @@ type Global struct {
 
 	// conn is the connection the command's fleet was opened on.
 	conn *nats.Conn
+	// connExtra are options added to the connection (watch: its own
+	// disconnect and reconnect handlers).
+	connExtra []nats.Option
 
 	// beforeWrite, when set, runs between a command's read and its
 	// compare-and-swap write. Tests use it to write the same key under the
@@ -95,7 +98,7 @@ docs/cli.md).
 func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err error) {
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
 		URL: g.NATSURL, Name: "fleetctl", Creds: g.Creds, TLS: g.TLS,
-		Log: g.connLog(),
+		Log: g.connLog(), Extra: g.connExtra,
 	})
 	if err != nil {
 		return nil, nil, err
