@@ -111,3 +111,41 @@ func TestHistoryFullWhenPipedBinary(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigApplyNamesAnalysisChangesBinary (issue 25, point 12): config
+// apply printed "no setting changed" for changes to the metric analysis
+// and Prometheus settings, which it had just written. It names each.
+func TestConfigApplyNamesAnalysisChangesBinary(t *testing.T) {
+	e := newEnv(t)
+	bin := fleetctlBin(t)
+	env := []string{"NATS_URL=" + e.srv.URL()}
+	first := writeFile(t, "first.yaml", analysisYAML)
+	if _, stderr, code := runBin(t, bin, env, "config", "apply", "-f", first); code != 0 {
+		t.Fatal(stderr)
+	}
+	changed := strings.NewReplacer(
+		"prometheus_url: http://prometheus:9090", "prometheus_url: https://prom.example.com\nprometheus_ca_file: /etc/fleetwave/prom-ca.pem",
+		`success: "< 0.01"`, `success: "< 0.02"`,
+		"        inconclusive_limit: 10\n", "        inconclusive_limit: 10\n      - name: saturation\n        query: 'max(node_load1)'\n        success: \"< 4\"\n",
+	).Replace(analysisYAML)
+	if changed == analysisYAML {
+		t.Fatal("the replacements changed nothing")
+	}
+	stdout, stderr, code := runBin(t, bin, env, "config", "apply", "-f", writeFile(t, "second.yaml", changed))
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, want := range []string{
+		"prometheus_url http://prometheus:9090 → https://prom.example.com",
+		"prometheus_ca_file none → /etc/fleetwave/prom-ca.pem",
+		`analysis check "error-rate": success < 0.01 → < 0.02`,
+		`group "prod": analysis check "saturation" added: query max(node_load1), success < 4`,
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("config apply output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "no setting changed") {
+		t.Errorf("config apply says nothing changed:\n%s", stdout)
+	}
+}
