@@ -3,11 +3,13 @@ package fleetctl
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -193,6 +195,9 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		_, err := fmt.Fprintln(o.Out, "no entries")
 		return err
 	}
+	if o.Width <= 0 {
+		return writeHistoryFull(o.Out, rep.Records)
+	}
 	tw := newTable(o.Out)
 	fmt.Fprintln(tw, "TIME\tACTOR\tWHAT\tGROUP\tCHANGE\tREASON")
 	changeWidth, reasonWidth := historyWidths(o.Width)
@@ -227,6 +232,48 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 	}
 	if cut {
 		fmt.Fprintf(o.ErrOut, "note: cells cut to the terminal's %d columns: fleetctl history -o wide (or piped) prints them in full\n", o.Width)
+	}
+	return nil
+}
+
+// fullChangeColumn is the most CHANGE is padded to in the full table: a
+// longer change pushes its row's REASON right rather than every row's.
+const fullChangeColumn = 40
+
+// writeHistoryFull is the history table with every cell in full (piped,
+// -o wide): the short columns aligned, CHANGE padded to at most
+// fullChangeColumn, REASON last.
+func writeHistoryFull(w io.Writer, records []HistoryRecord) error {
+	rows := [][]string{{"TIME", "ACTOR", "WHAT", "GROUP", "CHANGE", "REASON"}}
+	for _, r := range records {
+		group := r.Group
+		if group == "" {
+			group = "(fleet)"
+		}
+		row := view.TimelineRowOf(kv.TimelineEntry{Stream: r.Stream, Seq: r.Seq, Audit: r.Audit, Event: r.Event})
+		rows = append(rows, []string{r.At.Local().Format("01-02 15:04:05"), escape.Text(row.Actor), escape.Text(row.What),
+			escape.Text(group), escape.Text(row.Change), escape.Text(strings.ReplaceAll(row.Reason, "\n", " "))})
+	}
+	widths := make([]int, 5)
+	for _, row := range rows {
+		for i := range widths {
+			widths[i] = max(widths[i], utf8.RuneCountInString(row[i]))
+		}
+	}
+	widths[4] = min(widths[4], fullChangeColumn)
+	for _, row := range rows {
+		var b strings.Builder
+		for i, c := range row[:5] {
+			b.WriteString(c)
+			if pad := widths[i] - utf8.RuneCountInString(c); pad > 0 {
+				b.WriteString(strings.Repeat(" ", pad))
+			}
+			b.WriteString("  ")
+		}
+		b.WriteString(row[5])
+		if _, err := fmt.Fprintln(w, strings.TrimRight(b.String(), " ")); err != nil {
+			return err
+		}
 	}
 	return nil
 }

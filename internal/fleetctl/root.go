@@ -81,7 +81,7 @@ docs/cli.md).
 	g.TLS.Register(pf)
 	pf.DurationVar(&g.Timeout, "timeout", 10*time.Second, "give up on the bus after this long")
 	pf.StringVar(&g.Actor, "actor", cliutil.Env("", "FLEETCTL_ACTOR"), "who makes the change, in the audit trail (env FLEETCTL_ACTOR; default: the creds' user name, else $USER@hostname)")
-	pf.StringVar(&g.Reason, "reason", "", "why, in the audit trail of every write")
+	pf.StringVar(&g.Reason, "reason", "", "why: in the audit trail of every write, and in a group action's status and event")
 	root.AddCommand(
 		newStatusCmd(g), newWatchCmd(g), newAgentsCmd(g),
 		newConfigCmd(g), newPlanCmd(g), newPauseCmd(g), newResumeCmd(g),
