@@ -2,11 +2,13 @@ package fleetctl
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -112,5 +114,34 @@ func TestWatchSaysDisconnectedBinary(t *testing.T) {
 				t.Errorf("connection lines %v (seconds %v):\n%s", types, secs, got)
 			}
 		})
+	}
+}
+
+// TestWatchScreenSaysDisconnected: on a terminal, a lost bus is the title
+// (since when, how long) and a "bus" line among the events, until it is
+// back; the screen still fits the window.
+func TestWatchScreenSaysDisconnected(t *testing.T) {
+	var tr connTracker
+	lost := connChange{At: testNow.Add(-26 * time.Second), Lost: true, Err: errors.New("EOF")}
+	s := watchState{Now: testNow, Status: &StatusReport{}}
+	for _, l := range connLines(&tr, lost, screenLayout, 0) {
+		s.add(l)
+	}
+	s.Disconnected = tr.since
+	lines := renderScreen(s, 80, 24)
+	if !strings.Contains(lines[0], "DISCONNECTED from the bus since 11:59:34 UTC (26s)") {
+		t.Errorf("title %q", lines[0])
+	}
+	if got := strings.Join(lines, "\n"); !strings.Contains(got, "11:59:34  -         bus         disconnected") {
+		t.Errorf("no bus line among the events:\n%s", got)
+	}
+	for _, l := range lines {
+		if utf8.RuneCountInString(l) > 80 {
+			t.Errorf("line wider than 80: %q", l)
+		}
+	}
+	back := connLines(&tr, connChange{At: testNow, Server: "nats://127.0.0.1:4222"}, screenLayout, 0)
+	if len(back) != 1 || !strings.Contains(back[0], "back on the bus after 26s (lost at 11:59:34 UTC)") || !tr.since.IsZero() {
+		t.Errorf("reconnect line %q, tracker %v", back, tr.since)
 	}
 }
