@@ -413,7 +413,7 @@ func (o *PlanSetOptions) writeStarts(ctx context.Context, f *kv.Fleet, w io.Writ
 		case !g.Start.IsZero():
 			when = fmt.Sprintf("%s, in %s", g.Start.In(loc).Format(forecastTime), span(g.Start.Sub(now)))
 		default:
-			when = "not within the forecast: " + shorten(g.Reason, 80)
+			when = "not within the forecast: " + g.Reason
 		}
 		var waits []string
 		for _, wt := range g.Waits {
