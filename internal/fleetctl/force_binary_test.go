@@ -111,6 +111,14 @@ func TestForceToPushPastHaltBinary(t *testing.T) {
 	if e.status("staging").Value.State != rollout.StateUnstarted || e.status("staging").Value.RunRequested {
 		t.Errorf("a refused action moved staging: %+v", e.status("staging").Value)
 	}
+	// A done group is not halted by a quarantine; retry would send the
+	// quarantined target to the agents that rolled back from it.
+	e.putStatus(func() rollout.GroupStatus { st := groupStatus(rollout.StateDone); st.Group = "staging"; return st }())
+	_, stderr, code = runBin(t, bin, env, "retry", "--group", "staging")
+	if code != cliutil.ExitFailure || !strings.Contains(stderr, "retry tells the group's agents that rolled back from 1.4.0 to install it once more") ||
+		!strings.Contains(stderr, "fleetctl retry --group staging --force --reason") {
+		t.Errorf("retry of a quarantined target: exit %d: %s", code, stderr)
+	}
 
 	// Rollback is the safe direction; a deprecated --note still works.
 	lab := groupStatus(rollout.StateActive)
