@@ -99,7 +99,17 @@ func Main(root *cobra.Command) int {
 func Prepare(root *cobra.Command) {
 	root.SilenceErrors = true
 	root.SilenceUsage = true
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// "fleetctl config aply -f x": cobra stops at "config", whose
+		// own flags do not know -f. The word before the flag is the
+		// mistake: say it is not a command, not that -f is unknown.
+		if c.HasSubCommands() {
+			if a := c.Flags().Args(); len(a) > 0 && !isSubcommand(c, a[0]) {
+				return unknownCommand(c, a[0])
+			}
+		}
+		return UsageError{err}
+	})
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if args := c.Args; args != nil {
@@ -113,7 +123,7 @@ func Prepare(root *cobra.Command) {
 		if c.HasSubCommands() && c.RunE == nil && c.Run == nil {
 			c.RunE = func(cmd *cobra.Command, a []string) error {
 				if len(a) > 0 {
-					return Usagef("unknown command %q for %q", a[0], cmd.CommandPath())
+					return unknownCommand(cmd, a[0])
 				}
 				return Usagef("%s needs a subcommand: %s", cmd.CommandPath(), subcommandNames(cmd))
 			}
@@ -124,6 +134,30 @@ func Prepare(root *cobra.Command) {
 		}
 	}
 	walk(root)
+}
+
+// unknownCommand is the usage error for a word that is not one of c's
+// subcommands, with the closest names (cobra's suggestions: edit distance
+// and prefixes) or else the list.
+func unknownCommand(c *cobra.Command, word string) error {
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's own default
+	}
+	if s := c.SuggestionsFor(word); len(s) > 0 {
+		return Usagef("unknown command %q for %q; did you mean %q?", word, c.CommandPath(), strings.Join(s, `" or "`))
+	}
+	return Usagef("unknown command %q for %q; its commands are: %s", word, c.CommandPath(), subcommandNames(c))
+}
+
+// isSubcommand reports whether word names one of c's subcommands or their
+// aliases.
+func isSubcommand(c *cobra.Command, word string) bool {
+	for _, s := range c.Commands() {
+		if s.Name() == word || s.HasAlias(word) {
+			return true
+		}
+	}
+	return false
 }
 
 func subcommandNames(c *cobra.Command) string {

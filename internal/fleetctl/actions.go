@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,10 +21,28 @@ import (
 type GroupActionOptions struct {
 	*Global
 	Group string
-	// Note is the operator's reason, recorded in the status and the event.
+	// Note is the deprecated --note: the reason is Global.Reason (--reason),
+	// recorded in the status, the event and the audit trail. A Note is
+	// joined to it (scripts written for --note keep working).
 	Note string
+	// Force lets run, reset, mark-done and retry push past a halt or a
+	// quarantined target (with a reason); see overrideOf.
+	Force bool
 	// Output is text or json (a WriteResult).
 	Output string
+}
+
+// why is the operator's reason: --reason, and the deprecated --note joined
+// to it when both are given and differ.
+func (o *GroupActionOptions) why() string {
+	r, n := strings.TrimSpace(o.Reason), strings.TrimSpace(o.Note)
+	switch {
+	case n == "" || n == r:
+		return r
+	case r == "":
+		return n
+	}
+	return r + "; " + n
 }
 
 // groupAction is one of rollout's operator actions.
@@ -45,9 +64,30 @@ func newGroupActionCmd(g *Global, use, short, long, example string, run func(con
 		},
 	}
 	cmd.Flags().StringVar(&o.Group, "group", "", "the group to act on")
-	cmd.Flags().StringVar(&o.Note, "note", "", "why (recorded in the group status and the event)")
+	noteFlag(cmd, &o.Note)
+	if forceVerbs[use] {
+		forceFlag(cmd, &o.Force)
+	}
 	writeOutputFlag(cmd, &o.Output)
 	return cmd
+}
+
+// noteFlag registers the deprecated --note of a group action, hidden from
+// --help: --reason (global) is the one flag for why; scripts written for
+// --note keep working, told on stderr (runGroupActionChecked) to move on.
+// (Not cobra's MarkDeprecated: it prints to the command's output, which
+// may be stdout, and -o json keeps stdout one object.)
+func noteFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVar(dst, "note", "", "deprecated: use --reason")
+	_ = cmd.Flags().MarkHidden("note")
+}
+
+// forceVerbs are the group actions that can push a group past a halt or
+// its quarantined target, so take --force.
+var forceVerbs = map[string]bool{"run": true, "reset": true, "mark-done": true, "retry": true}
+
+func forceFlag(cmd *cobra.Command, dst *bool) {
+	cmd.Flags().BoolVar(dst, "force", false, "act on a halted group or a quarantined target (with --reason, recorded in the audit trail)")
 }
 
 func newRunCmd(g *Global) *cobra.Command {
@@ -55,24 +95,38 @@ func newRunCmd(g *Global) *cobra.Command {
 		`Start a group at the controller's next step, regardless of its window,
 wait_hours and predecessors. A rolled back group starts again (fresh canaries
 and initial count). A halted group is reset (see reset). A group that is
-running or done is refused.`,
+running or done is refused.
+
+A halted group, or a group whose target is quarantined, is refused unless
+--force and --reason are given: the refusal says what run would do. The
+forced run is recorded as "run --force" with the reason in the audit trail
+(fleetctl history), the group status and the event.`,
 		`  fleetctl run --group staging
-  fleetctl run --group prod --note "hotfix, approved by on-call"`, RunRun)
+  fleetctl run --group prod --reason "hotfix, approved by on-call"
+  fleetctl run --group prod --force --reason "halt was a monitoring glitch, INC-42"`, RunRun)
 }
 
 func newRollbackCmd(g *Global) *cobra.Command {
 	return newGroupActionCmd(g, "rollback", "Send a group back to the start version",
 		`Roll a group back: every agent of it is told to go back to the start version.
-Allowed from canary, active and done; clears a halt.`,
-		`  fleetctl rollback --group prod --note "500s on checkout"`, RunRollback)
+Allowed from canary, active and done; clears a halt. Never needs --force: it
+is the safe direction.`,
+		`  fleetctl rollback --group prod --reason "500s on checkout"`, RunRollback)
 }
 
 func newMarkDoneCmd(g *Global) *cobra.Command {
 	return newGroupActionCmd(g, "mark-done", "Force a group to done (its agents all update at once)",
-		`Mark a group done: every agent of it is told to update to the target at once,
-and the groups depending on it may start. Allowed from unstarted (skips the
-group), canary and active; clears a halt.`,
-		`  fleetctl mark-done --group empty-lab --note "no hosts there yet"`, RunMarkDone)
+		`Mark a group done: every agent of it is told to update to the target at once
+(no canaries, no failure threshold), and the groups depending on it may
+start. Allowed from unstarted (skips the group), canary and active.
+
+A halted group, or a group whose target is quarantined, is refused unless
+--force and --reason are given: every host of it would install the version
+it halted on. The forced action is recorded as "mark-done --force" with the
+reason in the audit trail (fleetctl history), the group status and the
+event.`,
+		`  fleetctl mark-done --group empty-lab --reason "no hosts there yet"
+  fleetctl mark-done --group prod --force --reason "halt was the probe, not the app: INC-42"`, RunMarkDone)
 }
 
 func newResetCmd(g *Global) *cobra.Command {
@@ -80,8 +134,14 @@ func newResetCmd(g *Global) *cobra.Command {
 		`Reset a group. An active group keeps its progress, its halt is cleared and only
 failures of update attempts that begin from now on count towards
 failure_threshold. A group in canary restarts its canary phase with fresh
-canaries.`,
-		`  fleetctl reset --group prod --note "bad host replaced"`, RunReset)
+canaries.
+
+Clearing a halt sends the version the group halted on to more hosts, so a
+halted group (or one whose target is quarantined) is refused unless --force
+and --reason are given; the refusal says what reset would do. The forced
+reset is recorded as "reset --force" with the reason in the audit trail.`,
+		`  fleetctl reset --group prod --reason "canary restarted"
+  fleetctl reset --group prod --force --reason "bad host replaced, INC-42"`, RunReset)
 }
 
 // RunRun is "fleetctl run".
@@ -128,6 +188,14 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 	if err := checkGroupFlag(o.Group); err != nil {
 		return err
 	}
+	// One reason from here on: --reason, with a deprecated --note.
+	if o.Note != "" {
+		fmt.Fprintf(o.ErrOut, "note: --note is deprecated: use --reason (it is recorded in the group status, the event and the audit trail)\n")
+	}
+	o.Reason, o.Note = o.why(), ""
+	if o.Force && o.Reason == "" {
+		return cliutil.Usagef("%s --group %s --force: --reason is required with --force: say why (it is recorded in the group status, the event and the audit trail); nothing written", name, o.Group)
+	}
 	ctx, f, done, err := o.session(ctx)
 	if err != nil {
 		return err
@@ -161,7 +229,15 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 		return fmt.Errorf("%s --group %s: the group's status is for target %s but the plan targets %s: the controller has not caught up yet; retry in a moment",
 			name, o.Group, e.Value.TargetVersion, spec.Value.TargetVersion)
 	}
-	next, ev, err := action(e.Value, o.Note, o.Now())
+	over, err := o.checkOverride(ctx, f, name, e.Value)
+	if err != nil {
+		return err
+	}
+	note, command := o.Reason, name
+	if over != nil {
+		note, command = "forced past "+over.short+": "+o.Reason, name+" --force"
+	}
+	next, ev, err := action(e.Value, note, o.Now())
 	if err != nil {
 		return err // rollout.ErrBadAction: says what is allowed
 	}
@@ -171,7 +247,7 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 			return err
 		}
 	}
-	rev, err := save(ctx, o.Global, f, f.Plan, key, next, e.Revision, change{Command: name, Group: o.Group, Before: e.Value, Note: o.Note})
+	rev, err := save(ctx, o.Global, f, f.Plan, key, next, e.Revision, change{Command: command, Group: o.Group, Before: e.Value})
 	if err != nil {
 		return err
 	}
@@ -183,8 +259,15 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 		return fmt.Errorf("group %q: status written (%s/%s revision %d) but the event was not published: %w", o.Group, kv.BucketPlan, key, rev, err)
 	}
 	if o.Output == "json" {
-		return writeJSON(o.Out, WriteResult{Command: name, Written: true, Bucket: kv.BucketPlan, Key: key,
-			Revision: rev, PreviousRevision: e.Revision, Value: next, Changes: []string{eventChange(ev)}, Event: &ev, Agents: report.agents})
+		changes := []string{eventChange(ev)}
+		if over != nil {
+			changes = append(changes, "forced past "+over.what+": "+over.effect)
+		}
+		return writeJSON(o.Out, WriteResult{Command: command, Written: true, Bucket: kv.BucketPlan, Key: key,
+			Revision: rev, PreviousRevision: e.Revision, Value: next, Changes: changes, Event: &ev, Agents: report.agents})
+	}
+	if over != nil {
+		fmt.Fprintf(o.Out, "FORCED past %s: %s\n", escape.Text(over.what), over.effect)
 	}
 	if ev.From != ev.To {
 		fmt.Fprintf(o.Out, "group %q: %s → %s: %s\n", o.Group, ev.From, ev.To, escape.Text(ev.Reason))
@@ -213,7 +296,7 @@ func eventChange(ev rollout.Event) string {
 // then writes a fresh unstarted status at its next pass and the group starts
 // over by its window and predecessors.
 func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, bad *kv.Problem) error {
-	if err := o.checkReason(ctx, f, change{Command: "reset", Note: o.Note}); err != nil {
+	if err := o.checkReason(ctx, f, change{Command: "reset"}); err != nil {
 		return err
 	}
 	if o.beforeWrite != nil {
@@ -228,10 +311,10 @@ func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, ba
 	if err != nil {
 		return fmt.Errorf("reset --group %s: delete %s: %w", o.Group, bad.Where(), err)
 	}
-	o.record(ctx, f, kv.BucketPlan, bad.Key, change{Command: "reset", Group: o.Group, Note: o.Note}, nil, true, 0, bad.Revision)
+	o.record(ctx, f, kv.BucketPlan, bad.Key, change{Command: "reset", Group: o.Group}, nil, true, 0, bad.Revision)
 	reason := "operator reset: removed a status that was not valid (" + bad.Err.Error() + ")"
-	if o.Note != "" {
-		reason = "operator reset: " + o.Note + "; removed a status that was not valid (" + bad.Err.Error() + ")"
+	if o.Reason != "" {
+		reason = "operator reset: " + o.Reason + "; removed a status that was not valid (" + bad.Err.Error() + ")"
 	}
 	ev := rollout.Event{V: rollout.SchemaVersion, Group: o.Group, Kind: rollout.EventOperator, Reason: reason, At: o.Now().UTC()}
 	err = f.PublishEvent(ev)

@@ -44,7 +44,7 @@ func TestGroupActions(t *testing.T) {
 		{"mark-done canary", func(o *GroupActionOptions) error { return RunMarkDone(testCtx(), o) }, rollout.MarkDone,
 			groupStatus(rollout.StateCanary), rollout.StateDone, `group "prod": canary → done: operator mark-done: because`},
 		{"reset halted active", func(o *GroupActionOptions) error { return RunReset(testCtx(), o) }, rollout.Reset,
-			halted, rollout.StateActive, `group "prod" (still active): operator reset: because`},
+			halted, rollout.StateActive, `group "prod" (still active): operator reset: forced past a halt (2 of 20 failed): because`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -58,12 +58,19 @@ func TestGroupActions(t *testing.T) {
 			if err := nc.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			wantStatus, wantEvent, err := tc.action(tc.from, "because", testNow)
+			note := "because"
+			if tc.from.Halted {
+				note = "forced past a halt (2 of 20 failed): because"
+			}
+			wantStatus, wantEvent, err := tc.action(tc.from, note, testNow)
 			if err != nil {
 				t.Fatal(err)
 			}
 
-			out := e.mustRun(func(g *Global) error { return tc.run(&GroupActionOptions{Global: g, Group: "prod", Note: "because"}) })
+			// A halted group moves on only when forced (issue 25).
+			out := e.mustRun(func(g *Global) error {
+				return tc.run(&GroupActionOptions{Global: g, Group: "prod", Note: "because", Force: tc.from.Halted})
+			})
 			if !strings.Contains(out, tc.wantOut) {
 				t.Errorf("output lacks %q:\n%s", tc.wantOut, out)
 			}

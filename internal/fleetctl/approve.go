@@ -34,10 +34,10 @@ the group's status (compare-and-swap on its revision) with who approved
 next step moves the group on (starts it, or makes it active) and names the
 approver in the transition. The audit trail ("fleetctl history") records it.
 
---reason is required. --stage says which stage you mean to approve; without
-it, the stage the group awaits. Refused, writing nothing (exit 2), when the
-group is not awaiting an approval, awaits another stage than --stage says, is
-halted, or its awaited stage is already approved. An approval is for one
+--reason is required (exit 2 without it). --stage says which stage you mean
+to approve; without it, the stage the group awaits. Refused, writing nothing
+(exit 1), when the group is not awaiting an approval, awaits another stage
+than --stage says, is halted, or its awaited stage is already approved. An approval is for one
 stage of one target: a new target or a reset asks again.`,
 		Example: `  fleetctl approve --group prod --reason "staging soaked a day, CHG-1234"
   fleetctl approve --group prod --stage after_canary --reason "canary dashboards clean"
@@ -81,7 +81,7 @@ func RunApprove(ctx context.Context, o *ApproveOptions) error {
 	action := func(st rollout.GroupStatus, _ string, now time.Time) (rollout.GroupStatus, rollout.Event, error) {
 		next, ev, err := rollout.Approve(st, stage, by, reason, now)
 		if err != nil {
-			return st, ev, cliutil.UsageError{Err: fmt.Errorf("%w; nothing written", err)}
+			return st, ev, fmt.Errorf("%w; nothing written", err) // the group's state, not the invocation: exit 1
 		}
 		return next, ev, nil
 	}

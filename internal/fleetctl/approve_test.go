@@ -119,19 +119,23 @@ func TestApproveRefused(t *testing.T) {
 		stage  string
 		reason string
 		want   []string
+		// code: 2 for the invocation (a missing reason, a bad stage or
+		// group), 1 for the group's state (issue 25: a state is not a
+		// usage error, and --help does not fix it).
+		code int
 	}{
 		{name: "no reason", status: awaitingStatus(rollout.ApprovalStart), reason: " ",
 			want: []string{"approve --group prod: --reason is required", "nothing written"}},
 		{name: "bad stage", status: awaitingStatus(rollout.ApprovalStart), stage: "after-canary",
 			want: []string{`--stage: stage "after-canary": must be start or after_canary; nothing written`}},
 		{name: "not waiting", status: groupStatus(rollout.StateActive),
-			want: []string{`approve group "prod": it is not awaiting approval (it is active)`, "nothing written"}},
+			want: []string{`approve group "prod": it is not awaiting approval (it is active)`, "nothing written"}, code: cliutil.ExitFailure},
 		{name: "waiting at another stage", status: awaitingStatus(rollout.ApprovalAfterCanary), stage: "start",
-			want: []string{"--stage start, but it awaits approval to go active after its canaries (stage after_canary)", "nothing written"}},
+			want: []string{"--stage start, but it awaits approval to go active after its canaries (stage after_canary)", "nothing written"}, code: cliutil.ExitFailure},
 		{name: "halted", status: halted,
-			want: []string{"it is halted (canary failed), not awaiting approval: fleetctl reset --group prod clears the halt; nothing written"}},
+			want: []string{"it is halted (canary failed), not awaiting approval: fleetctl reset --group prod clears the halt; nothing written"}, code: cliutil.ExitFailure},
 		{name: "already approved", status: approved,
-			want: []string{"stage start is already approved (by bob at 2026-11-23T11:59:00Z: ok)", "nothing written"}},
+			want: []string{"stage start is already approved (by bob at 2026-11-23T11:59:00Z: ok)", "nothing written"}, code: cliutil.ExitFailure},
 		{name: "unknown group", status: awaitingStatus(rollout.ApprovalStart), group: "prdo",
 			want: []string{`--group "prdo": no such group in the config; its groups are: prod`, "did you mean --group prod?", "nothing written"}},
 	} {
@@ -150,8 +154,12 @@ func TestApproveRefused(t *testing.T) {
 				return RunApprove(testCtx(), &ApproveOptions{GroupActionOptions: GroupActionOptions{Global: g, Group: group}, Stage: tc.stage})
 			})
 			mustContain(t, err, tc.want...)
-			if code := cliutil.ExitCode(err); code != cliutil.ExitUsage {
-				t.Errorf("exit code %d, want %d", code, cliutil.ExitUsage)
+			want := tc.code
+			if want == 0 {
+				want = cliutil.ExitUsage
+			}
+			if code := cliutil.ExitCode(err); code != want {
+				t.Errorf("exit code %d, want %d", code, want)
 			}
 			if got := e.status("prod"); got.Revision != before.Revision {
 				t.Errorf("status written (revision %d, was %d)", got.Revision, before.Revision)

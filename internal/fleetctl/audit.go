@@ -31,15 +31,13 @@ type change struct {
 	Group string
 	// Before is the value read (nil: none).
 	Before any
-	// Note is a group action's --note: the reason when --reason is empty.
-	Note string
 }
 
 // checkReason refuses a write without a reason when the stored config says
 // require_reason. A config that cannot be read requires nothing: the
 // command that reads it reports that.
 func (g *Global) checkReason(ctx context.Context, f *kv.Fleet, ch change) error {
-	if strings.TrimSpace(g.Reason) != "" || strings.TrimSpace(ch.Note) != "" {
+	if strings.TrimSpace(g.Reason) != "" {
 		return nil
 	}
 	cfg, _, err := f.ReadConfig(ctx)
@@ -114,9 +112,6 @@ func credsUserName(path string) string {
 func (g *Global) record(ctx context.Context, f *kv.Fleet, bucket, key string, ch change, after any, deleted bool, rev, prev uint64) {
 	r := kv.AuditRecord{V: 1, At: g.Now().UTC(), Actor: g.actor(), Reason: g.Reason, Command: ch.Command,
 		Group: ch.Group, Bucket: bucket, Key: key, Revision: rev, PreviousRevision: prev, Deleted: deleted}
-	if r.Reason == "" {
-		r.Reason = ch.Note
-	}
 	if r.Command == "" {
 		r.Command = "write"
 	}

@@ -130,8 +130,14 @@ func TestConfigSetUnknownGroupWritesNothing(t *testing.T) {
 		{"config", "add-group", "--group", "prod", "--start-hour", "3"},
 	} {
 		_, stderr, code := execute(t, append([]string{"--nats", nats}, args...)...)
-		if code != cliutil.ExitUsage {
-			t.Errorf("%q: exit %d, want %d (stderr %q)", args, code, cliutil.ExitUsage, stderr)
+		// A group that exists is the config's state, not the
+		// invocation (issue 25): exit 1. A typo stays a usage error.
+		want := cliutil.ExitUsage
+		if args[1] == "add-group" {
+			want = cliutil.ExitFailure
+		}
+		if code != want {
+			t.Errorf("%q: exit %d, want %d (stderr %q)", args, code, want, stderr)
 		}
 		if after := e.config(); after.Revision != before.Revision {
 			t.Errorf("%q wrote: revision %d → %d", args, before.Revision, after.Revision)

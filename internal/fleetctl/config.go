@@ -356,7 +356,7 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		i := slices.IndexFunc(next.Groups, func(g rollout.GroupConfig) bool { return g.Name == o.Group })
 		switch {
 		case o.Add && i >= 0:
-			return cliutil.Usagef("group %q is already in the config; change it with: fleetctl config set --group %s SETTINGS…\nnothing written", o.Group, o.Group)
+			return fmt.Errorf("group %q is already in the config; change it with: fleetctl config set --group %s SETTINGS…\nnothing written", o.Group, o.Group)
 		case o.Add:
 			// A new group makes next differ from the stored config below.
 			next.Groups = append(next.Groups, rollout.DefaultGroup(o.Group))

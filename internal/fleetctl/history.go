@@ -3,9 +3,13 @@ package fleetctl
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -22,9 +26,17 @@ type HistoryOptions struct {
 	Group string
 	Since time.Duration
 	// Limit shows the newest Limit entries (0: kv.DefaultTimelineLimit).
-	Limit  int
+	Limit int
+	// Output is table, wide (the table with every cell in full) or json.
 	Output string
+	// Width is the terminal's width the table is fitted to, CHANGE and
+	// REASON cut with "…"; 0 (not a terminal: a pipe, a file) prints
+	// every cell in full, as -o wide does.
+	Width int
 }
+
+// historyFormats are history's -o values.
+var historyFormats = []string{"table", "wide", "json"}
 
 // HistoryRecord is one entry of "fleetctl history -o json": an operator's
 // write (kind "audit", with the audit record's fields) or a rollout event
@@ -72,15 +84,31 @@ events never hides a record: a note on stderr (and "more": true in JSON) says
 when older ones were left out; --since or a larger --limit shows more.
 
 --group G shows G's entries and the fleet-wide ones (config, plan spec),
-which move every group. Read-only.`,
+which move every group. Read-only.
+
+On a terminal the table is fitted to its width (COLUMNS, else the window's),
+CHANGE and REASON cut with "…" and a note on stderr; piped or redirected, and
+with -o wide, every cell is printed in full. A forced action (--force past a
+halt or a quarantine) shows as "mark-done --force", "reset --force", …`,
 		Example: `  fleetctl history
   fleetctl history --group prod --since 24h
   fleetctl history --limit 1000 --since 168h
+  fleetctl history -o wide
+  fleetctl history | grep -- --force
   fleetctl history -o json | jq -r '.records[] | select(.kind=="audit") | .audit.actor'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(o.Output); err != nil {
+			if err := checkFormat(o.Output, historyFormats...); err != nil {
 				return err
+			}
+			if w, _, ok := termSize(cmd.OutOrStdout()); ok && o.Output == "table" {
+				o.Width = w
+				if c, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && c > 0 {
+					o.Width = c
+				}
+				if o.Width <= 0 {
+					o.Width = defaultWidth
+				}
 			}
 			if err := checkGroupFilter(o.Group); err != nil {
 				return err
@@ -97,7 +125,7 @@ which move every group. Read-only.`,
 	cmd.Flags().StringVar(&o.Group, "group", "", "only this group's entries and the fleet-wide ones")
 	cmd.Flags().DurationVar(&o.Since, "since", 0, "only entries of this long ago and later (24h); default: all the streams hold, within --limit")
 	cmd.Flags().IntVar(&o.Limit, "limit", kv.DefaultTimelineLimit, fmt.Sprintf("show the newest this many operator records and this many events (1-%d)", maxHistoryLimit))
-	outputFlag(cmd, &o.Output)
+	formatFlag(cmd, &o.Output, historyFormats...)
 	return cmd
 }
 
@@ -167,8 +195,22 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		_, err := fmt.Fprintln(o.Out, "no entries")
 		return err
 	}
+	if o.Width <= 0 {
+		return writeHistoryFull(o.Out, rep.Records)
+	}
 	tw := newTable(o.Out)
 	fmt.Fprintln(tw, "TIME\tACTOR\tWHAT\tGROUP\tCHANGE\tREASON")
+	changeWidth, reasonWidth := historyWidths(o.Width)
+	cut := false
+	fit := func(s string, n int) string {
+		s = escape.Text(s)
+		if n <= 0 {
+			return s
+		}
+		t := shorten(s, n)
+		cut = cut || t != s
+		return t
+	}
 	for _, r := range rep.Records {
 		group := r.Group
 		if group == "" {
@@ -176,9 +218,75 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		}
 		row := view.TimelineRowOf(kv.TimelineEntry{Stream: r.Stream, Seq: r.Seq, Audit: r.Audit, Event: r.Event})
 		actor, what, changed, reason := row.Actor, row.What, row.Change, row.Reason
-		// 100 columns: -o json has every field in full.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("01-02 15:04:05"), cell(actor, 10), cell(what, 14),
-			cell(group, 10), cell(changed, 26), cell(strings.ReplaceAll(reason, "\n", " "), 14))
+		narrow := func(n int) int { // the fixed columns, only on a terminal
+			if o.Width <= 0 {
+				return 0
+			}
+			return n
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("01-02 15:04:05"), fit(actor, narrow(10)), fit(what, narrow(16)),
+			fit(group, narrow(10)), fit(changed, changeWidth), fit(strings.ReplaceAll(reason, "\n", " "), reasonWidth))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cut {
+		fmt.Fprintf(o.ErrOut, "note: cells cut to the terminal's %d columns: fleetctl history -o wide (or piped) prints them in full\n", o.Width)
+	}
+	return nil
+}
+
+// fullChangeColumn is the most CHANGE is padded to in the full table: a
+// longer change pushes its row's REASON right rather than every row's.
+const fullChangeColumn = 40
+
+// writeHistoryFull is the history table with every cell in full (piped,
+// -o wide): the short columns aligned, CHANGE padded to at most
+// fullChangeColumn, REASON last.
+func writeHistoryFull(w io.Writer, records []HistoryRecord) error {
+	rows := [][]string{{"TIME", "ACTOR", "WHAT", "GROUP", "CHANGE", "REASON"}}
+	for _, r := range records {
+		group := r.Group
+		if group == "" {
+			group = "(fleet)"
+		}
+		row := view.TimelineRowOf(kv.TimelineEntry{Stream: r.Stream, Seq: r.Seq, Audit: r.Audit, Event: r.Event})
+		rows = append(rows, []string{r.At.Local().Format("01-02 15:04:05"), escape.Text(row.Actor), escape.Text(row.What),
+			escape.Text(group), escape.Text(row.Change), escape.Text(strings.ReplaceAll(row.Reason, "\n", " "))})
+	}
+	widths := make([]int, 5)
+	for _, row := range rows {
+		for i := range widths {
+			widths[i] = max(widths[i], utf8.RuneCountInString(row[i]))
+		}
+	}
+	widths[4] = min(widths[4], fullChangeColumn)
+	for _, row := range rows {
+		var b strings.Builder
+		for i, c := range row[:5] {
+			b.WriteString(c)
+			if pad := widths[i] - utf8.RuneCountInString(c); pad > 0 {
+				b.WriteString(strings.Repeat(" ", pad))
+			}
+			b.WriteString("  ")
+		}
+		b.WriteString(row[5])
+		if _, err := fmt.Fprintln(w, strings.TrimRight(b.String(), " ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// historyWidths are the widths of CHANGE and REASON in a table fitted to
+// width columns (0: not cut). The other columns take 14+10+16+10 and 2
+// between each; CHANGE gets two thirds of the rest, at least 26 (at 100
+// columns: 26 and 14, as before).
+func historyWidths(width int) (change, reason int) {
+	if width <= 0 {
+		return 0, 0
+	}
+	rest := width - (14 + 10 + 16 + 10 + 5*2)
+	change = max(26, rest*2/3)
+	return change, max(14, rest-change)
 }

@@ -125,7 +125,20 @@ func TestHistoryTwoActorsInOrder(t *testing.T) {
 			t.Errorf("history table lacks %q:\n%s", s, stdout)
 		}
 	}
-	checkWidth(t, stdout)
+	// Piped, every cell is in full (issue 25: CHANGE and REASON were cut
+	// to 100 columns even in a pipe); on a terminal of 100 columns the
+	// table fits it.
+	if !strings.Contains(stdout, "rejected_versions (none) → [\"1.4.0\"]") {
+		t.Errorf("piped history cut the rollback's change:\n%s", stdout)
+	}
+	g, out, errOut := e.global()
+	if err := RunHistory(testCtx(), &HistoryOptions{Global: g, Group: "prod", Output: "table", Width: 100, Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	checkWidth(t, out.String())
+	if !strings.Contains(errOut.String(), "fleetctl history -o wide") {
+		t.Errorf("a cut table does not say how to see it whole: %q", errOut.String())
+	}
 
 	// A group nothing names (a typo): the fleet-wide entries, and a note.
 	stdout, stderr, code = runBin(t, bin, env, "history", "--group", "prdo")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -146,7 +147,13 @@ group completed it and none halted on it or was rolled back from it, else to
 the current start; when there is no plan yet it is required. A --start that
 a group halted on or was rolled back from is refused unless --force, and so
 is a quarantined --target or --start (see fleetctl quarantine).
-Versions are semver without a leading "v" (a leading "v" you type is dropped).`,
+Versions are semver without a leading "v" (a leading "v" you type is dropped).
+
+What no flag names is kept from the previous plan, and plan set lists it
+("Carried over …"); a kept critical or immediate schedule gets a WARNING line
+with the command that undoes it. It then says when each group starts (the
+forecast's first line per group: without --critical, a group without days
+or start_hour starts only 00:00-01:00 in the config's time zone).`,
 		Example: `  fleetctl plan set --start 1.3.2 --target 1.4.0
   fleetctl plan set --target 1.4.1
   fleetctl plan set --target 1.4.2 --critical --schedule immediate
@@ -325,6 +332,9 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 			fmt.Fprintf(o.Out, "  %s\n", c)
 		}
 	}
+	if st.HasSpec && !replacing {
+		writeCarriedOver(notes, o, prev, next)
+	}
 	if retarget {
 		fmt.Fprintln(notes, "New target: groups restart from unstarted (the controller resets them at its next step).")
 	}
@@ -337,7 +347,86 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	if retarget || o.Start != nil {
 		writeHolds(notes, st, next)
 	}
+	o.writeStarts(ctx, f, notes)
 	return nil
+}
+
+// writeCarriedOver says which settings of the spec were kept from the
+// previous plan because no flag named them: a plan set --target after a
+// plan set --critical keeps critical, and the rollout then ignores every
+// window. Critical is said loudly, on its own line.
+func writeCarriedOver(w io.Writer, o *PlanSetOptions, prev, next rollout.Spec) {
+	a, b := fieldsOf(prev), fieldsOf(next)
+	given := map[string]bool{
+		"target_version": o.Target != nil, "start_version": o.Start != nil,
+		"schedule": o.Schedule != nil, "strategy": o.Strategy != nil, "critical": o.Critical != nil,
+	}
+	var kept []string
+	for _, k := range []string{"start_version", "target_version", "schedule", "strategy", "critical", "mode"} {
+		if !given[k] && string(a[k]) == string(b[k]) {
+			kept = append(kept, fmt.Sprintf("%s %s", k, show(b[k])))
+		}
+	}
+	if len(kept) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Carried over from the previous plan (no flag given): %s\n", strings.Join(kept, ", "))
+	if o.Critical == nil && next.Critical {
+		fmt.Fprintln(w, "WARNING: critical is still true (carried over): groups start outside their windows and wait_hours. Undo: fleetctl plan set --critical=false")
+	}
+	if o.Schedule == nil && next.Schedule == rollout.ScheduleImmediate {
+		fmt.Fprintln(w, "WARNING: schedule is still immediate (carried over): every group starts at once, ignoring windows and dependencies. Undo: fleetctl plan set --schedule regular")
+	}
+	if next.Mode == rollout.ModePaused {
+		fmt.Fprintln(w, "Note: the plan is paused (carried over): nothing moves until fleetctl resume")
+	}
+}
+
+// writeStarts says when each group starts under the plan just written:
+// the first lines of "fleetctl plan forecast", so that a plan whose groups
+// wait for a window (without critical, a group without days and start_hour
+// starts only 00:00-01:00 in the config's zone) says so at once. A
+// forecast that cannot be made is a note, not a failure: the plan is
+// written.
+func (o *PlanSetOptions) writeStarts(ctx context.Context, f *kv.Fleet, w io.Writer) {
+	po := &PlanForecastOptions{Global: &Global{Out: io.Discard, ErrOut: io.Discard, Now: o.Now}, InstallTime: rollout.DefaultInstallTime}
+	now := o.Now()
+	in, _, err := forecastInput(ctx, f, po, now)
+	if err != nil {
+		fmt.Fprintf(w, "When groups start: not known (%v)\n", err)
+		return
+	}
+	fc := rollout.Simulate(in)
+	loc, err := in.Config.Location()
+	if err != nil {
+		loc = time.UTC
+	}
+	fmt.Fprintf(w, "When each group starts (forecast; fleetctl plan forecast has the rest):\n")
+	tw := newTable(w)
+	for _, g := range fc.Groups {
+		var when string
+		switch {
+		case g.Outcome == rollout.OutcomeDone:
+			when = "done already"
+		case !g.Start.IsZero() && !g.Start.After(now.Add(time.Minute)):
+			when = "now (" + g.Start.In(loc).Format(forecastTime) + ")"
+		case !g.Start.IsZero():
+			when = fmt.Sprintf("%s, in %s", g.Start.In(loc).Format(forecastTime), span(g.Start.Sub(now)))
+		default:
+			when = "not within the forecast: " + g.Reason
+		}
+		var waits []string
+		for _, wt := range g.Waits {
+			if !slices.Contains(waits, string(wt.Kind)) {
+				waits = append(waits, string(wt.Kind))
+			}
+		}
+		if len(waits) > 0 && g.Outcome != rollout.OutcomeDone {
+			when += " (waits for: " + strings.Join(waits, ", ") + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", cell(g.Group, groupWidth), escape.Text(when))
+	}
+	_ = tw.Flush()
 }
 
 // describeSpecChange lists the settings next changes in prev, one a line.
@@ -375,9 +464,9 @@ func checkStart(start string, st *kv.State, explicit, force bool) error {
 		what = fmt.Sprintf("groups %s halted on %s or were rolled back from it", strings.Join(names, ", "), start)
 	}
 	if !explicit {
-		return cliutil.Usagef("--start defaulted to %s, but %s: give --start with a version known to work; nothing written", start, what)
+		return fmt.Errorf("--start defaulted to %s, but %s: give --start with a version known to work; nothing written", start, what)
 	}
-	return cliutil.Usagef("--start %s: %s, and groups with no history and new hosts would install it; give another --start, or add --force to use it anyway; nothing written", start, what)
+	return fmt.Errorf("--start %s: %s, and groups with no history and new hosts would install it; give another --start, or add --force to use it anyway; nothing written", start, what)
 }
 
 // writeHolds says what each group holds until its turn under spec: the

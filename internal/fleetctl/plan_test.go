@@ -183,8 +183,9 @@ func TestPlanSetRejectedStart(t *testing.T) {
 	} {
 		_, err := e.run(planSet(o))
 		mustContain(t, err, `--start 1.2.0: group "staging" halted on 1.2.0 or was rolled back from it`, "--force", "nothing written")
-		if code := cliutil.ExitCode(err); code != cliutil.ExitUsage {
-			t.Errorf("exit code %d, want %d", code, cliutil.ExitUsage)
+		// The fleet's state refuses it, not the invocation: exit 1.
+		if code := cliutil.ExitCode(err); code != cliutil.ExitFailure {
+			t.Errorf("exit code %d, want %d", code, cliutil.ExitFailure)
 		}
 		if after := e.spec(); after.Revision != before.Revision {
 			t.Errorf("refused plan set wrote the spec: revision %d → %d", before.Revision, after.Revision)

@@ -105,12 +105,12 @@ func newQuarantineRmCmd(g *Global) *cobra.Command {
 		Use:   "rm VERSION",
 		Short: "Lift the quarantine of a version",
 		Long: `Lift the quarantine of VERSION. Groups it halted stay halted until an
-operator resets them ("fleetctl reset --group G"): lifting says the version
+operator resets them ("fleetctl reset --group G --force --reason …"): lifting says the version
 may be rolled out again, not that it goes on by itself. The controller
 quarantines it again only if quarantine_after agents roll back from it in
 update attempts that begin after the lift.`,
 		Example: `  fleetctl quarantine rm 1.4.2 --reason "the failures were a bad config, fixed"
-  fleetctl quarantine rm 1.4.2 && fleetctl reset --group prod`,
+  fleetctl quarantine rm 1.4.2 && fleetctl reset --group prod --force --reason "1.4.2 fixed"`,
 		Aliases: []string{"lift"},
 		Args:    versionArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -356,10 +356,10 @@ func RunQuarantineRm(ctx context.Context, o *QuarantineOptions) error {
 	if len(halted) > 0 {
 		fmt.Fprintf(o.Out, "Groups it halted stay halted until you reset them:\n")
 		for _, g := range halted {
-			fmt.Fprintf(o.Out, "  fleetctl reset --group %s\n", g)
+			fmt.Fprintf(o.Out, "  fleetctl reset --group %s --force --reason \"…\"\n", g)
 		}
 	} else {
-		fmt.Fprintln(o.Out, "No group is halted by it now (a group it halted stays halted until fleetctl reset --group G).")
+		fmt.Fprintln(o.Out, "No group is halted by it now (a group it halted stays halted until fleetctl reset --group G --force --reason \"…\").")
 	}
 	return nil
 }
@@ -383,7 +383,7 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // new hosts of groups with no history would install the start.
 func checkQuarantined(st *kv.State, next, prev rollout.Spec, hadSpec, force bool) error {
 	if _, bad := st.Problem(kv.BucketPlan, kv.KeyQuarantine); bad && !force {
-		return cliutil.Usagef("the stored quarantine list (%s) is not valid, so whether the versions are quarantined is not known; fix it (fleetctl quarantine ls says how) or add --force; nothing written", quarantineKeyName)
+		return fmt.Errorf("the stored quarantine list (%s) is not valid, so whether the versions are quarantined is not known; fix it (fleetctl quarantine ls says how) or add --force; nothing written", quarantineKeyName)
 	}
 	for _, c := range []struct {
 		flag, v string
@@ -396,7 +396,7 @@ func checkQuarantined(st *kv.State, next, prev rollout.Spec, hadSpec, force bool
 		if !ok || !c.changed || force {
 			continue
 		}
-		return cliutil.Usagef("%s %s is quarantined (since %s, by %s: %s): no group rolls it out and new hosts never get it; lift the quarantine first (fleetctl quarantine rm %s), or add --force to write the plan anyway (groups rolling a quarantined target halt at once); nothing written",
+		return fmt.Errorf("%s %s is quarantined (since %s, by %s: %s): no group rolls it out and new hosts never get it; lift the quarantine first (fleetctl quarantine rm %s), or add --force to write the plan anyway (groups rolling a quarantined target halt at once); nothing written",
 			c.flag, c.v, q.At.UTC().Format("2006-01-02 15:04 MST"), q.By, shorten(q.Reason, 200), c.v)
 	}
 	return nil

@@ -55,8 +55,9 @@ func TestPlanSetRefusesQuarantinedVersion(t *testing.T) {
 	} {
 		_, err := e.run(planSet(o))
 		mustContain(t, err, "1.5.0 is quarantined", "by controller", "3 agents rolled back from 1.5.0", "fleetctl quarantine rm 1.5.0", "--force", "nothing written")
-		if code := cliutil.ExitCode(err); code != cliutil.ExitUsage {
-			t.Errorf("exit code %d, want %d", code, cliutil.ExitUsage)
+		// The fleet's state refuses it, not the invocation: exit 1.
+		if code := cliutil.ExitCode(err); code != cliutil.ExitFailure {
+			t.Errorf("exit code %d, want %d", code, cliutil.ExitFailure)
 		}
 		if after := e.spec(); after.Revision != before.Revision {
 			t.Fatalf("refused plan set wrote the spec: revision %d → %d", before.Revision, after.Revision)

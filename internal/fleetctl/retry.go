@@ -44,7 +44,9 @@ fleetctl reads the group's agents from their heartbeats and says how many will
 retry; it refuses, writing nothing, when none rolled back from the target or a
 named agent did not. Allowed in canary, active and done. A halted group must be
 reset first (fleetctl reset: it clears the halt and forgives the failures so
-far), since a halted group tells no agent to update. Agents using the HTTP find
+far; --force and --reason, since it clears a halt), since a halted group
+tells no agent to update. A group whose target is quarantined retries only
+with --force and --reason. Agents using the HTTP find
 fallback (the bus lost) retry once they are back on the bus.
 
 Fix the cause first, then retry. A retry reuses the release the host already
@@ -53,11 +55,11 @@ by a new version (fleetctl plan set --target), not by a retry. Retry is for
 causes outside the release: a host repaired, a dependency or a setting
 the app needed put right, a flaky start.`,
 		Example: `  # one host whose disk was repaired
-  fleetctl retry --group prod --agent 1b4e28ba-2fa1-4d2e-883f-0016d3cca427 --note "disk replaced"
+  fleetctl retry --group prod --agent 1b4e28ba-2fa1-4d2e-883f-0016d3cca427 --reason "disk replaced"
   # every agent of staging that rolled back from the target
-  fleetctl retry --group staging --note "the app's config on the hosts fixed"
+  fleetctl retry --group staging --reason "the app's config on the hosts fixed"
   # after a halt: clear it, then retry
-  fleetctl reset --group prod && fleetctl retry --group prod
+  fleetctl reset --group prod --force --reason "disk replaced" && fleetctl retry --group prod --reason "disk replaced"
   # the agents that will retry, for a script
   fleetctl retry --group prod -o json | jq -r '.agents[]'`,
 		Args: cobra.NoArgs,
@@ -70,7 +72,8 @@ the app needed put right, a flaky start.`,
 	}
 	cmd.Flags().StringVar(&o.Group, "group", "", "the group whose agents retry")
 	cmd.Flags().StringArrayVar(&o.Agents, "agent", nil, "an agent id that should retry (repeatable; default: every agent that rolled back from the target)")
-	cmd.Flags().StringVar(&o.Note, "note", "", "why (recorded in the group status and the event)")
+	noteFlag(cmd, &o.Note)
+	forceFlag(cmd, &o.Force)
 	writeOutputFlag(cmd, &o.Output)
 	_ = cmd.RegisterFlagCompletionFunc("agent", g.completeRetryAgents)
 	return cmd

@@ -222,7 +222,7 @@ func TestRetryHelpTeaches(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"fleetctl retry --group prod --agent", "fleetctl reset --group prod && fleetctl retry --group prod",
+	for _, want := range []string{"fleetctl retry --group prod --agent", "fleetctl reset --group prod --force --reason \"disk replaced\" && fleetctl retry --group prod",
 		"a restart never retries twice", "--agent stringArray", "-o json"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, out.String())

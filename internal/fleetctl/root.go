@@ -37,6 +37,9 @@ type Global struct {
 
 	// conn is the connection the command's fleet was opened on.
 	conn *nats.Conn
+	// connExtra are options added to the connection (watch: its own
+	// disconnect and reconnect handlers).
+	connExtra []nats.Option
 
 	// beforeWrite, when set, runs between a command's read and its
 	// compare-and-swap write. Tests use it to write the same key under the
@@ -78,7 +81,7 @@ docs/cli.md).
 	g.TLS.Register(pf)
 	pf.DurationVar(&g.Timeout, "timeout", 10*time.Second, "give up on the bus after this long")
 	pf.StringVar(&g.Actor, "actor", cliutil.Env("", "FLEETCTL_ACTOR"), "who makes the change, in the audit trail (env FLEETCTL_ACTOR; default: the creds' user name, else $USER@hostname)")
-	pf.StringVar(&g.Reason, "reason", "", "why, in the audit trail of every write")
+	pf.StringVar(&g.Reason, "reason", "", "why: in the audit trail of every write, and in a group action's status and event")
 	root.AddCommand(
 		newStatusCmd(g), newWatchCmd(g), newAgentsCmd(g),
 		newConfigCmd(g), newPlanCmd(g), newPauseCmd(g), newResumeCmd(g),
@@ -95,7 +98,7 @@ docs/cli.md).
 func (g *Global) fleet(ctx context.Context) (f *kv.Fleet, closeFn func(), err error) {
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
 		URL: g.NATSURL, Name: "fleetctl", Creds: g.Creds, TLS: g.TLS,
-		Log: g.connLog(),
+		Log: g.connLog(), Extra: g.connExtra,
 	})
 	if err != nil {
 		return nil, nil, err

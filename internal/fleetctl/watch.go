@@ -84,7 +84,13 @@ time (UTC), group, kind, from → to, reason; a reason that does not fit 100
 columns continues on lines indented by four spaces.
 
 With -o json, one JSON object a line: the status first, then every event and
-every change of the status.`,
+every change of the status.
+
+Events published while the bus is lost are not received (they are core NATS
+messages): watch says when it lost the bus and when it is back, with times,
+in every form (a "bus" line piped, a DISCONNECTED title on a terminal,
+"disconnected"/"reconnected" objects in JSON); fleetctl history shows what
+was missed.`,
 		Example: `  fleetctl watch
   fleetctl watch | grep -E ' (halt|alert) '
   fleetctl watch -o json | jq -c 'select(.type == "event") | .event'`,
@@ -123,6 +129,74 @@ func termSize(w io.Writer) (width, height int, ok bool) {
 	return int(ws.Col), int(ws.Row), true
 }
 
+// connChange is the connection to the bus lost or back: events published
+// meanwhile are not received (core NATS), so watch says so, with times.
+type connChange struct {
+	At   time.Time
+	Lost bool
+	// Err is why it was lost (may be nil).
+	Err error
+	// Server is the server reconnected to.
+	Server string
+}
+
+// watchConn makes the connection report its losses and reconnects on the
+// returned channel (buffered; a change that does not fit is dropped, the
+// next one still says where the connection stands).
+func (o *WatchOptions) watchConn() <-chan connChange {
+	ch := make(chan connChange, 64)
+	send := func(c connChange) {
+		select {
+		case ch <- c:
+		default:
+		}
+	}
+	o.connExtra = append(o.connExtra,
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { send(connChange{At: o.Now(), Lost: true, Err: err}) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { send(connChange{At: o.Now(), Server: nc.ConnectedUrlRedacted()}) }))
+	return ch
+}
+
+// connTracker turns connection changes into lines for people: it knows
+// since when the connection is lost.
+type connTracker struct {
+	since time.Time // zero: connected
+}
+
+// line is c as a line's kind-less text, e.g. "disconnected from the bus
+// at 12:00:01 UTC: …".
+func (t *connTracker) line(c connChange) (move, reason string) {
+	if c.Lost {
+		if t.since.IsZero() {
+			t.since = c.At
+		}
+		why := ""
+		if c.Err != nil {
+			why = " (" + c.Err.Error() + ")"
+		}
+		return "disconnected", fmt.Sprintf("lost the bus%s: no event is received until it is back; reconnecting", why)
+	}
+	out := "back on the bus"
+	if !t.since.IsZero() {
+		lost := c.At.Sub(t.since)
+		out = fmt.Sprintf("back on the bus after %s (lost at %s UTC): events of that time were not received; fleetctl history --since %dm shows them",
+			lost.Round(time.Second), t.since.UTC().Format(time.TimeOnly), int(lost.Minutes())+2)
+	}
+	t.since = time.Time{}
+	return "reconnected", out
+}
+
+// connLines renders a connection change as an event line would be
+// (pipeLayout or screenLayout), kind "bus".
+func connLines(t *connTracker, c connChange, layout eventLayout, width int) []string {
+	move, reason := t.line(c)
+	prefix := fmt.Sprintf("%s  %-*s  %-10s  %-*s  ", c.At.UTC().Format(layout.time), layout.group, "-", "bus", layout.move, move)
+	if width <= 0 {
+		return []string{cleanLine(prefix + reason)}
+	}
+	return wrapLine(cleanLine(prefix), cleanLine(reason), width)
+}
+
 // subscribeEvents connects and subscribes to every rollout event, both
 // forms of watch: the events arrive on msgs from its return on; closeFn
 // unsubscribes and disconnects.
@@ -152,8 +226,9 @@ func (o *WatchOptions) subscribeEvents(ctx context.Context) (f *kv.Fleet, msgs c
 
 // RunWatch is "fleetctl watch". It returns nil when ctx is cancelled.
 func RunWatch(ctx context.Context, o *WatchOptions) error {
+	conn := o.watchConn()
 	if o.Output == "json" {
-		return runWatchJSON(ctx, o)
+		return runWatchJSON(ctx, o, conn)
 	}
 	f, msgs, closeFn, err := o.subscribeEvents(ctx)
 	if err != nil {
@@ -161,10 +236,17 @@ func RunWatch(ctx context.Context, o *WatchOptions) error {
 	}
 	defer closeFn()
 	if !o.Redraw {
+		var tracker connTracker
 		for {
 			select {
 			case <-ctx.Done():
 				return nil
+			case c := <-conn:
+				for _, l := range connLines(&tracker, c, pipeLayout, pipeWidth) {
+					if _, err := fmt.Fprintln(o.Out, l); err != nil {
+						return err
+					}
+				}
 			case m := <-msgs:
 				for _, l := range eventLines(m.Subject, m.Data, pipeWidth) {
 					if _, err := fmt.Fprintln(o.Out, l); err != nil {
@@ -174,11 +256,11 @@ func RunWatch(ctx context.Context, o *WatchOptions) error {
 			}
 		}
 	}
-	return o.watchScreen(ctx, f, msgs)
+	return o.watchScreen(ctx, f, msgs, conn)
 }
 
 // watchScreen is the full-screen view of RunWatch.
-func (o *WatchOptions) watchScreen(ctx context.Context, f *kv.Fleet, msgs <-chan *nats.Msg) error {
+func (o *WatchOptions) watchScreen(ctx context.Context, f *kv.Fleet, msgs <-chan *nats.Msg, conn <-chan connChange) error {
 	interval := o.RedrawInterval
 	if interval <= 0 {
 		interval = 2 * time.Second
@@ -199,6 +281,7 @@ func (o *WatchOptions) watchScreen(ctx context.Context, f *kv.Fleet, msgs <-chan
 	defer func() { _, _ = io.WriteString(out, leaveScreen) }()
 
 	var s watchState
+	var tracker connTracker
 	status := func() {
 		s.Now = o.Now()
 		rctx, cancel := o.withTimeout(ctx)
@@ -242,8 +325,18 @@ func (o *WatchOptions) watchScreen(ctx context.Context, f *kv.Fleet, msgs <-chan
 				}
 			}
 			status()
+		case c := <-conn:
+			for _, l := range connLines(&tracker, c, screenLayout, 0) {
+				s.add(l)
+			}
+			s.Disconnected = tracker.since
+			if !c.Lost {
+				status()
+			}
 		case <-tick.C:
-			status()
+			if s.Disconnected.IsZero() { // a read would only time out
+				status()
+			}
 		case <-resized:
 		}
 		if err := draw(); err != nil {
@@ -261,6 +354,8 @@ type watchState struct {
 	Err    error
 	// Events are the event lines received, oldest first.
 	Events []string
+	// Disconnected is since when the bus is lost (zero: connected).
+	Disconnected time.Time
 }
 
 func (s *watchState) add(line string) {
@@ -278,6 +373,10 @@ func (s *watchState) add(line string) {
 func renderScreen(s watchState, width, height int) []string {
 	width, height = max(width, 1), max(height, 1)
 	title := fmt.Sprintf("fleetctl watch   %s UTC   Ctrl-C to stop", s.Now.UTC().Format(time.TimeOnly))
+	if !s.Disconnected.IsZero() {
+		title = fmt.Sprintf("fleetctl watch   DISCONNECTED from the bus since %s UTC (%s): reconnecting; events are not received",
+			s.Disconnected.UTC().Format(time.TimeOnly), s.Now.Sub(s.Disconnected).Round(time.Second))
+	}
 	status := statusLines(s)
 	room := height - 3 // title, blank line, events heading
 	keep := min(len(status), room-min(max(len(s.Events), 1), minEventLines))
@@ -373,6 +472,12 @@ var (
 // lines indented by four spaces, broken at spaces.
 func eventLines(subject string, data []byte, width int) []string {
 	prefix, reason := eventParts(subject, data, pipeLayout)
+	return wrapLine(prefix, reason, width)
+}
+
+// wrapLine is prefix and reason on one line of at most width columns, or
+// the reason continued on lines indented by four spaces, broken at spaces.
+func wrapLine(prefix, reason string, width int) []string {
 	line := prefix + reason
 	if utf8.RuneCountInString(line) <= width || reason == "" {
 		return []string{line}

@@ -17,8 +17,9 @@ import (
 // ever added.
 type WatchLine struct {
 	// Type is "event", "status", "invalid" (a message on the events
-	// subject that is not an event) or "error" (the status could not be
-	// read; the watch goes on).
+	// subject that is not an event), "error" (the status could not be
+	// read; the watch goes on), "disconnected" or "reconnected" (the
+	// connection to the bus; Error says why it was lost).
 	Type    string         `json:"type"`
 	Subject string         `json:"subject,omitempty"`
 	Event   *rollout.Event `json:"event,omitempty"`
@@ -27,12 +28,19 @@ type WatchLine struct {
 	Error  string        `json:"error,omitempty"`
 	// Data is an invalid message's body.
 	Data string `json:"data,omitempty"`
+	// At is when the connection to the bus was lost ("disconnected") or
+	// came back ("reconnected"); Seconds, on "reconnected", is how long
+	// it was lost: events published meanwhile were not received.
+	At      *time.Time `json:"at,omitempty"`
+	Seconds *float64   `json:"seconds,omitempty"`
+	// Server is the server reconnected to.
+	Server string `json:"server,omitempty"`
 }
 
 // runWatchJSON is "fleetctl watch -o json": one JSON object a line, the
 // status first, then every event and every change of the status (read
 // after each event and every RedrawInterval), until ctx is cancelled.
-func runWatchJSON(ctx context.Context, o *WatchOptions) error {
+func runWatchJSON(ctx context.Context, o *WatchOptions, conn <-chan connChange) error {
 	f, msgs, closeFn, err := o.subscribeEvents(ctx)
 	if err != nil {
 		return err
@@ -67,10 +75,34 @@ func runWatchJSON(ctx context.Context, o *WatchOptions) error {
 	if err := status(); err != nil {
 		return err
 	}
+	var lostAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case c := <-conn:
+			at := c.At.UTC()
+			line := WatchLine{Type: "reconnected", At: &at, Server: c.Server}
+			if c.Lost {
+				line = WatchLine{Type: "disconnected", At: &at}
+				if c.Err != nil {
+					line.Error = c.Err.Error()
+				}
+				if lostAt.IsZero() {
+					lostAt = c.At
+				}
+			} else if !lostAt.IsZero() {
+				secs := c.At.Sub(lostAt).Seconds()
+				line.Seconds, lostAt = &secs, time.Time{}
+			}
+			if err := enc.Encode(line); err != nil {
+				return err
+			}
+			if !c.Lost {
+				if err := status(); err != nil {
+					return err
+				}
+			}
 		case m := <-msgs:
 			if err := enc.Encode(eventJSON(m.Subject, m.Data)); err != nil {
 				return err
@@ -79,6 +111,9 @@ func runWatchJSON(ctx context.Context, o *WatchOptions) error {
 				return err
 			}
 		case <-t.C:
+			if !lostAt.IsZero() {
+				continue // a read would only time out
+			}
 			if err := status(); err != nil {
 				return err
 			}

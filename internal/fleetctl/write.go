@@ -136,6 +136,13 @@ func describeConfigChange(prev, next rollout.Config) []string {
 	if prev.QuarantineAfter != next.QuarantineAfter {
 		out = append(out, fmt.Sprintf("quarantine_after %d → %d", prev.QuarantineAfter, next.QuarantineAfter))
 	}
+	a, b := fieldsOf(prev.AnalysisConfig), fieldsOf(next.AnalysisConfig)
+	for _, f := range []string{"prometheus_url", "prometheus_bearer_token_file", "prometheus_ca_file", "prometheus_insecure_skip_verify"} {
+		if string(a[f]) != string(b[f]) {
+			out = append(out, fmt.Sprintf("%s %s → %s", f, showSet(a[f]), showSet(b[f])))
+		}
+	}
+	out = append(out, describeChecks("analysis", prev.Analysis, next.Analysis)...)
 	var prevNames, nextNames []string
 	for _, g := range prev.Groups {
 		prevNames = append(prevNames, g.Name)
@@ -160,9 +167,59 @@ func describeConfigChange(prev, next rollout.Config) []string {
 		if len(changes) > 0 {
 			out = append(out, fmt.Sprintf("group %q: %s", g.Name, strings.Join(changes, ", ")))
 		}
+		out = append(out, describeChecks(fmt.Sprintf("group %q: analysis", g.Name), old.Analysis, g.Analysis)...)
 	}
 	if reordered(prevNames, nextNames) {
 		out = append(out, "group order: "+strings.Join(nextNames, ", "))
+	}
+	if len(out) == 0 {
+		// A field this function does not know yet: name it rather than
+		// say that nothing changed.
+		for _, c := range kv.JSONDiff(marshal(prev), marshal(next)) {
+			out = append(out, fmt.Sprintf("%s %s → %s", c.Path, showSet(c.Before), showSet(c.After)))
+		}
+	}
+	return out
+}
+
+// checkFields are Check's JSON fields in the order people read them.
+var checkFields = []string{"query", "success", "failure", "interval", "count", "inconclusive_limit"}
+
+// describeChecks lists the metric analysis checks added, removed and
+// changed (by name) between prev and next, each line starting with what.
+func describeChecks(what string, prev, next []rollout.Check) []string {
+	var out []string
+	byName := func(cs []rollout.Check, name string) (rollout.Check, bool) {
+		for _, c := range cs {
+			if c.Name == name {
+				return c, true
+			}
+		}
+		return rollout.Check{}, false
+	}
+	for _, c := range prev {
+		if _, ok := byName(next, c.Name); !ok {
+			out = append(out, fmt.Sprintf("%s check %q removed", what, c.Name))
+		}
+	}
+	for _, c := range next {
+		old, ok := byName(prev, c.Name)
+		a, b := fieldsOf(old), fieldsOf(c)
+		var parts []string
+		for _, f := range checkFields {
+			switch {
+			case !ok && len(b[f]) > 0 && show(b[f]) != "":
+				parts = append(parts, fmt.Sprintf("%s %s", f, show(b[f])))
+			case ok && string(a[f]) != string(b[f]):
+				parts = append(parts, fmt.Sprintf("%s %s → %s", f, showSet(a[f]), showSet(b[f])))
+			}
+		}
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s check %q added: %s", what, c.Name, strings.Join(parts, ", ")))
+		case len(parts) > 0:
+			out = append(out, fmt.Sprintf("%s check %q: %s", what, c.Name, strings.Join(parts, ", ")))
+		}
 	}
 	return out
 }

@@ -1,0 +1,113 @@
+package fleetctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fleetwave/fleetwave/internal/escape"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+)
+
+// A halt is the rollout's stop sign, and a quarantine says a version must
+// not reach more hosts. A group action that would push a group past either
+// (run, reset or mark-done of a halted group; run, reset, mark-done or
+// retry of a group whose target is quarantined) is refused unless the
+// operator gives --force and --reason: the refusal says what the action
+// would do, and the forced action is recorded as "<verb> --force" with the
+// reason in the audit trail, and "forced past …" in the group status and
+// the event. rollback never needs it: it is the safe direction.
+//
+// fleetctl writes the group status itself (compare-and-swap on the
+// bucket); no controller stands between it and the bus, so this check is
+// where it is enforced. The bus's permissions decide who may write at all.
+
+// override is what a forced action pushes past.
+type override struct {
+	// what: "the group is halted (…)" and/or "its target … is quarantined (…)".
+	what string
+	// short names it in the status reason: "a halt", "the quarantine of 1.4.0".
+	short string
+	// effect says what the action does, for people.
+	effect string
+}
+
+// checkOverride refuses name on st unless forced, when it would push the
+// group past a halt or a quarantined target; it returns what a forced
+// action overrides (nil: nothing, the action needs no --force).
+func (o *GroupActionOptions) checkOverride(ctx context.Context, f *kv.Fleet, name string, st rollout.GroupStatus) (*override, error) {
+	if !forceVerbs[name] {
+		return nil, nil
+	}
+	var quarantine rollout.QuarantineList
+	q, err := f.ReadQuarantine(ctx)
+	switch {
+	case err == nil:
+		quarantine = q.Value
+	case errors.Is(err, kv.ErrNotFound):
+	default:
+		// Not knowing is not a reason to refuse a halted group's
+		// reset; the halt check below still holds.
+		fmt.Fprintf(o.ErrOut, "warning: could not read %s/%s, so whether %s is quarantined is not known: %v\n",
+			kv.BucketPlan, kv.KeyQuarantine, st.TargetVersion, err)
+	}
+	over := overrideOf(name, st, quarantine)
+	if over == nil {
+		if o.Force {
+			fmt.Fprintf(o.ErrOut, "note: --force: nothing to force (group %q is not halted and %s is not quarantined)\n", o.Group, st.TargetVersion)
+		}
+		return nil, nil
+	}
+	if o.Force {
+		return over, nil
+	}
+	return nil, fmt.Errorf("%s --group %s refused: %s.\n%s.\nIf that is what you want, say why: fleetctl %s --group %s --force --reason \"…\"\nnothing written",
+		name, o.Group, escape.Text(over.what), over.effect, name, o.Group)
+}
+
+// overrideOf is what name pushes st past, or nil.
+func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.QuarantineList) *override {
+	target := st.TargetVersion
+	var what, short []string
+	// retry refuses a halted group by itself (rollout.Retry).
+	halted := st.Halted && name != "retry"
+	if halted {
+		w := "the group is halted"
+		if !st.HaltedAt.IsZero() {
+			w += " since " + st.HaltedAt.UTC().Format("2006-01-02 15:04 MST")
+		}
+		if st.HaltReason != "" {
+			w += ": " + shorten(st.HaltReason, 200)
+		}
+		what, short = append(what, w), append(short, "a halt ("+shorten(st.HaltReason, 80)+")")
+	}
+	q, quarantined := quarantine.Lookup(target)
+	if quarantined {
+		what = append(what, fmt.Sprintf("its target %s is quarantined (by %s: %s)", target, q.By, shorten(q.Reason, 200)))
+		short = append(short, "the quarantine of "+target)
+	}
+	if !halted && !quarantined {
+		return nil
+	}
+	var effect string
+	switch {
+	case name == "mark-done":
+		effect = fmt.Sprintf("mark-done tells every agent of the group to install %s at once (no canaries, no failure threshold) and lets the groups that depend on it start", target)
+	case name == "retry":
+		effect = fmt.Sprintf("retry tells the group's agents that rolled back from %s to install it once more", target)
+	case st.State == rollout.StateCanary:
+		effect = fmt.Sprintf("%s clears the halt and restarts the canary phase: fresh canaries install %s", name, target)
+	case st.State == rollout.StateActive:
+		effect = fmt.Sprintf("%s clears the halt and %s goes on to the group's remaining agents, its failures so far forgiven", name, target)
+	case name == "run":
+		effect = fmt.Sprintf("run starts the group on %s at once, ignoring its window, wait and predecessors", target)
+	default:
+		effect = fmt.Sprintf("%s clears the halt: the group starts %s when its turn comes", name, target)
+	}
+	if quarantined && name != "mark-done" && st.State != rollout.StateDone {
+		effect += fmt.Sprintf(" (while %s is quarantined, the controller halts a group rolling it out again at its next step unless it is done: lift it first with fleetctl quarantine rm %s)", target, target)
+	}
+	return &override{what: strings.Join(what, "; "), short: strings.Join(short, " and "), effect: effect}
+}
