@@ -194,7 +194,7 @@ func (d *Dashboard) Overview(now time.Time) Overview {
 	}
 	ov.Status = view.BuildRolloutStatus(entries, st, now)
 	if ov.Status.Plan != nil {
-		h := view.Header(ov.Status.Plan)
+		h := view.Header(ov.Status)
 		ov.Header = &h
 	}
 	ov.Rows = view.Rows(ov.Status, cfg, now)
