@@ -402,8 +402,13 @@ func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr strin
 	default:
 		st = FleetState{"waiting", "waiting"}
 	}
-	if mode != rollout.ModeEnabled && (len(halted) > 0 || len(rolledBack) > 0) {
-		st.Text += "; " + strings.Join(append(append([]string{}, halted...), rolledBack...), ", ") + " halted or rolled back"
+	if mode != rollout.ModeEnabled { // what the mode hides
+		if len(halted) > 0 {
+			st.Text += "; halted: " + strings.Join(halted, ", ")
+		}
+		if len(rolledBack) > 0 {
+			st.Text += "; rolled back: " + strings.Join(rolledBack, ", ")
+		}
 	}
 	return st, banners
 }
