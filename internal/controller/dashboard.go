@@ -294,7 +294,7 @@ func groupVersions(g view.GroupReport, p *view.PlanReport) GroupVersions {
 		if r.Hold != "" {
 			previous = r.Hold
 		}
-		gv.Started = r.State != "" && r.State != rollout.StateUnstarted && !r.Stale && !r.StatusInvalid
+		gv.Started = view.StartedOnTarget(r)
 	}
 	for _, v := range view.VersionRows(g) {
 		role := RoleOther

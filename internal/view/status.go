@@ -273,7 +273,7 @@ func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusR
 		e, hasStatus := st.Groups[n]
 		gr.Rollout = groupRollout(gr, cfg, spec, e.Value, hasStatus, now)
 		gr.Rollout.StatusInvalid = invalid[n]
-		started := startedOnTarget(gr.Rollout)
+		started := StartedOnTarget(gr.Rollout)
 		if !started {
 			gr.Rollout.Agents = failedEarlier(gr.Rollout.Agents)
 		}
@@ -360,11 +360,11 @@ func splitAgents(versions map[string]VersionReport, agents int, target string) A
 	return a
 }
 
-// startedOnTarget reports whether the group has started its rollout of the
+// StartedOnTarget reports whether the group has started its rollout of the
 // plan's target: a valid status for the target in a state other than
 // unstarted. A group that has not started has told no agent to install the
 // target.
-func startedOnTarget(r *GroupRollout) bool {
+func StartedOnTarget(r *GroupRollout) bool {
 	return r.State != "" && r.State != rollout.StateUnstarted && !r.Stale && !r.StatusInvalid
 }
 
