@@ -5,6 +5,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/escape"
@@ -94,8 +97,13 @@ type Dashboard struct {
 	timeline []view.TimelineRow // the newest, oldest first
 	cursor   kv.TimelineCursor  // of the timeline read so far
 	loaded   bool               // the timeline's first read succeeded
-	wake     chan struct{}
-	stop     chan struct{} // closed when Run returns: the streams end
+	// quarantine is fleet_plan/quarantine as last read (readQuarantine),
+	// quarantineErr why it could not be, quarantineRead whether it was.
+	quarantine     rollout.QuarantineList
+	quarantineErr  string
+	quarantineRead bool
+	wake           chan struct{}
+	stop           chan struct{} // closed when Run returns: the streams end
 }
 
 type streamMsg struct {
@@ -128,14 +136,66 @@ type Overview struct {
 	PendingApprovals []view.PendingApproval `json:"pending_approvals"`
 	// Status is the whole report, as fleetctl status -o json has it.
 	Status view.StatusReport `json:"status"`
+	// Fleet is the rollout's state in a word, for the top of the page.
+	Fleet FleetState `json:"fleet"`
+	// Banners are the bad news the top of the page must not bury: a
+	// paused or disabled rollout, each halted or rolled back group, each
+	// quarantined version; [] for none.
+	Banners []Banner `json:"banners"`
+	// Quarantined are the versions quarantined fleet-wide
+	// (fleet_plan/quarantine), as last read; [] for none.
+	Quarantined []rollout.Quarantine `json:"quarantined"`
 }
 
-// GroupVersions is one group's version distribution.
-type GroupVersions struct {
-	Group    string            `json:"group"`
-	Agents   int               `json:"agents"`
-	Versions []view.VersionRow `json:"versions"`
+// FleetState is the whole rollout in a word: State is one of no_plan,
+// disabled, paused, halted, rolled_back, quarantined (the target is),
+// held, rolling_out, done and waiting, the first that holds in that order;
+// Text says it for people ("halted: prod").
+type FleetState struct {
+	State string `json:"state"`
+	Text  string `json:"text"`
 }
+
+// Banner is one piece of bad news: Kind is paused, disabled, halt,
+// rolled_back, quarantine or quarantine_unknown; Group the group it is
+// about, Version the version; Text says what and what to do.
+type Banner struct {
+	Kind    string `json:"kind"`
+	Group   string `json:"group,omitempty"`
+	Version string `json:"version,omitempty"`
+	Text    string `json:"text"`
+}
+
+// GroupVersions is one group's version distribution. Target is the plan's
+// target, Hold what the group holds until its turn (view.GroupRollout's
+// Hold); Started: the group's rollout of the target has started, so its
+// failed agents failed the target (before, they failed an earlier one).
+type GroupVersions struct {
+	Group    string        `json:"group"`
+	Agents   int           `json:"agents"`
+	Target   string        `json:"target,omitempty"`
+	Hold     string        `json:"hold,omitempty"`
+	Started  bool          `json:"started"`
+	Versions []VersionItem `json:"versions"`
+}
+
+// VersionItem is one version's count in a group and what it is to the
+// group: Role is target (the plan's target), previous (what the group
+// holds until its turn, or the plan's start version), none (agents with
+// nothing installed) or other. The page colours by Role, not by the
+// version's place in the list.
+type VersionItem struct {
+	view.VersionRow
+	Role string `json:"role"`
+}
+
+// Version roles (VersionItem.Role).
+const (
+	RoleTarget   = "target"
+	RolePrevious = "previous"
+	RoleOther    = "other"
+	RoleNone     = "none"
+)
 
 // AgentsPage is the JSON of /api/v1/agents.
 type AgentsPage struct {
@@ -159,9 +219,13 @@ type AgentItem struct {
 	Group    string          `json:"group"`
 	Hostname string          `json:"hostname"`
 	Version  string          `json:"version"`
-	// Class is view.AgentClass; State the STATE cell of fleetctl agents ls.
+	// Class is view.AgentClass; State the STATE cell of fleetctl agents
+	// ls, except for an unreachable agent: "unreachable", since LastSeen,
+	// and LastState is what its last heartbeat said (view.AgentState),
+	// which may no longer be true.
 	Class       string    `json:"class"`
 	State       string    `json:"state"`
+	LastState   string    `json:"last_state,omitempty"`
 	Error       string    `json:"error,omitempty"`
 	LastSeen    time.Time `json:"last_seen"`
 	Seen        string    `json:"seen"`
@@ -194,20 +258,182 @@ func (d *Dashboard) Overview(now time.Time) Overview {
 	}
 	ov.Status = view.BuildRolloutStatus(entries, st, now)
 	if ov.Status.Plan != nil {
-		h := view.Header(ov.Status.Plan)
+		h := view.Header(ov.Status)
 		ov.Header = &h
 	}
 	ov.Rows = view.Rows(ov.Status, cfg, now)
 	ov.PendingApprovals = view.PendingApprovals(ov.Rows, now)
 	for _, g := range ov.Status.Groups {
 		if g.Agents > 0 {
-			ov.Versions = append(ov.Versions, GroupVersions{Group: g.Name, Agents: g.Agents, Versions: view.VersionRows(g)})
+			ov.Versions = append(ov.Versions, groupVersions(g, ov.Status.Plan))
 		}
 	}
 	if ov.Versions == nil {
 		ov.Versions = []GroupVersions{}
 	}
+	d.mu.Lock()
+	quarantine, qErr, qRead := d.quarantine, d.quarantineErr, d.quarantineRead
+	d.mu.Unlock()
+	ov.Quarantined = append([]rollout.Quarantine{}, quarantine.Versions...)
+	if !qRead {
+		qErr = ""
+	}
+	ov.Fleet, ov.Banners = badNews(ov.Status, ov.Quarantined, qErr, now)
 	return ov
+}
+
+// groupVersions is g's versions with their roles.
+func groupVersions(g view.GroupReport, p *view.PlanReport) GroupVersions {
+	gv := GroupVersions{Group: g.Name, Agents: g.Agents}
+	previous := ""
+	if p != nil {
+		gv.Target, previous = p.TargetVersion, p.StartVersion
+	}
+	if r := g.Rollout; r != nil {
+		gv.Hold = r.Hold
+		if r.Hold != "" {
+			previous = r.Hold
+		}
+		gv.Started = view.StartedOnTarget(r)
+	}
+	for _, v := range view.VersionRows(g) {
+		role := RoleOther
+		switch v.Version {
+		case rollout.NoVersion:
+			role = RoleNone
+		case gv.Target:
+			role = RoleTarget
+		case previous:
+			role = RolePrevious
+		}
+		gv.Versions = append(gv.Versions, VersionItem{VersionRow: v, Role: role})
+	}
+	return gv
+}
+
+// badNews is the rollout's state in a word and the banners of rep, with
+// the versions quarantined (qErr: why the quarantine list could not be
+// read).
+func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr string, now time.Time) (FleetState, []Banner) {
+	banners := []Banner{}
+	p := rep.Plan
+	if p == nil {
+		return FleetState{State: "no_plan", Text: "no plan"}, banners
+	}
+	var halted, rolledBack, held, moving, waiting []string
+	done, groups := 0, 0
+	for _, g := range rep.Groups {
+		r := g.Rollout
+		if r == nil || !r.InConfig {
+			continue
+		}
+		groups++
+		switch {
+		case r.Stale || r.StatusInvalid || r.State == "":
+			waiting = append(waiting, g.Name)
+		case r.Halted:
+			halted = append(halted, g.Name)
+			banners = append(banners, Banner{Kind: "halt", Group: g.Name, Version: p.TargetVersion,
+				Text: fmt.Sprintf("%s halted %s ago on %s: %s", g.Name, view.Age(now, r.HaltedAt), p.TargetVersion, r.HaltReason)})
+		case r.State == rollout.StateRolledBack:
+			rolledBack = append(rolledBack, g.Name)
+			banners = append(banners, Banner{Kind: "rolled_back", Group: g.Name, Version: p.TargetVersion,
+				Text: fmt.Sprintf("%s rolled back from %s %s ago: %s", g.Name, p.TargetVersion, view.Age(now, r.Since), r.Reason)})
+		case r.State == rollout.StateDone:
+			done++
+		case r.State.InProgress() && r.Held != "":
+			held = append(held, g.Name)
+		case r.State.InProgress():
+			moving = append(moving, g.Name)
+		default:
+			waiting = append(waiting, g.Name)
+		}
+	}
+	targetQuarantined := false
+	for _, q := range quarantined {
+		targetQuarantined = targetQuarantined || q.Version == p.TargetVersion
+		what := "quarantined by " + q.By
+		if q.AgentCount > 0 {
+			what += fmt.Sprintf(" after %d agents rolled back from it", q.AgentCount)
+		}
+		banners = append(banners, Banner{Kind: "quarantine", Version: q.Version,
+			Text: fmt.Sprintf("%s %s, %s ago: %s (no group rolls it out or holds it; lift: fleetctl quarantine rm %s)", q.Version, what, view.Age(now, q.At), q.Reason, q.Version)})
+	}
+	if qErr != "" {
+		banners = append(banners, Banner{Kind: "quarantine_unknown", Text: "cannot read the quarantined versions: " + qErr})
+	}
+	mode := p.Mode
+	if mode == rollout.ModeDisabled || mode == rollout.ModePaused {
+		what := "paused: no group moves and no agent starts an update"
+		if mode == rollout.ModeDisabled {
+			what = "disabled: fleetwave manages no update and no group moves"
+		}
+		// Whichever of the two set it is where to lift it.
+		var fixes []string
+		if p.PlanMode != rollout.ModeEnabled {
+			fixes = append(fixes, "fleetctl resume")
+		}
+		if p.ConfigMode != rollout.ModeEnabled {
+			fixes = append(fixes, "set mode: enabled in the config (fleetctl config apply)")
+		}
+		fix := strings.Join(fixes, ", and ")
+		b := Banner{Kind: string(mode), Text: fmt.Sprintf("Rollout %s (config %s, plan %s). To go on: %s", what, p.ConfigMode, p.PlanMode, fix)}
+		banners = append([]Banner{b}, banners...)
+	}
+	// The word at the top: the worst that holds.
+	st := FleetState{}
+	switch {
+	case mode == rollout.ModeDisabled:
+		st = FleetState{"disabled", "disabled"}
+	case mode == rollout.ModePaused:
+		st = FleetState{"paused", "paused"}
+	case len(halted) > 0:
+		st = FleetState{"halted", "halted: " + strings.Join(halted, ", ")}
+	case len(rolledBack) > 0:
+		st = FleetState{"rolled_back", "rolled back: " + strings.Join(rolledBack, ", ")}
+	case targetQuarantined:
+		st = FleetState{"quarantined", "target " + p.TargetVersion + " quarantined"}
+	case len(held) > 0:
+		st = FleetState{"held", "held: " + strings.Join(held, ", ")}
+	case len(moving) > 0:
+		st = FleetState{"rolling_out", "rolling out: " + strings.Join(moving, ", ")}
+	case groups > 0 && done == groups:
+		st = FleetState{"done", "done: every group on " + p.TargetVersion}
+	default:
+		st = FleetState{"waiting", "waiting"}
+	}
+	if mode != rollout.ModeEnabled { // what the mode hides
+		if len(halted) > 0 {
+			st.Text += "; halted: " + strings.Join(halted, ", ")
+		}
+		if len(rolledBack) > 0 {
+			st.Text += "; rolled back: " + strings.Join(rolledBack, ", ")
+		}
+	}
+	return st, banners
+}
+
+// readQuarantine reads fleet_plan/quarantine for the banners.
+func (d *Dashboard) readQuarantine(ctx context.Context) {
+	var l rollout.QuarantineList
+	e, err := d.C.fleet.Plan.Get(ctx, kv.KeyQuarantine)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		err = nil
+	case err == nil:
+		l, err = kv.DecodeQuarantine(e.Value())
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		if ctx.Err() != nil {
+			return // stopping, or the bus is slow: keep what was read
+		}
+		d.quarantineErr = err.Error()
+		d.quarantineRead = true
+		return
+	}
+	d.quarantine, d.quarantineErr, d.quarantineRead = l, "", true
 }
 
 // AgentsFilter selects agents for the table; empty fields match all.
@@ -265,9 +491,14 @@ func (d *Dashboard) Agents(f AgentsFilter, now time.Time) AgentsPage {
 			continue // expired since the pass
 		}
 		hb := &a.Heartbeat
-		out.Agents = append(out.Agents, AgentItem{ID: hb.AgentID, Group: hb.Group, Hostname: hb.Hostname, Version: hb.Version(),
+		item := AgentItem{ID: hb.AgentID, Group: hb.Group, Hostname: hb.Hostname, Version: hb.Version(),
 			Class: view.AgentClass(hb, a.LastSeen, now, interval), State: view.AgentState(hb, now), Error: hb.Error,
-			LastSeen: a.LastSeen.UTC(), Seen: view.Age(now, a.LastSeen), Established: a.Established})
+			LastSeen: a.LastSeen.UTC(), Seen: view.Age(now, a.LastSeen), Established: a.Established}
+		if item.Class == view.AgentUnreachable {
+			// What it last said ("ok") is not what it is now.
+			item.LastState, item.State = item.State, view.AgentUnreachable
+		}
+		out.Agents = append(out.Agents, item)
 	}
 	out.Versions = versions.list()
 	slices.SortFunc(out.Versions, func(a, b string) int {
@@ -490,6 +721,9 @@ func (d *Dashboard) Run(ctx context.Context) error {
 			d.broadcast("timeline", r)
 		}
 		if tick {
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			d.readQuarantine(qctx)
+			cancel()
 			d.broadcast("status", d.Overview(clk.Now()))
 		}
 	}
@@ -559,6 +793,9 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, PathUIAssets):
 		d.serveAsset(w, r, "web/"+strings.TrimPrefix(p, PathUIAssets))
 	case p == PathAPIStatus:
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		d.readQuarantine(ctx)
+		cancel()
 		writeJSON(w, d.Overview(now))
 	case p == PathAPIAgents:
 		f, err := parseAgentsFilter(r)
@@ -661,6 +898,14 @@ func (d *Dashboard) serveStream(w http.ResponseWriter, r *http.Request) {
 			return false
 		}
 		return rc.Flush() == nil
+	}
+	d.mu.Lock()
+	read := d.quarantineRead
+	d.mu.Unlock()
+	if !read { // the first page: its first numbers carry the quarantines
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		d.readQuarantine(ctx)
+		cancel()
 	}
 	if data, err := escape.MarshalJSON(d.Overview(d.C.o.Clock.Now())); err == nil && !send("status", data) {
 		return

@@ -145,7 +145,7 @@ func TestDashboardStatusIsFleetctlStatus(t *testing.T) {
 				if ov.Header == nil {
 					return errors.New("no header, and fleetctl status has a plan")
 				}
-				if diff := cmp.Diff(view.Header(want.Plan), *ov.Header); diff != "" {
+				if diff := cmp.Diff(view.Header(want), *ov.Header); diff != "" {
 					return fmt.Errorf("header differs from fleetctl's (-fleetctl +dashboard):\n%s", diff)
 				}
 			}

@@ -22,7 +22,7 @@ const (
 // writeRolloutTable prints the plan header, one row per group, notes on the
 // groups that need them, and agents per version.
 func writeRolloutTable(w io.Writer, rep StatusReport, now time.Time) error {
-	h := view.Header(rep.Plan)
+	h := view.Header(rep)
 	fmt.Fprintf(w, "Mode:      %s\n", escape.Text(h.Mode))
 	fmt.Fprintf(w, "Version:   %s\n", escape.Text(h.Version))
 	fmt.Fprintf(w, "Holds:     %s\n", escape.Text(h.Holds))

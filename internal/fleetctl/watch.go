@@ -412,7 +412,7 @@ func statusLines(s watchState) []string {
 	rep := *s.Status
 	var out []string
 	if p := rep.Plan; p != nil {
-		h := view.Header(p)
+		h := view.Header(rep)
 		out = append(out, fmt.Sprintf("Version: %s   Mode: %s", h.Version, h.Mode))
 		rows, notes := rolloutRows(rep, s.Now)
 		out = append(out, rows...)

@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,7 +110,9 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 // version, or what it never holds; "" when neither.
 func holdNote(r *GroupRollout, p *PlanReport) string {
 	var note string
-	if r.Hold != p.StartVersion {
+	// A group done with the target holds it: its turn is past.
+	finished := r.State == rollout.StateDone && !r.Stale
+	if r.Hold != p.StartVersion && !finished {
 		note = "holds " + orNothing(r.Hold) + " until its turn (new hosts install it)"
 	}
 	if len(r.RejectedVersions) > 0 {
@@ -326,8 +329,9 @@ type PlanHeader struct {
 	Critical string `json:"critical"`
 }
 
-// Header describes p for people.
-func Header(p *PlanReport) PlanHeader {
+// Header describes the plan of rep (which must have one) for people.
+func Header(rep StatusReport) PlanHeader {
+	p := rep.Plan
 	version := p.StartVersion + " → " + p.TargetVersion
 	if (rollout.Spec{StartVersion: p.StartVersion, TargetVersion: p.TargetVersion}).Downgrade() {
 		version += " (downgrade)"
@@ -339,11 +343,62 @@ func Header(p *PlanReport) PlanHeader {
 	return PlanHeader{
 		Mode:     DescribeMode(p.ConfigMode, p.PlanMode),
 		Version:  version,
-		Holds:    orNothing(p.StartVersion) + " until a group's turn (new hosts install it), unless noted below",
+		Holds:    holdsLine(rep),
 		Strategy: string(p.Strategy),
 		Schedule: string(p.Schedule),
 		Critical: critical,
 	}
+}
+
+// holdsLine is the Holds line: what the groups that have not finished the
+// target hold until their turn (what their new hosts install). Once every
+// group in the config finished the target, it is the target.
+func holdsLine(rep StatusReport) string {
+	p := rep.Plan
+	var holds []string // of the groups yet to finish the target, distinct
+	groups, done := 0, 0
+	for _, g := range rep.Groups {
+		r := g.Rollout
+		if r == nil || !r.InConfig {
+			continue
+		}
+		groups++
+		if r.State == rollout.StateDone && !r.Stale && !r.StatusInvalid {
+			done++
+			continue
+		}
+		if !slices.Contains(holds, r.Hold) {
+			holds = append(holds, r.Hold)
+		}
+	}
+	if groups > 0 && done == groups {
+		return p.TargetVersion + ": every group finished it (new hosts install it)"
+	}
+	var line string
+	switch {
+	case len(holds) == 0:
+		line = orNothing(p.StartVersion) + " until a group's turn (new hosts install it)"
+	case len(holds) == 1:
+		line = orNothing(holds[0]) + " until a group's turn (new hosts install it)"
+	case slices.Contains(holds, p.StartVersion):
+		// holdNote names the groups that hold another version
+		line = orNothing(p.StartVersion) + " until a group's turn (new hosts install it), unless noted below"
+	default:
+		slices.SortFunc(holds, func(a, b string) int {
+			if VersionLess(a, b) {
+				return 1
+			}
+			return -1
+		})
+		for i, h := range holds {
+			holds[i] = orNothing(h)
+		}
+		line = "per group until its turn, as noted below: " + strings.Join(holds, ", ")
+	}
+	if done > 0 {
+		line += "; " + plural(done, "group") + " done"
+	}
+	return line
 }
 
 // DescribeMode is the effective mode and where it comes from.

@@ -284,8 +284,15 @@ func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusR
 		e, hasStatus := st.Groups[n]
 		gr.Rollout = groupRollout(gr, cfg, spec, e.Value, hasStatus, now)
 		gr.Rollout.StatusInvalid = invalid[n]
+		started := StartedOnTarget(gr.Rollout)
+		if !started {
+			gr.Rollout.Agents = failedEarlier(gr.Rollout.Agents)
+		}
 		for i := range gr.Sites {
 			split := splitAgents(gr.Sites[i].Versions, gr.Sites[i].Agents, spec.TargetVersion)
+			if !started {
+				split = failedEarlier(split)
+			}
 			gr.Sites[i].Split = &split
 		}
 		groups = append(groups, gr)
@@ -366,6 +373,26 @@ func splitAgents(versions map[string]VersionReport, agents int, target string) A
 	a.Blocked = min(a.Blocked, a.Unchanged-a.Updating)
 	a.Waiting = a.Unchanged - a.Updating - a.Blocked
 	return a
+}
+
+// StartedOnTarget reports whether the group has started its rollout of the
+// plan's target: a valid status for the target in a state other than
+// unstarted. A group that has not started has told no agent to install the
+// target.
+func StartedOnTarget(r *GroupRollout) bool {
+	return r.State != "" && r.State != rollout.StateUnstarted && !r.Stale && !r.StatusInvalid
+}
+
+// failedEarlier is sp for a group that has not started on the target: none
+// of its agents failed the target (none was told to install it), so the
+// agents still flagged failed (a rollback from an earlier target stays in
+// the heartbeat until the next install) are waiting, as the rollout counts
+// them (failure_threshold counts only failures of the target).
+func failedEarlier(sp AgentSplit) AgentSplit {
+	sp.Unchanged += sp.Failed
+	sp.Waiting += sp.Failed
+	sp.Failed = 0
+	return sp
 }
 
 // siteReports are the SiteReports of sc, by name, "(none)" and "(other)"

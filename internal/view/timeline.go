@@ -150,7 +150,52 @@ func showOrNone(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return "(none)"
 	}
-	return ShowJSON(raw)
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	return readable(v)
+}
+
+// readable is a JSON value for people, not JSON: a string as itself, an
+// object as "key value, key value" (an approval reads "at …, by alice,
+// reason …, stage start"), a list as its items, "; " between them, in
+// brackets when there are several.
+func readable(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "(none)"
+	case string:
+		return v
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, k+" "+readable(v[k]))
+		}
+		if len(parts) == 0 {
+			return "(empty)"
+		}
+		return "(" + strings.Join(parts, ", ") + ")"
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, x := range v {
+			parts = append(parts, readable(x))
+		}
+		switch len(parts) {
+		case 0:
+			return "(none)"
+		case 1:
+			return parts[0]
+		}
+		return "[" + strings.Join(parts, "; ") + "]"
+	}
+	data, _ := json.Marshal(v) // numbers and booleans
+	return string(data)
 }
 
 // ShowJSON is a JSON value for people: a string without its quotes, else

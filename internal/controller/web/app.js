@@ -16,6 +16,10 @@
   function renderStatus(ov) {
     const h = ov.header;
     $("plan-version").textContent = h ? h.version : "no plan: fleetctl plan set --target VERSION";
+    const fs = $("fleet-state");
+    const fleet = ov.fleet || { state: "no_plan", text: "no plan" };
+    fs.dataset.state = fleet.state;
+    fs.textContent = fleet.text;
     $("plan-mode").textContent = h ? h.mode : "";
     $("plan-holds").textContent = h ? h.holds : "-";
     $("plan-strategy").textContent = h ? h.strategy : "-";
@@ -27,7 +31,12 @@
     ready.hidden = !ov.ready;
     ready.textContent = ov.ready ? "numbers may be old: " + ov.ready : "";
     renderApprovals(ov.pending_approvals || []);
-    renderGroups(ov.rows || []);
+    renderBanners(ov.banners || []);
+    const held = new Map();
+    for (const g of (ov.status && ov.status.groups) || []) {
+      if (g.rollout && g.rollout.held) held.set(g.group || g.name, g.rollout.held);
+    }
+    renderGroups(ov.rows || [], held);
     renderVersions(ov.versions || []);
     mark("fleetwave-status");
   }
@@ -52,13 +61,32 @@
     a.title = "fleetctl approve --group G --reason TEXT";
   }
 
-  function stateClass(row) {
+  // The bad news at the top of the page: a paused or disabled rollout,
+  // halted and rolled back groups, quarantined versions. Text only.
+  function renderBanners(banners) {
+    const box = $("banners");
+    const out = document.createDocumentFragment();
+    for (const b of banners) {
+      const d = el("div", "banner banner-" + String(b.kind).replace(/[^a-z_]/g, ""));
+      d.dataset.kind = b.kind;
+      if (b.group) d.dataset.group = b.group;
+      if (b.version) d.dataset.version = b.version;
+      d.appendChild(el("strong", "banner-kind", String(b.kind).replace("_", " ")));
+      d.appendChild(el("span", "banner-text", b.text));
+      out.appendChild(d);
+    }
+    box.replaceChildren(out);
+    box.dataset.count = banners.length;
+  }
+
+  function stateClass(row, held) {
     if (row.halted) return "halted";
     if (row.awaiting_approval) return "awaiting";
+    if (held) return "held";
     return (row.raw_state || "none").replace(/[^a-z_]/g, "");
   }
 
-  function renderGroups(rows) {
+  function renderGroups(rows, heldBy) {
     const body = $("groups").tBodies[0];
     const out = document.createDocumentFragment();
     if (rows.length === 0) {
@@ -74,9 +102,13 @@
       tr.dataset.state = r.raw_state || "";
       tr.dataset.halted = r.halted ? "true" : "false";
       if (r.awaiting_approval) tr.dataset.awaiting = r.awaiting_approval;
+      const held = heldBy.get(r.group) || "";
+      if (held) tr.dataset.held = "true";
       tr.appendChild(el("td", "name", r.group));
       const st = el("td", "state");
-      st.appendChild(el("span", "badge " + stateClass(r), r.state));
+      const badge = el("span", "badge " + stateClass(r, held), held && !r.halted ? r.state + " (held)" : r.state);
+      if (held) badge.title = "held: " + held;
+      st.appendChild(badge);
       if (r.waiting_until) st.appendChild(el("div", "small muted next-start", "next start " + fmtTime(r.waiting_until)));
       tr.appendChild(st);
       const bar = el("td", "bar-col");
@@ -98,14 +130,19 @@
       let inflight = r.updating;
       if (r.in_flight_bound) inflight += " / " + r.in_flight_bound;
       tr.appendChild(el("td", "num", inflight));
-      let failed = r.failed;
+      // FAILED as fleetctl status prints it: the agents of the group not on
+      // the target that rolled back or report an error, the failed counts
+      // of the versions below summed. What failure_threshold counts (the
+      // failures of this rollout of the target) and tolerates comes after.
+      const ftd = el("td", "num failed-cell" + (r.split && r.split.failed > 0 || r.failed_count > 0 || r.halted ? " bad" : ""));
+      ftd.appendChild(el("span", "failed-main", r.failed));
       let tip = "agents not on the target that rolled back or report an error";
       if (r.failure_limit !== undefined && r.failure_limit !== null) {
-        // the group halts when more than failure_limit fail
-        failed = r.failed_count + " / " + Math.floor(r.failure_limit + 1e-9);
-        tip = "failed agents counted against failure_threshold / how many it tolerates (one more halts the group)";
+        const limit = Math.floor(r.failure_limit + 1e-9);
+        const counted = r.split && r.failed_count === r.split.failed ? "" : r.failed_count + " counted, ";
+        ftd.appendChild(el("span", "failed-limit small muted", " (" + counted + "tolerates " + limit + ")"));
+        tip += "; failure_threshold counts the failures of this rollout (" + r.failed_count + ") and tolerates " + limit + ": one more halts the group";
       }
-      const ftd = el("td", "num" + (r.failed_count > 0 || r.halted ? " bad" : ""), failed);
       ftd.title = tip;
       tr.appendChild(ftd);
       tr.appendChild(el("td", "num muted", r.since));
@@ -155,13 +192,11 @@
     return tr;
   }
 
-  const palette = ["#2f7ed8", "#8bbc21", "#f28f43", "#77a1e5", "#c42525", "#a6c96a", "#910000", "#492970", "#0d233a", "#1aadce"];
-  const versionColors = new Map();
-  function colorOf(v) {
-    if (v === "none") return "#9aa3ad";
-    if (!versionColors.has(v)) versionColors.set(v, palette[versionColors.size % palette.length]);
-    return versionColors.get(v);
-  }
+  // A version's colour says what it is to its group (the controller's
+  // role): the target, what the group holds until its turn, another
+  // version, nothing installed; its failed agents are drawn apart, in red.
+  const roles = ["target", "previous", "other", "none"];
+  function roleOf(v) { return roles.includes(v.role) ? v.role : "other"; }
 
   function renderVersions(groups) {
     const box = $("versions");
@@ -173,16 +208,35 @@
       row.appendChild(el("span", "vname", g.group));
       const stack = el("div", "vstack");
       const legend = el("span", "vlegend small");
+      const width = (n) => (n / Math.max(g.agents, 1) * 100).toFixed(2) + "%";
       for (const v of g.versions) {
-        const seg = el("div", "vseg");
-        seg.style.width = (v.count / Math.max(g.agents, 1) * 100).toFixed(2) + "%";
-        seg.style.background = colorOf(v.version);
-        seg.title = v.version + ": " + v.count + " agents" + (v.failed ? ", " + v.failed + " failed" : "");
+        const role = roleOf(v);
+        const failed = v.failed || 0;
+        // Red is for the failures of this rollout: not agents on the
+        // target (they run it), nor, in a group that has not started on
+        // the target, rollbacks from an earlier one (FAILED leaves both out).
+        const red = role === "target" || !g.started ? 0 : failed;
+        const seg = el("div", "vseg v-" + role);
+        seg.dataset.version = v.version;
+        seg.dataset.role = role;
+        seg.style.width = width(v.count - red);
+        seg.title = v.version + " (" + role + "): " + v.count + " agents" + (failed ? ", " + failed + " failed" : "");
         stack.appendChild(seg);
+        if (red > 0) {
+          const f = el("div", "vseg v-failed");
+          f.dataset.version = v.version;
+          f.dataset.role = "failed";
+          f.style.width = width(red);
+          f.title = v.version + ": " + red + " failed" + (g.started ? "" : " (an earlier target: this group has not started on " + g.target + ")");
+          stack.appendChild(f);
+        }
         const item = el("span", "vitem");
-        const sw = el("span", "sw");
-        sw.style.background = colorOf(v.version);
-        item.append(sw, document.createTextNode(v.version + " " + v.count + (v.failed ? " (" + v.failed + " failed)" : "")));
+        item.dataset.version = v.version;
+        item.dataset.role = role;
+        const label = role === "target" ? " (target)" : role === "previous" ? " (held)" : "";
+        let text = v.version + label + " " + v.count;
+        if (failed) text += " (" + failed + " failed" + (g.started || role === "target" ? "" : " earlier") + ")";
+        item.append(el("span", "sw v-" + role), document.createTextNode(text));
         legend.appendChild(item);
       }
       row.append(stack, legend);
@@ -194,12 +248,14 @@
   // ---- the timeline --------------------------------------------------------
   const seen = new Set();
   const maxTimeline = 200;
+  // Times in UTC, 24-hour, with the zone, as the terminal and the logs
+  // say them: "07:03:09 UTC" today, "2026-11-28 23:59:01 UTC" before.
   function fmtTime(iso) {
     const d = new Date(iso);
     if (isNaN(d)) return "";
-    const today = new Date();
-    const hm = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
-    return d.toDateString() === today.toDateString() ? hm : d.toLocaleDateString() + " " + hm;
+    const s = d.toISOString(); // 2026-11-29T07:03:09.123Z
+    const day = s.slice(0, 10), hms = s.slice(11, 19) + " UTC";
+    return day === new Date().toISOString().slice(0, 10) ? hms : day + " " + hms;
   }
   // An entry is named by its stream and sequence (r.id: FLEET_AUDIT-7,
   // FLEET_EVENTS-42), and ordered by the time the bus stored it.
@@ -221,7 +277,9 @@
     li.dataset.what = r.what;
     li.dataset.group = r.group || "";
     const head = el("div", "tl-head");
-    head.append(el("time", "muted", fmtTime(r.at)), el("span", "tl-actor", r.actor), el("span", "tl-what", r.what),
+    const time = el("time", "muted", fmtTime(r.at));
+    time.dateTime = r.at || "";
+    head.append(time, el("span", "tl-actor", r.actor), el("span", "tl-what", r.what),
       el("span", "tl-group", r.group || "(fleet)"));
     li.appendChild(head);
     if (r.change) li.appendChild(el("div", "tl-change", r.change));
@@ -286,9 +344,27 @@
         tr.dataset.agent = a.id;
         tr.dataset.class = a.class;
         tr.append(el("td", "mono", a.id), el("td", null, a.group), el("td", null, a.hostname), el("td", null, a.version));
-        const st = el("td");
-        st.appendChild(el("span", "badge a-" + a.class, a.state));
-        if (a.error) st.title = a.error;
+        const st = el("td", "agent-state");
+        if (a.class === "unreachable") {
+          // What it last said is not what it is now: unreachable, since
+          // its last heartbeat, and what that said, secondary.
+          st.appendChild(el("span", "badge a-unreachable", "unreachable since " + fmtTime(a.last_seen) + " (" + a.seen + " ago)"));
+          if (a.last_state) st.appendChild(el("span", "last-state small muted", " last: " + a.last_state));
+        } else {
+          st.appendChild(el("span", "badge a-" + String(a.class).replace(/[^a-z_]/g, ""), a.state));
+        }
+        if (a.error) {
+          st.title = a.error;
+          st.appendChild(el("div", "agent-error small", a.error));
+        }
+        if (a.output) {
+          // The app's own last lines (cut by the agent and the controller;
+          // cut again here): text, in a box of its own.
+          const lines = String(a.output).slice(0, 4096).split("\n").slice(-10).join("\n");
+          const det = el("details", "agent-output");
+          det.append(el("summary", "small muted", "output"), el("pre", "output", lines));
+          st.appendChild(det);
+        }
         tr.append(st, el("td", "num muted", a.seen + " ago"));
         out.appendChild(tr);
       }
@@ -332,10 +408,10 @@
   }
   function connect() {
     const es = new EventSource("/api/v1/stream");
-    es.addEventListener("open", () => setLive("open", "live"));
+    es.addEventListener("open", () => setLive("open", "connected"));
     es.addEventListener("status", (e) => {
       gotStatus = true;
-      setLive("open", "live");
+      setLive("open", "connected");
       renderStatus(JSON.parse(e.data));
       // the agents table follows the numbers, at most every 5s
       if (Date.now() - lastAgentsFetch > 5000 && !document.hidden) agentsSoon(0);
