@@ -176,7 +176,7 @@ func TestNextApproval(t *testing.T) {
 			{at: 10 * time.Minute, state: StateCanary, events: []string{newTarget, "transition:unstarted→canary"}},
 			{at: 20 * time.Minute, healthy: true, state: StateCanary, awaiting: ApprovalAfterCanary, since: 20 * time.Minute, waiting: canaryWait,
 				events: []string{"approval_needed"}},
-			{at: 30 * time.Minute, failed: true, state: StateCanary, events: []string{"halt", "alert"}, alerted: true, halted: true},
+			{at: 30 * time.Minute, failed: true, state: StateCanary, events: []string{"halt", "alert"}, halted: true},
 		}},
 		{name: "both stages: the start approval does not approve the second stage", gates: ApprovalGates{ApprovalStart, ApprovalAfterCanary}, steps: []approvalStep{
 			{at: 10 * time.Minute, state: StateUnstarted, awaiting: ApprovalStart, since: 10 * time.Minute, waiting: startWait,
@@ -513,5 +513,28 @@ func TestApprovalStatusValidate(t *testing.T) {
 				t.Errorf("Validate = %v, want ErrBadStatus", err)
 			}
 		})
+	}
+}
+
+// TestHaltIsNotAlertAfter: a halt raises its own alert and leaves Alerted
+// (alert_after's) alone, so a reset group still gets its alert_after alert
+// when alert_after passes, and a halted group never gets a second one.
+func TestHaltIsNotAlertAfter(t *testing.T) {
+	st := GroupStatus{Group: "g", TargetVersion: "2.0.0", State: StateActive, StartedAt: time.Unix(0, 0)}
+	m := &machine{st: st, now: time.Unix(0, 0).Add(time.Minute), gc: GroupConfig{AlertAfter: Duration(time.Hour)}}
+	m.halt("2 agents failed")
+	if m.st.Alerted {
+		t.Fatal("a halt set Alerted: the alert_after alert would never come after a reset")
+	}
+	m.now = time.Unix(0, 0).Add(2 * time.Hour)
+	m.events = nil
+	m.alertAfter()
+	if m.st.Alerted || len(m.events) != 0 {
+		t.Fatalf("a halted group got an alert_after alert beside its halt: %v", m.events)
+	}
+	m.st.clearHalt()
+	m.alertAfter()
+	if !m.st.Alerted || len(m.events) != 1 || m.events[0].Kind != EventAlert {
+		t.Fatalf("after the reset, alert_after passed: alerted %v events %v", m.st.Alerted, m.events)
 	}
 }

@@ -101,8 +101,10 @@ func (m *machine) transition(to State, reason string) {
 }
 
 func (m *machine) halt(reason string) {
+	// The halt is its own alert (the events below); Alerted stays
+	// alert_after's, so a reset group still gets its alert_after alert
+	// and "not done within alert_after" is never said of a halt.
 	m.st.Halted, m.st.HaltReason, m.st.HaltedAt = true, reason, m.now
-	m.st.Alerted = true
 	m.st.AwaitingApproval = ApprovalWait{} // a halted group awaits an operator's reset, not an approval
 	m.st.reject(m.st.TargetVersion)
 	m.emit(EventHalt, m.st.State, m.st.State, reason)
@@ -426,8 +428,8 @@ func (m *machine) describeFailure(a AgentView) string {
 
 func (m *machine) alertAfter() {
 	st := &m.st
-	if st.Alerted || st.StartedAt.IsZero() {
-		return
+	if st.Alerted || st.Halted || st.StartedAt.IsZero() {
+		return // one alert per cause: a halted group has had its halt's
 	}
 	if elapsed, took := m.alertElapsed(); elapsed >= m.gc.AlertAfter.D() {
 		st.Alerted = true

@@ -149,8 +149,9 @@ type GroupStatus struct {
 	// to the target longer than update_timeout (timed out: failed, and out
 	// of the max_in_flight window).
 	TimedOutCount int `json:"timed_out_count,omitempty"`
-	// Alerted: an alert has been raised for this rollout of the group
-	// (alert_after passed, or the group halted).
+	// Alerted: the alert_after alert has been raised for this rollout of
+	// the group (or, with alert_on_approval_wait, its wait for a start
+	// approval). A halt raises its own alert and does not set it.
 	Alerted   bool      `json:"alerted"`
 	StartedAt time.Time `json:"started_at,omitzero"`
 	DoneAt    time.Time `json:"done_at,omitzero"`
