@@ -128,7 +128,7 @@ func TestHistoryTwoActorsInOrder(t *testing.T) {
 	// Piped, every cell is in full (issue 25: CHANGE and REASON were cut
 	// to 100 columns even in a pipe); on a terminal of 100 columns the
 	// table fits it.
-	if !strings.Contains(stdout, "rejected_versions (none) → [\"1.4.0\"]") {
+	if !strings.Contains(stdout, "rejected_versions (none) → 1.4.0, since") {
 		t.Errorf("piped history cut the rollback's change:\n%s", stdout)
 	}
 	g, out, errOut := e.global()
