@@ -66,9 +66,9 @@ func judgeCanaries(st *GroupStatus, agents map[AgentID]AgentView, gc GroupConfig
 					" (longer than health_timeout " + gc.HealthTimeout.String() + ")"}
 			}
 		case failedTarget(a, st.TargetVersion, st.FailuresSince):
-			return canaryVerdict{agent: c.ID, halt: "canary " + string(c.ID) + " failed: " + describeFailure(a, st.TargetVersion)}
+			return canaryVerdict{agent: c.ID, halt: "canary " + a.Name() + " failed: " + describeFailure(a, st.TargetVersion)}
 		case timedOut(a, st.TargetVersion, st.FailuresSince, gc.EffectiveUpdateTimeout(), now):
-			return canaryVerdict{agent: c.ID, halt: "canary " + string(c.ID) + " " + describeTimeout(a, gc)}
+			return canaryVerdict{agent: c.ID, halt: "canary " + a.Name() + " " + describeTimeout(a, gc)}
 		default:
 			c.MissingSince = time.Time{}
 			if !healthyOn(a, st.TargetVersion) {

@@ -339,7 +339,7 @@ func (m *machine) overThreshold(first AgentView) bool {
 	if len(bad) > 0 {
 		a := bad[0]
 		m.halt(fmt.Sprintf("the release site served a bad artifact of %s to %s%s: %s; every host would get the same bytes, so the group halts at once (fix the release, then fleetctl reset --group %s)",
-			st.TargetVersion, a.ID, describeSites(bad), describeFailure(a, st.TargetVersion), st.Group))
+			st.TargetVersion, a.Name(), describeSites(bad), describeFailure(a, st.TargetVersion), st.Group))
 		return true
 	}
 	limit := m.gc.FailureThreshold.Of(st.InitialCount)
@@ -347,7 +347,7 @@ func (m *machine) overThreshold(first AgentView) bool {
 		return false
 	}
 	m.halt(fmt.Sprintf("%d agents failed %s%s, more than failure_threshold %s of %d (%s); first: %s %s",
-		st.FailedCount, st.TargetVersion, describeSites(m.failed), m.gc.FailureThreshold, st.InitialCount, trimFloat(limit), first.ID, m.describeFailure(first)))
+		st.FailedCount, st.TargetVersion, describeSites(m.failed), m.gc.FailureThreshold, st.InitialCount, trimFloat(limit), first.Name(), m.describeFailure(first)))
 	return true
 }
 

@@ -1,0 +1,96 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReasonsNameHosts (issue 25 point 7): every halt and quarantine
+// reason that names an agent gives its host name beside its id, as
+// "ID (web-3)": an operator knows hosts by name, and the id alone sent
+// them to agents ls to find which host it is.
+func TestReasonsNameHosts(t *testing.T) {
+	start := mustTime(t, "2024-03-05T03:00:00Z")
+	now := start.Add(time.Hour)
+	ids := spreadIDs(10, 0.5)
+	host := func(i int) string { return fmt.Sprintf("web-%d.dc1", i) }
+	release := AgentView{ActiveVersion: v1, Rollback: true, RollbackFrom: v2, Error: "unhealthy", ErrorClass: FailureRelease,
+		StartTime: start.Add(time.Minute)}
+	artifact := AgentView{ActiveVersion: v1, Error: "checksum mismatch", ErrorClass: FailureArtifact, ErrorCause: "checksum mismatch",
+		StartTime: start.Add(time.Minute)}
+	timedOut := AgentView{ActiveVersion: v1, UpdatingTo: v2, StartTime: start.Add(time.Minute)}
+	tests := []struct {
+		name    string
+		state   State
+		failing []AgentView
+		want    string
+	}{
+		{name: "canary failed", state: StateCanary, failing: []AgentView{release},
+			want: "canary " + string(ids[0]) + " (web-0.dc1) failed: rolled back from 2.0.0"},
+		{name: "canary timed out", state: StateCanary, failing: []AgentView{timedOut},
+			want: "canary " + string(ids[0]) + " (web-0.dc1) timed out"},
+		{name: "failure threshold", state: StateActive, failing: []AgentView{release, release, release},
+			want: "first: " + string(ids[0]) + " (web-0.dc1) rolled back from 2.0.0"},
+		{name: "bad artifact", state: StateActive, failing: []AgentView{artifact},
+			want: "bad artifact of 2.0.0 to " + string(ids[0]) + " (web-0.dc1): error on 1.0.0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			agents := onVersion(ids, v1)
+			for i := range agents {
+				agents[i].Hostname = host(i)
+			}
+			for i, a := range tt.failing {
+				a.ID, a.Hostname = ids[i], host(i)
+				agents[i] = a
+			}
+			cfg := testConfig()
+			cfg.Groups[0].FailureThreshold = 10
+			cfg.Groups[0].UpdateTimeout = Duration(20 * time.Minute)
+			in := Input{Config: cfg, Group: "staging", Spec: DefaultSpec(v1, v2), Prev: startedStatus(tt.state, start, ids[0]),
+				Agents: agents, Counts: CountAgents(agents), Now: now}
+			st, evs := Next(in)
+			if !st.Halted || !strings.Contains(st.HaltReason, tt.want) {
+				t.Fatalf("halted %v %q, want a reason with %q; %s %s %+v", st.Halted, st.HaltReason, tt.want, st.State, st.Waiting, evs)
+			}
+		})
+	}
+
+	t.Run("quarantine", func(t *testing.T) {
+		var agents []AgentView
+		for i := range 3 {
+			a := rolledBack(ids[i], v2, v1, FailureRelease, now)
+			a.Hostname = host(i)
+			agents = append(agents, a)
+		}
+		got := QuarantineFrom(agents, 3, QuarantineList{}, now)
+		if len(got) != 1 {
+			t.Fatalf("%d quarantines, want 1", len(got))
+		}
+		for i := range 3 {
+			if want := string(ids[i]) + " (" + host(i) + ")"; !strings.Contains(got[0].Reason, want) {
+				t.Errorf("quarantine reason %q does not name %q", got[0].Reason, want)
+			}
+		}
+		if err := (QuarantineList{V: 1, Versions: got}).Validate(); err != nil {
+			t.Errorf("the quarantine is not valid: %v", err)
+		}
+	})
+	t.Run("long host names stay within a quarantine reason", func(t *testing.T) {
+		var agents []AgentView
+		for i := range 8 {
+			a := rolledBack(ids[i], v2, v1, FailureRelease, now)
+			a.Hostname = strings.Repeat("h", 200) + fmt.Sprint(i)
+			agents = append(agents, a)
+		}
+		got := QuarantineFrom(agents, 3, QuarantineList{}, now)
+		if len(got) != 1 || len(got[0].Reason) > maxQuarantineText || !strings.Contains(got[0].Reason, " more") {
+			t.Fatalf("quarantine %+v: want one, its reason within %d bytes, ending in how many more", got, maxQuarantineText)
+		}
+		if err := (QuarantineList{V: 1, Versions: got}).Validate(); err != nil {
+			t.Errorf("the quarantine is not valid: %v", err)
+		}
+	})
+}
