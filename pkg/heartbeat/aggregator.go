@@ -441,6 +441,7 @@ func (a *Aggregator) view(id rollout.AgentID, e *entry, now time.Time) rollout.A
 	}
 	if o := e.odd; o != nil {
 		v.Rollback, v.RollbackFrom, v.Error, v.UpdatingTo = o.rollback, o.rollbackFrom, o.error, o.updatingTo
+		v.ErrorOutput = o.errorOutput
 		v.ErrorClass, v.ErrorCause, v.Site = o.errorClass, o.errorCause, o.site
 		if o.oddStart {
 			v.StartTime = o.startTime

@@ -19,8 +19,11 @@ type AgentView struct {
 	// automatically, from RollbackFrom to ActiveVersion.
 	Rollback     bool
 	RollbackFrom string
-	// Error is the last error the agent's updater hit ("" when none).
-	Error string
+	// Error is the last error the agent's updater hit ("" when none), and
+	// ErrorOutput the last lines of its app's output at that failure (a
+	// halt's event carries them).
+	Error       string
+	ErrorOutput string
 	// StartTime is when the agent's most recent update attempt began.
 	StartTime time.Time
 	// UpdatingTo is the version the agent is installing right now, "" when

@@ -17,7 +17,7 @@ func TestReasonsNameHosts(t *testing.T) {
 	ids := spreadIDs(10, 0.5)
 	host := func(i int) string { return fmt.Sprintf("web-%d.dc1", i) }
 	release := AgentView{ActiveVersion: v1, Rollback: true, RollbackFrom: v2, Error: "unhealthy", ErrorClass: FailureRelease,
-		StartTime: start.Add(time.Minute)}
+		StartTime: start.Add(time.Minute), ErrorOutput: "panic: open /etc/app.conf: no such file"}
 	artifact := AgentView{ActiveVersion: v1, Error: "checksum mismatch", ErrorClass: FailureArtifact, ErrorCause: "checksum mismatch",
 		StartTime: start.Add(time.Minute)}
 	timedOut := AgentView{ActiveVersion: v1, UpdatingTo: v2, StartTime: start.Add(time.Minute)}
@@ -31,7 +31,7 @@ func TestReasonsNameHosts(t *testing.T) {
 			want: "canary " + string(ids[0]) + " (web-0.dc1) failed: rolled back from 2.0.0"},
 		{name: "canary timed out", state: StateCanary, failing: []AgentView{timedOut},
 			want: "canary " + string(ids[0]) + " (web-0.dc1) timed out"},
-		{name: "failure threshold", state: StateActive, failing: []AgentView{release, release, release},
+		{name: "failure threshold", state: StateActive, failing: []AgentView{release, release, release, release},
 			want: "first: " + string(ids[0]) + " (web-0.dc1) rolled back from 2.0.0"},
 		{name: "bad artifact", state: StateActive, failing: []AgentView{artifact},
 			want: "bad artifact of 2.0.0 to " + string(ids[0]) + " (web-0.dc1): error on 1.0.0"},
@@ -54,6 +54,25 @@ func TestReasonsNameHosts(t *testing.T) {
 			st, evs := Next(in)
 			if !st.Halted || !strings.Contains(st.HaltReason, tt.want) {
 				t.Fatalf("halted %v %q, want a reason with %q; %s %s %+v", st.Halted, st.HaltReason, tt.want, st.State, st.Waiting, evs)
+			}
+			// The halt and its alert carry the agents, with why each
+			// failed and its app's last lines.
+			n := 0
+			for _, e := range evs {
+				if e.Kind != EventHalt && e.Kind != EventAlert {
+					continue
+				}
+				n++
+				if len(e.Agents) == 0 || e.Agents[0].ID != ids[0] || e.Agents[0].Hostname != host(0) ||
+					e.Agents[0].Error != tt.failing[0].Error || e.Agents[0].Output != tt.failing[0].ErrorOutput {
+					t.Errorf("%s event's agents: %+v, want %s (%s) first with its error and output", e.Kind, e.Agents, ids[0], host(0))
+				}
+				if len(e.Agents) > MaxEventAgents || len(e.Agents) != min(len(tt.failing), MaxEventAgents) {
+					t.Errorf("%s event names %d agents, want %d", e.Kind, len(e.Agents), min(len(tt.failing), MaxEventAgents))
+				}
+			}
+			if n != 2 {
+				t.Errorf("%d halt and alert events, want 2", n)
 			}
 		})
 	}
@@ -93,4 +112,29 @@ func TestReasonsNameHosts(t *testing.T) {
 			t.Errorf("the quarantine is not valid: %v", err)
 		}
 	})
+}
+
+// TestEventBoundedAgents: an event names at most MaxEventAgents agents,
+// their errors cut and their outputs cut at the front (the last lines say
+// why).
+func TestEventBoundedAgents(t *testing.T) {
+	t.Parallel()
+	var agents []EventAgent
+	for i := range 5 {
+		agents = append(agents, EventAgent{ID: AgentID(fmt.Sprint(i)), Error: strings.Repeat("e", 2000),
+			Output: strings.Repeat("o", 2000) + "LAST"})
+	}
+	e := Event{Reason: "x", Agents: agents}.Bounded()
+	if len(e.Agents) != MaxEventAgents {
+		t.Fatalf("%d agents, want %d", len(e.Agents), MaxEventAgents)
+	}
+	for _, a := range e.Agents {
+		if len(a.Error) > MaxEventAgentError || len(a.Output) > MaxEventAgentOutput || !strings.HasSuffix(a.Output, "LAST") ||
+			!strings.HasPrefix(a.Output, "…") {
+			t.Errorf("agent %s: error %d bytes, output %d bytes %.10q…%q", a.ID, len(a.Error), len(a.Output), a.Output, a.Output[len(a.Output)-4:])
+		}
+	}
+	if len(agents[0].Error) != 2000 {
+		t.Error("Bounded changed its receiver's agents")
+	}
 }
