@@ -14,6 +14,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -125,8 +126,39 @@ func RunStatus(ctx context.Context, o *StatusOptions) error {
 	if rep, err = filterGroup(rep, o.Group); err != nil {
 		return err
 	}
+	if err := addFailures(ctx, f, &rep, o.Now()); err != nil {
+		fmt.Fprintf(o.ErrOut, "warning: cannot read the failed agents' heartbeats: %s\n", escape.Text(err.Error()))
+	}
 	warnProblems(o.ErrOut, rep.Problems)
 	return o.print(rep)
+}
+
+// addFailures fills the failures of every group of rep that counts a
+// failed agent, from the last heartbeats of that group's agents (only
+// those groups are read: a fleet at peace costs nothing).
+func addFailures(ctx context.Context, f *kv.Fleet, rep *StatusReport, now time.Time) error {
+	for i := range rep.Groups {
+		g := &rep.Groups[i]
+		if g.Failed == 0 && (g.Rollout == nil || g.Rollout.Agents.Failed == 0 && g.Rollout.FailedCount == 0) {
+			continue
+		}
+		stored, err := f.LastHeartbeats(ctx, g.Name)
+		if err != nil {
+			return err
+		}
+		hbs, seen := make([]heartbeat.Heartbeat, 0, len(stored)), make([]time.Time, 0, len(stored))
+		for _, s := range stored {
+			hb, err := s.Decode()
+			if err != nil {
+				continue // agents ls lists what is wrong with it
+			}
+			hbs, seen = append(hbs, *hb), append(seen, s.Stored)
+		}
+		// Interval 0: a failure is a fact of the past, shown whether or
+		// not the agent is still heard.
+		g.Failures, g.FailuresTotal = view.GroupFailures(hbs, seen, now, 0)
+	}
+	return nil
 }
 
 func (o *StatusOptions) print(rep StatusReport) error {
@@ -221,6 +253,9 @@ func runStatusWait(ctx context.Context, o *StatusOptions) error {
 		}
 		done, verdict := waitVerdict(rep)
 		if done {
+			if err := addFailures(ctx, f, &rep, o.Now()); err != nil {
+				fmt.Fprintf(o.ErrOut, "warning: cannot read the failed agents' heartbeats: %s\n", escape.Text(err.Error()))
+			}
 			if err := o.print(rep); err != nil {
 				return err
 			}
