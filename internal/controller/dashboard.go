@@ -160,9 +160,13 @@ type AgentItem struct {
 	Hostname string          `json:"hostname"`
 	Version  string          `json:"version"`
 	// Class is view.AgentClass; State the STATE cell of fleetctl agents ls.
-	Class       string    `json:"class"`
-	State       string    `json:"state"`
-	Error       string    `json:"error,omitempty"`
+	Class string `json:"class"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Output is the last lines of the agent's app's output at the failure
+	// (its heartbeat's error_output: at most 10 lines, 2 KiB, the agent's
+	// own text, to be escaped where shown); absent when it reports none.
+	Output      string    `json:"output,omitempty"`
 	LastSeen    time.Time `json:"last_seen"`
 	Seen        string    `json:"seen"`
 	Established bool      `json:"established"`
@@ -266,7 +270,7 @@ func (d *Dashboard) Agents(f AgentsFilter, now time.Time) AgentsPage {
 		}
 		hb := &a.Heartbeat
 		out.Agents = append(out.Agents, AgentItem{ID: hb.AgentID, Group: hb.Group, Hostname: hb.Hostname, Version: hb.Version(),
-			Class: view.AgentClass(hb, a.LastSeen, now, interval), State: view.AgentState(hb, now), Error: hb.Error,
+			Class: view.AgentClass(hb, a.LastSeen, now, interval), State: view.AgentState(hb, now), Error: hb.Error, Output: hb.ErrorOutput,
 			LastSeen: a.LastSeen.UTC(), Seen: view.Age(now, a.LastSeen), Established: a.Established})
 	}
 	out.Versions = versions.list()
