@@ -84,7 +84,9 @@ func TestCleanOutput(t *testing.T) {
 		{"two lines", "starting\npanic: no config\n", "starting\npanic: no config"},
 		{"CRLF", "a\r\nb\r\n", "a\nb"},
 		{"last ten of 25", strings.Join(many, "\n") + "\n", strings.Join(many[15:], "\n")},
-		{"escape sequences", "\x1b[2Jred\x00\tok\xff", " [2Jred \tok\uFFFD"},
+		{"escape sequences", "\x1b]0;title\x07red\x00\tok\xff", " ]0;title red \tok\uFFFD"},
+		{"colours removed", "\x1b[31mFATAL:\x1b[0m config \x1b[1;4mmissing\x1b[m\x1b[2J", "FATAL: config missing"},
+		{"a cut sequence", "tail \x1b[31", "tail  [31"},
 		{"one long line keeps its end", strings.Repeat("a", 3000) + "END", "..." + strings.Repeat("a", heartbeat.OutputBytes-6) + "END"},
 	}
 	for _, tc := range tests {

@@ -321,13 +321,14 @@ func CleanText(s string, limit int) string {
 	return cut(s, limit)
 }
 
-// CleanOutput makes an app's output fit error_output: its last
+// CleanOutput makes an app's output fit error_output: colour and other
+// CSI sequences removed, its last
 // OutputLines lines (a trailing newline ends the last, it starts none),
 // at most OutputBytes bytes of them (a first line too long keeps its end,
 // after "..."), cleaned as CleanText cleans. "" when out holds nothing but
 // white space.
 func CleanOutput(out string) string {
-	out = strings.ToValidUTF8(out, "\uFFFD")
+	out = stripCSI(strings.ToValidUTF8(out, "\uFFFD"))
 	out = strings.TrimRight(out, " \t\r\n")
 	if strings.TrimSpace(out) == "" {
 		return ""
@@ -352,6 +353,37 @@ func CleanOutput(out string) string {
 		out = ellipsis + out[start:]
 	}
 	return out
+}
+
+// stripCSI removes the terminal control sequences an app's log lines
+// commonly carry (colours: ESC '[' parameters, intermediates, a final
+// byte), which would otherwise show as "[31m" once ESC is made a space.
+func stripCSI(s string) string {
+	if !strings.Contains(s, "\x1b[") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if s[i] != 0x1b || i+1 == len(s) || s[i+1] != '[' {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i + 2
+		for j < len(s) && s[j] >= 0x30 && s[j] <= 0x3f { // parameters
+			j++
+		}
+		for j < len(s) && s[j] >= 0x20 && s[j] <= 0x2f { // intermediates
+			j++
+		}
+		if j < len(s) && s[j] >= 0x40 && s[j] <= 0x7e { // final byte
+			i = j + 1
+			continue
+		}
+		b.WriteByte(s[i]) // not a whole sequence: ESC becomes a space below
+		i++
+	}
+	return b.String()
 }
 
 // CleanName makes s fit a heartbeat name field (the hostname) of at most
