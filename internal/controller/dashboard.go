@@ -153,6 +153,24 @@ type AgentsPage struct {
 	Groups []string `json:"groups"`
 }
 
+// addFailures fills the failures of every group of rep that counts a
+// failed agent from the inventory, as fleetctl status does from the
+// stream (view.GroupFailures): the page and the terminal say the same.
+func (d *Dashboard) addFailures(rep *view.StatusReport, now time.Time) {
+	for i := range rep.Groups {
+		g := &rep.Groups[i]
+		if g.Failed == 0 && (g.Rollout == nil || g.Rollout.Agents.Failed == 0 && g.Rollout.FailedCount == 0) {
+			continue
+		}
+		agents := d.C.agg.Agents(g.Name, now)
+		hbs, seen := make([]heartbeat.Heartbeat, len(agents)), make([]time.Time, len(agents))
+		for j, a := range agents {
+			hbs[j], seen[j] = a.Heartbeat, a.LastSeen
+		}
+		g.Failures, g.FailuresTotal = view.GroupFailures(hbs, seen, now, 0)
+	}
+}
+
 // AgentItem is one agent in the agents table.
 type AgentItem struct {
 	ID       rollout.AgentID `json:"id"`
@@ -197,6 +215,7 @@ func (d *Dashboard) Overview(now time.Time) Overview {
 		}
 	}
 	ov.Status = view.BuildRolloutStatus(entries, st, now)
+	d.addFailures(&ov.Status, now)
 	if ov.Status.Plan != nil {
 		h := view.Header(ov.Status.Plan)
 		ov.Header = &h
