@@ -62,7 +62,7 @@ func judgeCanaries(st *GroupStatus, agents map[AgentID]AgentView, gc GroupConfig
 			}
 			v.healthy = false
 			if now.Sub(c.MissingSince) >= gc.HealthTimeout.D() {
-				return canaryVerdict{agent: c.ID, halt: "canary " + string(c.ID) + " missing since " + c.MissingSince.UTC().Format(time.RFC3339) +
+				return canaryVerdict{agent: c.ID, halt: "canary " + (AgentView{ID: c.ID, Hostname: c.Hostname}).Name() + " missing since " + c.MissingSince.UTC().Format(time.RFC3339) +
 					" (longer than health_timeout " + gc.HealthTimeout.String() + ")"}
 			}
 		case failedTarget(a, st.TargetVersion, st.FailuresSince):

@@ -138,3 +138,49 @@ func TestEventBoundedAgents(t *testing.T) {
 		t.Error("Bounded changed its receiver's agents")
 	}
 }
+
+// TestCanaryKeepsItsHostName: a canary is recorded with its host name
+// when chosen, so that a halt on it once it has gone missing (its
+// heartbeat expired) still names the host.
+func TestCanaryKeepsItsHostName(t *testing.T) {
+	start := mustTime(t, "2024-03-05T03:00:00Z")
+	ids := spreadIDs(10, 0.5)
+	agents := onVersion(ids, v1)
+	for i := range agents {
+		agents[i].Hostname = fmt.Sprintf("web-%d.dc1", i)
+	}
+	cfg := testConfig()
+	prev := startedStatus(StateUnstarted, start, "")
+	prev.Progress, prev.Canaries = 0, nil
+	in := Input{Config: cfg, Group: "staging", Spec: DefaultSpec(v1, v2), Prev: prev, Agents: agents, Counts: CountAgents(agents),
+		Now: start.Add(time.Hour)}
+	in.Spec.Schedule = ScheduleImmediate
+	st, _ := Next(in)
+	if st.State != StateCanary || len(st.Canaries) == 0 {
+		t.Fatalf("state %s with %d canaries, want canary", st.State, len(st.Canaries))
+	}
+	for _, c := range st.Canaries {
+		if !strings.HasPrefix(c.Hostname, "web-") {
+			t.Errorf("canary %s recorded with host name %q", c.ID, c.Hostname)
+		}
+	}
+	if err := st.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Gone missing past health_timeout: the halt names the host.
+	c := st.Canaries[0]
+	var rest []AgentView
+	for _, a := range agents {
+		if a.ID != c.ID {
+			rest = append(rest, a)
+		}
+	}
+	st.Canaries = []Canary{{ID: c.ID, Hostname: c.Hostname, MissingSince: start}}
+	in = Input{Config: cfg, Group: "staging", Spec: DefaultSpec(v1, v2), Prev: st, Agents: rest, Counts: CountAgents(rest),
+		Now: start.Add(time.Hour)}
+	got, _ := Next(in)
+	if want := "canary " + string(c.ID) + " (" + c.Hostname + ") missing since"; !got.Halted || !strings.Contains(got.HaltReason, want) {
+		t.Errorf("halted %v %q, want a reason with %q", got.Halted, got.HaltReason, want)
+	}
+}

@@ -278,8 +278,14 @@ func (m *machine) unstarted() bool {
 	reason = joinReason(reason, approved)
 	ids := SelectCanaries(in.Agents, gc.CanaryCount, in.Spec.TargetVersion)
 	st.Canaries = nil
+	hosts := make(map[AgentID]string, len(ids))
+	for _, a := range in.Agents {
+		if slices.Contains(ids, a.ID) {
+			hosts[a.ID] = truncate(a.Hostname, maxNameHost)
+		}
+	}
 	for _, id := range ids {
-		st.Canaries = append(st.Canaries, Canary{ID: id})
+		st.Canaries = append(st.Canaries, Canary{ID: id, Hostname: hosts[id]})
 	}
 	st.InitialCount, st.Progress, st.StartedAt, st.FailuresSince = total, 0, m.now, m.now
 	st.RunRequested, st.Halted, st.HaltReason, st.HaltedAt = false, false, "", time.Time{}
