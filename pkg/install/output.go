@@ -150,6 +150,17 @@ func teePipe(w io.Writer, t *tail, done *sync.WaitGroup) (*os.File, error) {
 	return pw, nil
 }
 
+// sameWriter reports whether a and b are the same writer (a writer whose
+// type cannot be compared is not the same as any).
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
 // ignoreErrors is w with its errors dropped: agentd's own stdout going
 // away (a closed terminal) must not stop the copy into the tail, nor the
 // app's writes.

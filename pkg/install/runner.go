@@ -172,7 +172,7 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 	// the lines are kept in the order the app wrote them; two pipes are
 	// read in whatever order they are.
 	streams := []io.Writer{p.Stdout, p.Stderr}
-	if p.Stdout == p.Stderr {
+	if sameWriter(p.Stdout, p.Stderr) {
 		streams = streams[:1]
 	}
 	for _, w := range streams {
