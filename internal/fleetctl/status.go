@@ -74,7 +74,12 @@ three intervals: in none of the columns, and not counted by the rollout),
 updates timed out (longer than update_timeout: failed for the threshold),
 agents blocked on infrastructure (not failed) and a hold on them (progress
 held while more than infrastructure_hold of those in flight are blocked; it
-ends by itself), halts and waits. Below that, how many agents run each
+ends by itself), halts and waits. A version quarantined fleet-wide is one
+"Quarantined:" entry under the header (why, the groups it halts, how to go
+on); the groups it halts only point at it. "Failed agents:" lists, for each
+group counting failures, up to 5 failed agents with host, id, reason and
+the last line their app printed (fleetctl agents ls --id ID shows all of
+it). Below that, how many agents run each
 version, and, when any agent's heartbeat names a site (agentd --site, or the
 JetStream domain of the NATS server it connects to), the same columns per
 group and site (--by-site shows that table even when none does).
