@@ -139,7 +139,7 @@ func webhookLine(e kv.TimelineEntry) string {
 		}
 		return fmt.Sprintf("%s fleetwave: %s %s → %s: %s", icon, group, orNone(ev.From), ev.To, ev.Reason)
 	case rollout.EventQuarantine:
-		return ":no_entry: fleetwave: " + ev.Reason
+		return ":no_entry: fleetwave: " + ev.Reason + lastWords(ev.Agents)
 	case rollout.EventApprovalNeeded:
 		return fmt.Sprintf(":raised_hand: fleetwave: %s awaits approval: %s", group, ev.Reason)
 	}

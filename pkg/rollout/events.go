@@ -117,6 +117,24 @@ func QuarantineEvent(q Quarantine) Event {
 	return newEvent("", EventQuarantine, "", "", "version "+q.Version+" quarantined: "+q.Reason, q.At)
 }
 
+// QuarantineAgents are the first agents (by id) that quarantined q, as
+// its event names them (Event.Agents), from the views the rule read.
+func QuarantineAgents(q Quarantine, views []AgentView) []EventAgent {
+	var named []AgentView
+	for _, id := range q.Agents[:min(len(q.Agents), MaxEventAgents)] {
+		for _, a := range views {
+			if a.ID == id {
+				named = append(named, a)
+				break
+			}
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	return eventAgents(named)
+}
+
 func newEvent(group string, kind EventKind, from, to State, reason string, at time.Time) Event {
 	return Event{V: SchemaVersion, Group: group, Kind: kind, From: from, To: to, Reason: reason, At: at}.Bounded()
 }

@@ -184,3 +184,29 @@ func TestCanaryKeepsItsHostName(t *testing.T) {
 		t.Errorf("halted %v %q, want a reason with %q", got.Halted, got.HaltReason, want)
 	}
 }
+
+// TestQuarantineEventNamesAgents: the quarantine's event names the first
+// agents that rolled back, with why and their apps' last lines.
+func TestQuarantineEventNamesAgents(t *testing.T) {
+	now := mustTime(t, "2024-03-04T10:00:00Z")
+	ids := spreadIDs(5, 0.5)
+	var views []AgentView
+	for i := range 5 {
+		a := rolledBack(ids[i], v2, v1, FailureRelease, now)
+		a.Hostname, a.ErrorOutput = fmt.Sprintf("web-%d", i), "panic: boom"
+		views = append(views, a)
+	}
+	got := QuarantineFrom(views, 3, QuarantineList{}, now)
+	if len(got) != 1 {
+		t.Fatalf("%d quarantines", len(got))
+	}
+	agents := QuarantineAgents(got[0], views)
+	if len(agents) != MaxEventAgents {
+		t.Fatalf("%d agents, want %d", len(agents), MaxEventAgents)
+	}
+	for i, a := range agents {
+		if a.ID != got[0].Agents[i] || !strings.HasPrefix(a.Hostname, "web-") || a.Output != "panic: boom" || a.Error == "" {
+			t.Errorf("agent %d: %+v", i, a)
+		}
+	}
+}
