@@ -604,7 +604,10 @@ func (a *Agent) setupInstaller() error {
 	case app.Process != "":
 		a.runner = &install.ProcessRunner{
 			Path: filepath.Join(tree.BinDir, app.Process), Args: app.ProcessArgs,
-			Stdout: os.Stdout, Stderr: os.Stderr,
+			// Both into agentd's log, in one stream: the app's last lines
+			// at a failure are kept in the order it wrote them, and
+			// heartbeated (error_output).
+			Stdout: os.Stderr, Stderr: os.Stderr,
 			PIDFile: tree.AppPIDPath(), Log: a.o.Log,
 		}
 	default:
@@ -673,6 +676,9 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 		// got past it yet: still blocked.
 		st.Error, st.ErrorClass, st.ErrorCause = b.err, install.ClassInfrastructure, b.cause
 		hb.Error = heartbeat.CleanText(st.Error, heartbeat.MaxErrorLen)
+	}
+	if st.Error != "" && hb.Error != "" {
+		hb.ErrorOutput = heartbeat.CleanOutput(st.ErrorOutput)
 	}
 	if st.Error != "" && st.ErrorClass.Valid() {
 		// A class this build does not know (update.yaml of a newer

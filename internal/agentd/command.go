@@ -23,6 +23,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/internal/version"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -471,6 +472,9 @@ type StatusReport struct {
 	// agentd does about it is in docs/agent.md "Failure classes".
 	ErrorClass string `json:"error_class,omitempty"`
 	ErrorCause string `json:"error_cause,omitempty"`
+	// ErrorOutput is the app's last lines at the failure that rolled the
+	// host back (what the heartbeat's error_output carries).
+	ErrorOutput string `json:"error_output,omitempty"`
 	// Site is the site heartbeats name, and SiteFrom where it comes from:
 	// "update.yaml" (agentd --site) or "jetstream domain" (of the NATS
 	// server the plan was read from); both absent when there is none.
@@ -509,7 +513,7 @@ are disabled; a --root that does not exist is an error.`,
 			st := a.Status()
 			rep := StatusReport{AgentID: string(a.id), Hostname: a.o.Hostname, Group: a.Group(), Enabled: a.enabled(), Installed: st.ActiveVersion,
 				LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error,
-				ErrorClass: string(st.ErrorClass), ErrorCause: st.ErrorCause}
+				ErrorClass: string(st.ErrorClass), ErrorCause: st.ErrorCause, ErrorOutput: heartbeat.CleanOutput(st.ErrorOutput)}
 			if len(st.VersionHistory) > 0 {
 				rep.Previous = st.VersionHistory[0]
 			}

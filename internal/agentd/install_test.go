@@ -78,6 +78,11 @@ func TestAgentInstallsWhatThePlanSaysAndRollsBack(t *testing.T) {
 		rolledBack = hb
 		return nil
 	})
+	// Why: the app's own last lines (its stderr), which agentd used to
+	// write only to its own log, are in the heartbeat.
+	if want := "app 3.0.0: cannot start (simulated broken release)"; rolledBack.ErrorOutput != want {
+		t.Errorf("error_output of the rollback heartbeat: %q, want %q", rolledBack.ErrorOutput, want)
+	}
 	saved, err := install.LoadUpdateFile(root)
 	if err != nil {
 		t.Fatal(err)

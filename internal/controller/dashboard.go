@@ -213,6 +213,24 @@ type AgentsPage struct {
 	Groups []string `json:"groups"`
 }
 
+// addFailures fills the failures of every group of rep that counts a
+// failed agent from the inventory, as fleetctl status does from the
+// stream (view.GroupFailures): the page and the terminal say the same.
+func (d *Dashboard) addFailures(rep *view.StatusReport, now time.Time) {
+	for i := range rep.Groups {
+		g := &rep.Groups[i]
+		if g.Failed == 0 && (g.Rollout == nil || g.Rollout.Agents.Failed == 0 && g.Rollout.FailedCount == 0) {
+			continue
+		}
+		agents := d.C.agg.Agents(g.Name, now)
+		hbs, seen := make([]heartbeat.Heartbeat, len(agents)), make([]time.Time, len(agents))
+		for j, a := range agents {
+			hbs[j], seen[j] = a.Heartbeat, a.LastSeen
+		}
+		g.Failures, g.FailuresTotal = view.GroupFailures(hbs, seen, now, 0)
+	}
+}
+
 // AgentItem is one agent in the agents table.
 type AgentItem struct {
 	ID       rollout.AgentID `json:"id"`
@@ -223,10 +241,14 @@ type AgentItem struct {
 	// ls, except for an unreachable agent: "unreachable", since LastSeen,
 	// and LastState is what its last heartbeat said (view.AgentState),
 	// which may no longer be true.
-	Class       string    `json:"class"`
-	State       string    `json:"state"`
-	LastState   string    `json:"last_state,omitempty"`
-	Error       string    `json:"error,omitempty"`
+	Class     string `json:"class"`
+	State     string `json:"state"`
+	LastState string `json:"last_state,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// Output is the last lines of the agent's app's output at the failure
+	// (its heartbeat's error_output: at most 10 lines, 2 KiB, the agent's
+	// own text, to be escaped where shown); absent when it reports none.
+	Output      string    `json:"output,omitempty"`
 	LastSeen    time.Time `json:"last_seen"`
 	Seen        string    `json:"seen"`
 	Established bool      `json:"established"`
@@ -257,6 +279,7 @@ func (d *Dashboard) Overview(now time.Time) Overview {
 		}
 	}
 	ov.Status = view.BuildRolloutStatus(entries, st, now)
+	d.addFailures(&ov.Status, now)
 	if ov.Status.Plan != nil {
 		h := view.Header(ov.Status)
 		ov.Header = &h
@@ -492,7 +515,7 @@ func (d *Dashboard) Agents(f AgentsFilter, now time.Time) AgentsPage {
 		}
 		hb := &a.Heartbeat
 		item := AgentItem{ID: hb.AgentID, Group: hb.Group, Hostname: hb.Hostname, Version: hb.Version(),
-			Class: view.AgentClass(hb, a.LastSeen, now, interval), State: view.AgentState(hb, now), Error: hb.Error,
+			Class: view.AgentClass(hb, a.LastSeen, now, interval), State: view.AgentState(hb, now), Error: hb.Error, Output: hb.ErrorOutput,
 			LastSeen: a.LastSeen.UTC(), Seen: view.Age(now, a.LastSeen), Established: a.Established}
 		if item.Class == view.AgentUnreachable {
 			// What it last said ("ok") is not what it is now.

@@ -222,6 +222,7 @@ func agentsFleet(t *testing.T) (unreachable, rest []*testAgent) {
 			a.hb.UpdatingTo, a.hb.StartVersion = "2.0.0", version
 		case view.AgentFailed:
 			a.hb.Error = "health check failed"
+			a.hb.ErrorOutput = "listening on :8080\npanic: open /etc/app.conf: no such file\n<b>\u202eevil"
 		case view.AgentBlocked:
 			a.hb.Error, a.hb.ErrorClass, a.hb.ErrorCause = "download 2.0.0: HTTP 503", heartbeat.ClassInfrastructure, "release site: HTTP 503"
 		case view.AgentRolledBack:
@@ -353,6 +354,15 @@ func TestDashboardAgents(t *testing.T) {
 	if a.Group != "blue" || a.Hostname != "web-04.example.com" || a.Version != "1.0.0" || a.Class != view.AgentUpdating ||
 		a.State != "updating → 2.0.0" || !a.LastSeen.Equal(f.clk.Now()) || a.Seen != view.Age(f.clk.Now(), f.clk.Now()) || a.Established {
 		t.Errorf("row of web-04: %+v", a)
+	}
+	// A failed agent's row carries why (error) and its app's last lines
+	// (output), as its heartbeat sent them: the page escapes them.
+	if p := page("?q=web-05"); len(p.Agents) != 1 || p.Agents[0].Error != "health check failed" ||
+		p.Agents[0].Output != "listening on :8080\npanic: open /etc/app.conf: no such file\n<b>\u202eevil" {
+		t.Errorf("row of web-05, which failed: %+v", p.Agents)
+	}
+	if p := page("?q=web-01"); len(p.Agents) != 1 || p.Agents[0].Output != "" {
+		t.Errorf("row of web-01, which is fine: %+v", p.Agents)
 	}
 	if diff := cmp.Diff([]string{"2.0.0", "1.5.0", "1.0.0"}, p.Versions); diff != "" {
 		t.Errorf("versions (-want +got):\n%s", diff)

@@ -191,6 +191,7 @@ func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.Quaranti
 		c.o.Log.Warn("version quarantined: groups rolling it out halt, and no group offers it to new hosts",
 			slog.String("version", q.Version), slog.Int("agents", q.AgentCount), slog.String("reason", q.Reason))
 		ev := rollout.QuarantineEvent(q)
+		ev.Agents = rollout.QuarantineAgents(q, rolledBack)
 		if err := c.fleet.PublishEvent(ev); err != nil {
 			c.o.Log.Warn("publishing event failed", slog.String("version", q.Version), slog.Any("err", err))
 		}

@@ -126,7 +126,7 @@ func webhookLine(e kv.TimelineEntry) string {
 	group := "group " + ev.Group
 	switch ev.Kind {
 	case rollout.EventHalt:
-		return fmt.Sprintf(":rotating_light: fleetwave: %s halted in %s: %s", group, ev.From, ev.Reason)
+		return fmt.Sprintf(":rotating_light: fleetwave: %s halted in %s: %s", group, ev.From, ev.Reason) + lastWords(ev.Agents)
 	case rollout.EventAlert:
 		return fmt.Sprintf(":warning: fleetwave: %s: %s", group, ev.Reason)
 	case rollout.EventTransition:
@@ -139,7 +139,7 @@ func webhookLine(e kv.TimelineEntry) string {
 		}
 		return fmt.Sprintf("%s fleetwave: %s %s → %s: %s", icon, group, orNone(ev.From), ev.To, ev.Reason)
 	case rollout.EventQuarantine:
-		return ":no_entry: fleetwave: " + ev.Reason
+		return ":no_entry: fleetwave: " + ev.Reason + lastWords(ev.Agents)
 	case rollout.EventApprovalNeeded:
 		return fmt.Sprintf(":raised_hand: fleetwave: %s awaits approval: %s", group, ev.Reason)
 	}
@@ -147,6 +147,27 @@ func webhookLine(e kv.TimelineEntry) string {
 		return fmt.Sprintf(":information_source: fleetwave: %s: %s", ev.Kind, ev.Reason)
 	}
 	return fmt.Sprintf(":information_source: fleetwave: %s %s: %s", group, ev.Kind, ev.Reason)
+}
+
+// lastWords is, for the first agent a halt names that left output, the
+// last line its app printed: the line that usually says why, in the one
+// line a chat message shows (the JSON payload's event.agents has them all).
+func lastWords(agents []rollout.EventAgent) string {
+	for _, a := range agents {
+		out := strings.TrimSpace(a.Output)
+		if out == "" {
+			continue
+		}
+		if i := strings.LastIndexByte(out, '\n'); i >= 0 {
+			out = out[i+1:]
+		}
+		who := a.Hostname
+		if who == "" {
+			who = string(a.ID)
+		}
+		return fmt.Sprintf("; last output of %s: %s", who, rollout.CutText(out, 200))
+	}
+	return ""
 }
 
 func orNone(s rollout.State) string {

@@ -687,3 +687,47 @@ func TestRunWebhookFlags(t *testing.T) {
 		t.Errorf("no warning for a world-readable secret file:\n%s", logs.String())
 	}
 }
+
+// TestWebhookHaltSaysWhy (issue 25 point 7): a halt event naming its
+// failed agents reaches a JSON receiver with them whole (id, host, error,
+// the app's last lines: event.agents), and a Slack receiver with the
+// app's last line at the end of the text, escaped for Slack.
+func TestWebhookHaltSaysWhy(t *testing.T) {
+	f := newFixture(t)
+	rcv := newReceiver(t, controller.WebhookJSON)
+	slack := newReceiver(t, controller.WebhookSlack)
+	f.notify = testNotify(rcv.srv.URL)
+	f.notify.Webhooks = append(f.notify.Webhooks, controller.Webhook{URL: slack.srv.URL, Format: controller.WebhookSlack})
+	f.startController("c1")
+	f.waitCursor(rcv.srv.URL)
+	f.waitCursor(slack.srv.URL)
+	agent := rollout.EventAgent{ID: "0b000000-0000-4000-8000-000000000000", Hostname: "web-3",
+		Error:  "rolled back from 2.0.0: new version unhealthy: /opt/app/bin/app exited: exit status 3",
+		Output: "loading /etc/app.conf\npanic: <!channel> no config\u202eevil\n"}
+	ev := rollout.Event{V: 1, Group: "prod", Kind: rollout.EventHalt, From: rollout.StateCanary, To: rollout.StateCanary,
+		Reason: "canary 0b000000-0000-4000-8000-000000000000 (web-3) failed: rolled back from 2.0.0 to 1.0.0", At: time.Now().UTC(),
+		Agents: []rollout.EventAgent{agent}}
+	if err := f.fleet.PublishEvent(ev); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, waitLong, func() error {
+		got := rcv.accepted()
+		if len(got) != 1 || got[0].Event == nil {
+			return fmt.Errorf("received %q, want the halt", describe(got))
+		}
+		if diff := cmp.Diff([]rollout.EventAgent{agent}, got[0].Event.Agents); diff != "" {
+			return fmt.Errorf("the halt's agents (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+	want := []string{":rotating_light: fleetwave: group prod halted in canary: canary 0b000000-0000-4000-8000-000000000000 (web-3) failed: " +
+		`rolled back from 2.0.0 to 1.0.0; last output of web-3: panic: &lt;!channel&gt; no config\u202eevil`}
+	natstest.Eventually(t, waitLong, func() error {
+		slack.mu.Lock()
+		defer slack.mu.Unlock()
+		if diff := cmp.Diff(want, slack.slack); diff != "" {
+			return fmt.Errorf("slack texts (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+}

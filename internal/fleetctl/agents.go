@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -29,6 +30,9 @@ type AgentsOptions struct {
 	Interval time.Duration
 	// Site keeps only agents whose heartbeat names this site.
 	Site string
+	// ID shows that one agent in full (why it failed, its app's last
+	// lines) instead of the table.
+	ID string
 }
 
 // AgentRow is one agent in "agents ls -o json": its last heartbeat plus when
@@ -75,10 +79,18 @@ site down, disk full), "error" when its last update attempt failed, else
 intervals (--heartbeat-interval, the agents' and controller's; the rollout
 counts it neither in flight nor failed until it is heard again). SITE,
 shown when any agent names one, is the site its heartbeat carries (agentd
---site, or the JetStream domain of the NATS server it connects to).`,
+--site, or the JetStream domain of the NATS server it connects to).
+REASON, shown when any agent listed reports an error, is why its last
+update failed, in its own words (cut to fit; -o json has it whole as
+"error").
+
+--id ID shows one agent in full: its state, why it failed, and the last
+lines its app printed at the failure (its stdout and stderr, or its
+unit's journal, up to 10 lines; "error_output" in -o json).`,
 		Example: `  fleetctl agents ls
   fleetctl agents ls --group staging --version 1.4.2
   fleetctl agents ls --site edge-berlin
+  fleetctl agents ls --id 1b4e28ba-2fa1-4d2e-883f-0016d3cca427
   fleetctl agents ls -o json | jq -r '.agents[] | select(.rollback) | .hostname'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -101,12 +113,18 @@ shown when any agent names one, is the site its heartbeat carries (agentd
 					return cliutil.Usagef("--site: %v", err)
 				}
 			}
+			if o.ID != "" {
+				if _, err := rollout.ParseAgentID(o.ID); err != nil {
+					return cliutil.Usagef("--id: %v", err)
+				}
+			}
 			return RunAgentsList(cmd.Context(), o)
 		},
 	}
 	ls.Flags().StringVar(&o.Group, "group", "", "only agents of this group")
 	ls.Flags().StringVar(&o.Version, "version", "", `only agents running this version ("none": nothing installed)`)
 	ls.Flags().StringVar(&o.Site, "site", "", "only agents whose heartbeat names this site")
+	ls.Flags().StringVar(&o.ID, "id", "", "show this agent in full: why it failed and its app's last lines")
 	ls.Flags().DurationVar(&o.Interval, "heartbeat-interval", 30*time.Second, "the agents' heartbeat interval (the controller's --heartbeat-interval): silent for more than three is unreachable")
 	outputFlag(ls, &o.Output)
 	agents.AddCommand(ls)
@@ -136,6 +154,9 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 		}
 		if err != nil {
 			return err
+		}
+		if o.ID != "" && string(hb.AgentID) != o.ID {
+			continue
 		}
 		if o.Version != "" && hb.Version() != o.Version || o.Site != "" && hb.Site != o.Site {
 			if hb.Site != "" {
@@ -167,6 +188,10 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 			fmt.Fprintf(o.ErrOut, "note: no agent names site %q; the sites are: %s\n", o.Site, escape.Text(strings.Join(names, ", ")))
 		}
 	}
+	if o.ID != "" && len(rep.Agents) == 0 {
+		return fmt.Errorf("agent %s: no heartbeat of it in the stream%s (silent for longer than the agent expiry, or never heard)",
+			o.ID, filtersNote(o))
+	}
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
 	}
@@ -174,17 +199,133 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 		_, err := fmt.Fprintln(o.Out, "No agents.")
 		return err
 	}
+	if o.ID != "" {
+		return writeAgentDetail(o.Out, rep.Agents[0], o.Now())
+	}
 	if sited(rep.Agents) {
 		return writeAgentsWithSites(o, rep)
 	}
+	reasons := anyReason(rep.Agents)
 	tw := newTable(o.Out)
-	fmt.Fprintln(tw, "AGENT ID\tGROUP\tHOSTNAME\tVERSION\tSTATE\tSEEN")
+	fmt.Fprint(tw, "AGENT ID\tGROUP\tHOSTNAME\tVERSION\tSTATE\tSEEN")
+	fmt.Fprintln(tw, reasonHeader(reasons))
 	now := o.Now()
 	for _, a := range rep.Agents {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", cell(string(a.AgentID), 36), cell(a.Group, 16), cell(a.Hostname, 20),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago", cell(string(a.AgentID), 36), cell(a.Group, 16), cell(a.Hostname, 20),
 			cell(a.Version(), 40), cell(a.stateCell(now), 60), age(now, a.LastSeen))
+		fmt.Fprintln(tw, a.reasonCell(reasons))
 	}
 	return tw.Flush()
+}
+
+// reasonWidth is the REASON column's width: the table stays readable on
+// a wide terminal; agents ls --id and -o json have the whole text.
+const reasonWidth = 70
+
+// anyReason reports whether any of rows has a reason to show (REASON).
+func anyReason(rows []AgentRow) bool {
+	for i := range rows {
+		if view.AgentReason(&rows[i].Heartbeat) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// reasonHeader is the REASON column's header, when shown.
+func reasonHeader(shown bool) string {
+	if !shown {
+		return ""
+	}
+	return "\tREASON"
+}
+
+// reasonCell is a's REASON cell, when the column is shown: why its last
+// update failed, on one line ("-": it reports no error).
+func (a *AgentRow) reasonCell(shown bool) string {
+	if !shown {
+		return ""
+	}
+	r := view.AgentReason(&a.Heartbeat)
+	if r == "" {
+		r = "-"
+	}
+	return "\t" + cell(r, reasonWidth)
+}
+
+// startVersionOrNone is the version the agent's last update began on
+// ("none": nothing was installed).
+func (a *AgentRow) startVersionOrNone() string {
+	if a.StartVersion == "" {
+		return rollout.NoVersion
+	}
+	return a.StartVersion
+}
+
+// filtersNote says which other filters --id was combined with, if any.
+func filtersNote(o *AgentsOptions) string {
+	var f []string
+	if o.Group != "" {
+		f = append(f, "--group "+o.Group)
+	}
+	if o.Version != "" {
+		f = append(f, "--version "+o.Version)
+	}
+	if o.Site != "" {
+		f = append(f, "--site "+o.Site)
+	}
+	if len(f) == 0 {
+		return ""
+	}
+	return " matching " + strings.Join(f, " ")
+}
+
+// writeAgentDetail shows one agent in full: who and where, what it runs,
+// its state, why its last update failed and the last lines its app
+// printed then. Every value is the agent's own text: escaped, the
+// output line by line.
+func writeAgentDetail(w io.Writer, a AgentRow, now time.Time) error {
+	site := a.Site
+	if site == "" {
+		site = "-"
+	}
+	fields := [][2]string{
+		{"Agent", string(a.AgentID)},
+		{"Hostname", a.Hostname},
+		{"Group", a.Group},
+		{"Site", site},
+		{"Version", a.Version()},
+		{"State", a.stateCell(now)},
+		{"Seen", age(now, a.LastSeen) + " ago (" + a.LastSeen.UTC().Format(time.RFC3339) + ")"},
+	}
+	if !a.StartTime.IsZero() {
+		fields = append(fields, [2]string{"Last update", "began " + a.StartTime.UTC().Format(time.RFC3339) + " on " + a.startVersionOrNone()})
+	}
+	if a.Error != "" {
+		fields = append(fields, [2]string{"Error", a.Error})
+		if a.ErrorClass != "" {
+			cause := a.ErrorClass
+			if a.ErrorCause != "" {
+				cause += ": " + a.ErrorCause
+			}
+			fields = append(fields, [2]string{"Class", cause})
+		}
+	}
+	for _, f := range fields {
+		if _, err := fmt.Fprintf(w, "%-12s %s\n", f[0]+":", escape.Text(f[1])); err != nil {
+			return err
+		}
+	}
+	switch {
+	case a.ErrorOutput != "":
+		fmt.Fprintln(w, "Output:      the app's last lines at the failure:")
+		for _, l := range strings.Split(a.ErrorOutput, "\n") {
+			fmt.Fprintln(w, "  | "+escape.Text(l))
+		}
+	case a.Error != "":
+		fmt.Fprintln(w, "Output:      none reported (the app printed nothing, or the failure came before it ran)")
+	}
+	return nil
 }
 
 // stateCell is the STATE column: view.AgentState, marked unreachable
@@ -220,15 +361,18 @@ func sited(rows []AgentRow) bool {
 // agent names none).
 func writeAgentsWithSites(o *AgentsOptions, rep AgentsReport) error {
 	tw := newTable(o.Out)
-	fmt.Fprintln(tw, "AGENT ID\tGROUP\tSITE\tHOSTNAME\tVERSION\tSTATE\tSEEN")
+	reasons := anyReason(rep.Agents)
+	fmt.Fprint(tw, "AGENT ID\tGROUP\tSITE\tHOSTNAME\tVERSION\tSTATE\tSEEN")
+	fmt.Fprintln(tw, reasonHeader(reasons))
 	now := o.Now()
 	for _, a := range rep.Agents {
 		site := a.Site
 		if site == "" {
 			site = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\n", cell(string(a.AgentID), 36), cell(a.Group, 16), cell(site, 16), cell(a.Hostname, 20),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago", cell(string(a.AgentID), 36), cell(a.Group, 16), cell(site, 16), cell(a.Hostname, 20),
 			cell(a.Version(), 40), cell(a.stateCell(now), 60), age(now, a.LastSeen))
+		fmt.Fprintln(tw, a.reasonCell(reasons))
 	}
 	return tw.Flush()
 }

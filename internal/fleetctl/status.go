@@ -14,6 +14,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/view"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -73,7 +74,12 @@ three intervals: in none of the columns, and not counted by the rollout),
 updates timed out (longer than update_timeout: failed for the threshold),
 agents blocked on infrastructure (not failed) and a hold on them (progress
 held while more than infrastructure_hold of those in flight are blocked; it
-ends by itself), halts and waits. Below that, how many agents run each
+ends by itself), halts and waits. A version quarantined fleet-wide is one
+"Quarantined:" entry under the header (why, the groups it halts, how to go
+on); the groups it halts only point at it. "Failed agents:" lists, for each
+group counting failures, up to 5 failed agents with host, id, reason and
+the last line their app printed (fleetctl agents ls --id ID shows all of
+it). Below that, how many agents run each
 version, and, when any agent's heartbeat names a site (agentd --site, or the
 JetStream domain of the NATS server it connects to), the same columns per
 group and site (--by-site shows that table even when none does).
@@ -133,8 +139,39 @@ func RunStatus(ctx context.Context, o *StatusOptions) error {
 	if rep, err = filterGroup(rep, o.Group); err != nil {
 		return err
 	}
+	if err := addFailures(ctx, f, &rep, o.Now()); err != nil {
+		fmt.Fprintf(o.ErrOut, "warning: cannot read the failed agents' heartbeats: %s\n", escape.Text(err.Error()))
+	}
 	warnProblems(o.ErrOut, rep.Problems)
 	return o.print(rep)
+}
+
+// addFailures fills the failures of every group of rep that counts a
+// failed agent, from the last heartbeats of that group's agents (only
+// those groups are read: a fleet at peace costs nothing).
+func addFailures(ctx context.Context, f *kv.Fleet, rep *StatusReport, now time.Time) error {
+	for i := range rep.Groups {
+		g := &rep.Groups[i]
+		if g.Failed == 0 && (g.Rollout == nil || g.Rollout.Agents.Failed == 0 && g.Rollout.FailedCount == 0) {
+			continue
+		}
+		stored, err := f.LastHeartbeats(ctx, g.Name)
+		if err != nil {
+			return err
+		}
+		hbs, seen := make([]heartbeat.Heartbeat, 0, len(stored)), make([]time.Time, 0, len(stored))
+		for _, s := range stored {
+			hb, err := s.Decode()
+			if err != nil {
+				continue // agents ls lists what is wrong with it
+			}
+			hbs, seen = append(hbs, *hb), append(seen, s.Stored)
+		}
+		// Interval 0: a failure is a fact of the past, shown whether or
+		// not the agent is still heard.
+		g.Failures, g.FailuresTotal = view.GroupFailures(hbs, seen, now, 0)
+	}
+	return nil
 }
 
 func (o *StatusOptions) print(rep StatusReport) error {
@@ -229,6 +266,9 @@ func runStatusWait(ctx context.Context, o *StatusOptions) error {
 		}
 		done, verdict := waitVerdict(rep)
 		if done {
+			if err := addFailures(ctx, f, &rep, o.Now()); err != nil {
+				fmt.Fprintf(o.ErrOut, "warning: cannot read the failed agents' heartbeats: %s\n", escape.Text(err.Error()))
+			}
 			if err := o.print(rep); err != nil {
 				return err
 			}

@@ -1,6 +1,8 @@
 package view
 
 import (
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
@@ -80,4 +82,53 @@ func failureState(h *heartbeat.Heartbeat) string {
 		cause = h.ErrorClass
 	}
 	return prefix + ": " + cause
+}
+
+// AgentReason is why the agent's last update failed, in its own words:
+// its error, less the "rolled back from V: " its state already says; ""
+// when it reports none. Free text from the host: escape it to show it.
+func AgentReason(h *heartbeat.Heartbeat) string {
+	if h.Error == "" {
+		return ""
+	}
+	if h.Rollback {
+		if r, ok := strings.CutPrefix(h.Error, "rolled back from "+h.RollbackFrom+": "); ok {
+			return r
+		}
+	}
+	return h.Error
+}
+
+// AgentFailure is one failed agent of a group as status lists it: who
+// (id and host name), what it runs and its state, why (AgentReason) and
+// the last lines of its app's output at the failure.
+type AgentFailure struct {
+	ID       rollout.AgentID `json:"id"`
+	Hostname string          `json:"hostname"`
+	Version  string          `json:"version"`
+	State    string          `json:"state"`
+	Reason   string          `json:"reason"`
+	Output   string          `json:"output,omitempty"`
+}
+
+// MaxGroupFailures is how many failed agents status lists per group; the
+// rest are counted (fleetctl agents ls --group G lists them all).
+const MaxGroupFailures = 5
+
+// GroupFailures are the failed agents (class failed or rolled_back: not
+// blocked on infrastructure, not unreachable) among hbs, the last
+// heartbeats of one group's agents with when each was stored, at most
+// MaxGroupFailures by id, and how many there are in all.
+func GroupFailures(hbs []heartbeat.Heartbeat, lastSeen []time.Time, now time.Time, interval time.Duration) ([]AgentFailure, int) {
+	var out []AgentFailure
+	for i := range hbs {
+		h := &hbs[i]
+		switch AgentClass(h, lastSeen[i], now, interval) {
+		case AgentFailed, AgentRolledBack:
+			out = append(out, AgentFailure{ID: h.AgentID, Hostname: h.Hostname, Version: h.Version(), State: AgentState(h, now),
+				Reason: AgentReason(h), Output: h.ErrorOutput})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out[:min(len(out), MaxGroupFailures)], len(out)
 }

@@ -55,7 +55,12 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 		out = append(out, fmt.Sprintf("%s timed out (updating longer than update_timeout): failed for the threshold, out of the window",
 			plural(n, "update")))
 	}
-	if r.Halted {
+	switch {
+	case r.Halted && r.TargetQuarantined:
+		// The quarantine is said once, above the groups: here, only that
+		// it halted this one.
+		out = append(out, fmt.Sprintf("halted %s ago: its target %s is quarantined (see Quarantined)", Age(now, r.HaltedAt), p.TargetVersion))
+	case r.Halted:
 		out = append(out, fmt.Sprintf("halted %s ago: %s", Age(now, r.HaltedAt), r.HaltReason))
 	}
 	out = append(out, approvalNotes(g, now)...)

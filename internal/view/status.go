@@ -6,6 +6,7 @@ package view
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -24,6 +25,18 @@ type StatusReport struct {
 	// out, a bad config or spec leaves the plan out, a bad group status
 	// marks the group's rollout status_invalid. Absent when there are none.
 	Problems []Problem `json:"problems,omitempty"`
+	// Quarantined are the versions quarantined fleet-wide
+	// (fleet_plan/quarantine), each once: the groups it halts say so in
+	// one line (GroupRollout.TargetQuarantined). Absent when none are.
+	Quarantined []QuarantineReport `json:"quarantined,omitempty"`
+}
+
+// QuarantineReport is one quarantined version in a StatusReport, and the
+// groups whose rollout of it halted.
+type QuarantineReport struct {
+	rollout.Quarantine
+	// Halts are the groups halted on it, in the report's order.
+	Halts []string `json:"halts"`
 }
 
 // PlanReport is the plan part of a StatusReport.
@@ -58,6 +71,12 @@ type GroupReport struct {
 	At          time.Time `json:"at,omitzero"`
 	// Rollout is the group's rollout; absent when there is no plan.
 	Rollout *GroupRollout `json:"rollout,omitempty"`
+	// Failures are the group's failed agents (GroupFailures: at most
+	// MaxGroupFailures, by id), FailuresTotal how many there are; filled
+	// by fleetctl status from the agents' heartbeats, absent when none
+	// failed.
+	Failures      []AgentFailure `json:"failures,omitempty"`
+	FailuresTotal int            `json:"failures_total,omitempty"`
 	// Sites break the group's agents down by the site their heartbeats
 	// name, by name ("(none)": agents naming none, "(other)": sites past
 	// the 100 kept, both last); absent when no agent names a site.
@@ -109,9 +128,12 @@ type GroupRollout struct {
 	Halted       bool      `json:"halted"`
 	HaltReason   string    `json:"halt_reason,omitempty"`
 	HaltedAt     time.Time `json:"halted_at,omitzero"`
-	Waiting      string    `json:"waiting,omitempty"`
-	WaitingUntil time.Time `json:"waiting_until,omitzero"`
-	Frozen       string    `json:"frozen,omitempty"`
+	// TargetQuarantined: the group halted because its target is
+	// quarantined fleet-wide (the report's Quarantined says why, once).
+	TargetQuarantined bool      `json:"target_quarantined,omitempty"`
+	Waiting           string    `json:"waiting,omitempty"`
+	WaitingUntil      time.Time `json:"waiting_until,omitzero"`
+	Frozen            string    `json:"frozen,omitempty"`
 	// Held says why progress is held: agents in flight blocked on
 	// infrastructure (rollout.GroupStatus.Held); nothing is failed.
 	Held string `json:"held,omitempty"`
@@ -298,7 +320,27 @@ func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusR
 		groups = append(groups, gr)
 	}
 	rep.Groups = groups
+	rep.Quarantined = quarantineReports(st.Quarantine.Value, groups, spec.TargetVersion)
 	return rep
+}
+
+// quarantineReports are the quarantined versions of l, each with the
+// groups halted on it because it is their target (and marks those
+// groups' rollouts).
+func quarantineReports(l rollout.QuarantineList, groups []GroupReport, target string) []QuarantineReport {
+	var out []QuarantineReport
+	for _, q := range l.Versions {
+		qr := QuarantineReport{Quarantine: q, Halts: []string{}}
+		for _, g := range groups {
+			r := g.Rollout
+			if r != nil && r.Halted && !r.Stale && q.Version == target && strings.HasPrefix(r.HaltReason, "quarantined: ") {
+				r.TargetQuarantined = true
+				qr.Halts = append(qr.Halts, g.Name)
+			}
+		}
+		out = append(out, qr)
+	}
+	return out
 }
 
 func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollout.GroupStatus, hasStatus bool, now time.Time) *GroupRollout {

@@ -102,6 +102,7 @@ type oddFields struct {
 	v                                                             int
 	rollback                                                      bool
 	rollbackFrom, error, errorClass, errorCause, updatingTo, site string
+	errorOutput                                                   string
 	at, startTime                                                 time.Time
 	otherV, oddAt, oddStart                                       bool
 	// ownVersions: the versions table was full; these are the active,
@@ -154,6 +155,7 @@ func (a *Aggregator) set(e *entry, hb *Heartbeat) {
 	}
 	odd.rollback, odd.rollbackFrom, odd.error = hb.Rollback, hb.RollbackFrom, hb.Error
 	odd.errorClass, odd.errorCause, odd.updatingTo, odd.site = hb.ErrorClass, hb.ErrorCause, hb.UpdatingTo, hb.Site
+	odd.errorOutput = hb.ErrorOutput
 	switch {
 	case odd == oddFields{}:
 		e.odd = nil
@@ -192,6 +194,7 @@ func (a *Aggregator) heartbeat(e *entry, id rollout.AgentID, group string, hb *H
 		}
 		hb.Rollback, hb.RollbackFrom, hb.Error = o.rollback, o.rollbackFrom, o.error
 		hb.ErrorClass, hb.ErrorCause, hb.UpdatingTo, hb.Site = o.errorClass, o.errorCause, o.updatingTo, o.site
+		hb.ErrorOutput = o.errorOutput
 		if o.oddAt {
 			hb.At = o.at
 		}
@@ -430,7 +433,7 @@ func (a *Aggregator) RolledBack(now time.Time) []rollout.AgentView {
 
 func (a *Aggregator) view(id rollout.AgentID, e *entry, now time.Time) rollout.AgentView {
 	v := rollout.AgentView{
-		ID: id, ActiveVersion: a.activeVersion(e),
+		ID: id, Hostname: e.host, ActiveVersion: a.activeVersion(e),
 		Unreachable: rollout.Unreachable(seenAt(e.lastSeen), now, a.interval),
 	}
 	if e.startTime != noTime {
@@ -438,6 +441,7 @@ func (a *Aggregator) view(id rollout.AgentID, e *entry, now time.Time) rollout.A
 	}
 	if o := e.odd; o != nil {
 		v.Rollback, v.RollbackFrom, v.Error, v.UpdatingTo = o.rollback, o.rollbackFrom, o.error, o.updatingTo
+		v.ErrorOutput = o.errorOutput
 		v.ErrorClass, v.ErrorCause, v.Site = o.errorClass, o.errorCause, o.site
 		if o.oddStart {
 			v.StartTime = o.startTime

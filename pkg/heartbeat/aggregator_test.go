@@ -323,12 +323,12 @@ func TestAggregatorViewsByGroup(t *testing.T) {
 	got := a.ViewsByGroup(now)
 	want := map[string][]rollout.AgentView{
 		"prod": {
-			{ID: idN(1), ActiveVersion: "1.0.0"},
-			{ID: idN(2), ActiveVersion: "1.1.0", Rollback: true, RollbackFrom: "9.9.9"},
+			{ID: idN(1), Hostname: "h-000000000001", ActiveVersion: "1.0.0"},
+			{ID: idN(2), Hostname: "h-000000000002", ActiveVersion: "1.1.0", Rollback: true, RollbackFrom: "9.9.9"},
 		},
 		"staging": {
-			{ID: idN(3), ActiveVersion: "1.1.0", Error: "download: HTTP 404"},
-			{ID: idN(4)},
+			{ID: idN(3), Hostname: "h-000000000003", ActiveVersion: "1.1.0", Error: "download: HTTP 404"},
+			{ID: idN(4), Hostname: "h-000000000004"},
 		},
 	}
 	sortedGot := map[string][]rollout.AgentView{}

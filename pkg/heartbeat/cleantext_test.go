@@ -28,6 +28,15 @@ func FuzzCleanText(f *testing.F) {
 		if _, err := heartbeat.Encode(&hb); err != nil {
 			t.Fatalf("cleaned text rejected: %v", err)
 		}
+		out := heartbeat.CleanOutput(s)
+		if len(out) > heartbeat.OutputBytes || strings.Count(out, "\n") >= heartbeat.OutputLines {
+			t.Fatalf("CleanOutput(%q) = %q: %d bytes, %d lines; want at most %d and %d", s, out, len(out), strings.Count(out, "\n")+1,
+				heartbeat.OutputBytes, heartbeat.OutputLines)
+		}
+		hb.Error, hb.ErrorOutput = "x", out
+		if _, err := heartbeat.Encode(&hb); err != nil {
+			t.Fatalf("cleaned output rejected: %v", err)
+		}
 		if len(s) <= limit && strings.ToValidUTF8(s, "") == s && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' }) && got != s {
 			t.Fatalf("CleanText changed clean text %q to %q", s, got)
 		}
@@ -57,5 +66,34 @@ func TestCleanName(t *testing.T) {
 		if _, err := heartbeat.Encode(&hb); err != nil {
 			t.Errorf("CleanName(%q) = %q, refused: %v", tc.in, got, err)
 		}
+	}
+}
+
+// TestCleanOutput: what an agent sends of an app's output is its last
+// lines, at most OutputLines and OutputBytes, controls made spaces, and
+// nothing for output that is only white space.
+func TestCleanOutput(t *testing.T) {
+	t.Parallel()
+	var many []string
+	for i := range 25 {
+		many = append(many, "line "+strings.Repeat("x", i))
+	}
+	tests := []struct{ name, in, want string }{
+		{"empty", "", ""},
+		{"white space", " \n\t\r\n", ""},
+		{"two lines", "starting\npanic: no config\n", "starting\npanic: no config"},
+		{"CRLF", "a\r\nb\r\n", "a\nb"},
+		{"last ten of 25", strings.Join(many, "\n") + "\n", strings.Join(many[15:], "\n")},
+		{"escape sequences", "\x1b]0;title\x07red\x00\tok\xff", " ]0;title red \tok\uFFFD"},
+		{"colours removed", "\x1b[31mFATAL:\x1b[0m config \x1b[1;4mmissing\x1b[m\x1b[2J", "FATAL: config missing"},
+		{"a cut sequence", "tail \x1b[31", "tail  [31"},
+		{"one long line keeps its end", strings.Repeat("a", 3000) + "END", "..." + strings.Repeat("a", heartbeat.OutputBytes-6) + "END"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := heartbeat.CleanOutput(tc.in); got != tc.want {
+				t.Errorf("CleanOutput(%q) =\n%q, want\n%q", tc.in, got, tc.want)
+			}
+		})
 	}
 }

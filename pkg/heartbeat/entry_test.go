@@ -34,6 +34,7 @@ func TestAggregatorKeepsHeartbeatsExactly(t *testing.T) {
 		"everything odd": func(h *Heartbeat) {
 			h.Rollback, h.RollbackFrom, h.Error = true, "1.3.0", "boom"
 			h.ErrorClass, h.ErrorCause, h.UpdatingTo, h.Site = ClassRelease, "unhealthy", "1.3.1", "eu"
+			h.ErrorOutput = "panic: boom\n\tat main.go:3"
 		},
 	}
 	a := NewAggregator(time.Second, time.Hour)

@@ -108,6 +108,8 @@ func (h *Heartbeat) stringField(key []byte) (dst *string, shared bool) {
 		return &h.Hostname, false
 	case "error":
 		return &h.Error, false
+	case "error_output":
+		return &h.ErrorOutput, false
 	case "group":
 		return &h.Group, true
 	case "active_version":

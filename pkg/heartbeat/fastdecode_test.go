@@ -77,7 +77,7 @@ func TestDecoderKeepsNothingOfTheLastHeartbeat(t *testing.T) {
 	full := heartbeat.Heartbeat{
 		V: 1, AgentID: idN(1), Hostname: "h1", Group: "prod", ActiveVersion: "1.0.0", StartVersion: "0.9.0",
 		StartTime: t0, Rollback: true, RollbackFrom: "1.1.0", Error: "boom", ErrorClass: heartbeat.ClassRelease,
-		ErrorCause: "unhealthy", UpdatingTo: "1.2.0", UpdaterVersion: "1.0.0", At: t0, Seq: 9, Site: "eu",
+		ErrorCause: "unhealthy", UpdatingTo: "1.2.0", UpdaterVersion: "1.0.0", At: t0, Seq: 9, Site: "eu", ErrorOutput: "bind: address in use",
 	}
 	data, err := heartbeat.Encode(&full)
 	if err != nil {

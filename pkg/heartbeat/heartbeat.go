@@ -14,12 +14,28 @@ import (
 // SchemaVersion is the "v" of heartbeats this package writes and reads.
 const SchemaVersion = 1
 
-// MaxSize is the largest heartbeat accepted, in bytes. A real one is ~400.
-const MaxSize = 4096
+// MaxSize is the largest heartbeat accepted, in bytes. A real one is ~400;
+// one carrying a failed app's last lines (ErrorOutput) up to ~3 KiB. It
+// leaves room for every field at its bound, so that whatever Validate
+// accepts encodes within it.
+const MaxSize = 16 << 10
 
 // MaxErrorLen bounds the error text an agent puts in a heartbeat, so a long
 // error never pushes the heartbeat over MaxSize.
 const MaxErrorLen = 1024
+
+// MaxOutputLen bounds the error_output field a controller accepts: a
+// heartbeat with more is malformed. Agents cut what they send to
+// OutputLines lines and OutputBytes bytes (CleanOutput), well within it.
+const MaxOutputLen = 4096
+
+// OutputLines and OutputBytes are what an agent sends of the app's output
+// at a failure (error_output): its last OutputLines lines, at most
+// OutputBytes bytes of them.
+const (
+	OutputLines = 10
+	OutputBytes = 2048
+)
 
 // MaxHostnameLen bounds the hostname field.
 const MaxHostnameLen = 255
@@ -57,6 +73,14 @@ type Heartbeat struct {
 	// Error is, and when an older agent sent the heartbeat.
 	ErrorClass string `json:"error_class,omitempty"`
 	ErrorCause string `json:"error_cause,omitempty"`
+	// ErrorOutput is the last lines of the app's own output at the failure
+	// that made the agent fail or roll back (the app's stdout and stderr,
+	// a systemd unit's journal, or the failing health command's output),
+	// cut by the agent to OutputLines lines and OutputBytes bytes. Free
+	// text from the host: escaped wherever it is shown. Empty, and left
+	// out, when Error is, when the app said nothing, and from an older
+	// agent.
+	ErrorOutput string `json:"error_output,omitempty"`
 	// UpdatingTo is the version the agent is installing right now (from the
 	// moment it starts an install until it is committed, rolled back or
 	// given up); empty, and left out, otherwise. StartTime is when that
@@ -208,6 +232,12 @@ func (h *Heartbeat) Validate() error {
 	if h.Error == "" && (h.ErrorClass != "" || h.ErrorCause != "") {
 		return fmt.Errorf("%w: error_class and error_cause go with an error, and error is empty", ErrMalformed)
 	}
+	if h.Error == "" && h.ErrorOutput != "" {
+		return fmt.Errorf("%w: error_output goes with an error, and error is empty", ErrMalformed)
+	}
+	if err := checkText("error_output", h.ErrorOutput, MaxOutputLen); err != nil {
+		return err
+	}
 	if h.ErrorCause != "" && h.ErrorClass == "" {
 		return fmt.Errorf("%w: error_cause without error_class", ErrMalformed)
 	}
@@ -289,6 +319,71 @@ func CleanText(s string, limit int) string {
 		return r
 	}, s)
 	return cut(s, limit)
+}
+
+// CleanOutput makes an app's output fit error_output: colour and other
+// CSI sequences removed, its last
+// OutputLines lines (a trailing newline ends the last, it starts none),
+// at most OutputBytes bytes of them (a first line too long keeps its end,
+// after "..."), cleaned as CleanText cleans. "" when out holds nothing but
+// white space.
+func CleanOutput(out string) string {
+	out = stripCSI(strings.ToValidUTF8(out, "\uFFFD"))
+	out = strings.TrimRight(out, " \t\r\n")
+	if strings.TrimSpace(out) == "" {
+		return ""
+	}
+	lines := strings.Split(out, "\n")
+	lines = lines[max(len(lines)-OutputLines, 0):]
+	for i := range lines {
+		lines[i] = strings.TrimSuffix(lines[i], "\r")
+	}
+	out = strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' && r != '\n' {
+			return ' '
+		}
+		return r
+	}, strings.Join(lines, "\n"))
+	if len(out) > OutputBytes {
+		const ellipsis = "..."
+		start := len(out) - (OutputBytes - len(ellipsis))
+		for start < len(out) && !utf8.RuneStart(out[start]) {
+			start++
+		}
+		out = ellipsis + out[start:]
+	}
+	return out
+}
+
+// stripCSI removes the terminal control sequences an app's log lines
+// commonly carry (colours: ESC '[' parameters, intermediates, a final
+// byte), which would otherwise show as "[31m" once ESC is made a space.
+func stripCSI(s string) string {
+	if !strings.Contains(s, "\x1b[") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if s[i] != 0x1b || i+1 == len(s) || s[i+1] != '[' {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i + 2
+		for j < len(s) && s[j] >= 0x30 && s[j] <= 0x3f { // parameters
+			j++
+		}
+		for j < len(s) && s[j] >= 0x20 && s[j] <= 0x2f { // intermediates
+			j++
+		}
+		if j < len(s) && s[j] >= 0x40 && s[j] <= 0x7e { // final byte
+			i = j + 1
+			continue
+		}
+		b.WriteByte(s[i]) // not a whole sequence: ESC becomes a space below
+		i++
+	}
+	return b.String()
 }
 
 // CleanName makes s fit a heartbeat name field (the hostname) of at most

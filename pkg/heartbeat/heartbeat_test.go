@@ -366,6 +366,7 @@ func TestEncodeWorstCaseFitsMaxSize(t *testing.T) {
 			hb := validHeartbeat()
 			hb.Rollback, hb.RollbackFrom = true, "1.5.0-rc.1+build.1234567890"
 			hb.Error = strings.Repeat(tc.char, heartbeat.MaxErrorLen/len(tc.char))
+			hb.ErrorOutput = strings.Repeat(tc.char, heartbeat.MaxOutputLen/len(tc.char))
 			hb.Hostname = strings.Repeat(tc.char, 255/len(tc.char))
 			hb.ErrorClass, hb.ErrorCause = heartbeat.ClassInfrastructure, strings.Repeat(tc.char, heartbeat.MaxCauseLen/len(tc.char))
 			hb.UpdatingTo = "1.5.0-rc.1+build.1234567890"
@@ -428,6 +429,19 @@ func TestValidate(t *testing.T) {
 		}, wantErr: heartbeat.ErrMalformed},
 		{name: "error_cause control character", edit: func(h *heartbeat.Heartbeat) {
 			h.Error, h.ErrorClass, h.ErrorCause = "x", heartbeat.ClassRelease, "disk\x1bfull"
+		}, wantErr: heartbeat.ErrMalformed},
+		{name: "error_output", edit: func(h *heartbeat.Heartbeat) {
+			h.Error, h.ErrorOutput = "x", "panic: open /etc/app.conf: no such file\n\tgoroutine 1 [running]:\n<b>\u202e"
+		}},
+		{name: "error_output at MaxOutputLen", edit: func(h *heartbeat.Heartbeat) {
+			h.Error, h.ErrorOutput = "x", strings.Repeat("o\n", heartbeat.MaxOutputLen/2)
+		}},
+		{name: "error_output over MaxOutputLen", edit: func(h *heartbeat.Heartbeat) {
+			h.Error, h.ErrorOutput = "x", strings.Repeat("o", heartbeat.MaxOutputLen+1)
+		}, wantErr: heartbeat.ErrMalformed},
+		{name: "error_output without error", edit: func(h *heartbeat.Heartbeat) { h.ErrorOutput = "boom" }, wantErr: heartbeat.ErrMalformed},
+		{name: "error_output control character", edit: func(h *heartbeat.Heartbeat) {
+			h.Error, h.ErrorOutput = "x", "\x1b[31mred"
 		}, wantErr: heartbeat.ErrMalformed},
 		{name: "site", edit: func(h *heartbeat.Heartbeat) { h.Site = "edge-berlin" }},
 		{name: "site like a JetStream domain", edit: func(h *heartbeat.Heartbeat) { h.Site = "EU.west_2" }},

@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -90,9 +91,9 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 		case err == nil && healthySince.IsZero():
 			healthySince = now
 		case err != nil && !healthySince.IsZero():
-			return fmt.Errorf("%w: failed after %s healthy: %v", ErrUnhealthy, now.Sub(healthySince).Round(time.Millisecond), err)
+			return withOutput(fmt.Errorf("%w: failed after %s healthy: %v", ErrUnhealthy, now.Sub(healthySince).Round(time.Millisecond), err), err)
 		case err != nil && clk.Now().Sub(start) >= timeout:
-			return fmt.Errorf("%w: not healthy within health_timeout %s: %v", ErrUnhealthy, timeout, err)
+			return withOutput(fmt.Errorf("%w: not healthy within health_timeout %s: %v", ErrUnhealthy, timeout, err), err)
 		}
 		if !healthySince.IsZero() && now.Sub(healthySince) >= minHealthy {
 			return nil
@@ -137,7 +138,10 @@ func (h Health) probe(ctx context.Context) error {
 		cmd.WaitDelay = time.Second // a child that left the group and kept the pipe
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("health command %s: %w: %s", strings.Join(h.Command, " "), err, truncate(strings.TrimSpace(string(out)), 200))
+			return &outputError{
+				err:    fmt.Errorf("health command %s: %w: %s", strings.Join(h.Command, " "), err, truncate(strings.TrimSpace(string(out)), 200)),
+				output: string(out),
+			}
 		}
 	case h.URL != "":
 		client := &http.Client{Timeout: 10 * time.Second}
@@ -155,6 +159,18 @@ func (h Health) probe(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// withOutput is err carrying the output probeErr carries, if any: the
+// probe's error is quoted (%v), not wrapped, so that its class never
+// leaks into the health failure's (a refused connection is the release's
+// fault here, not the network's).
+func withOutput(err, probeErr error) error {
+	var oe *outputError
+	if errors.As(probeErr, &oe) {
+		return &outputError{err: err, output: oe.output}
+	}
+	return err
 }
 
 func truncate(s string, n int) string {

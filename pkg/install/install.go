@@ -255,6 +255,12 @@ func (in *Installer) rollback(ctx context.Context, st Status, j *Journal, cause 
 		ClassOf(cause) == ClassInfrastructure
 	j.Cause, j.Bad = cause.Error(), !interrupted
 	j.Class, j.Reason = ClassOf(cause), Cause(cause)
+	// What the app printed last, before it is stopped and the old version
+	// started (only for a failure of the version: a cancelled install's
+	// output says nothing about it).
+	if !interrupted {
+		st.ErrorOutput = in.failureOutput(ctx, cause)
+	}
 	in.Log.Warn("rolling back", slog.String("from", j.Target), slog.String("to", j.From), slog.Any("cause", cause))
 	var errs []error
 	if err := in.step(j, StepRollback); err != nil {

@@ -61,6 +61,15 @@ func testApp(mode, version, dbPath, addr string) int {
 	if mode == "crash" {
 		return 3
 	}
+	if mode == "crashloud" {
+		// An app that says why it cannot start, as most do, more than
+		// ten lines and with an escape sequence of its own.
+		for i := range 14 {
+			fmt.Fprintf(os.Stdout, "starting step %d\n", i)
+		}
+		fmt.Fprintln(os.Stderr, "\x1b[31mpanic: open /etc/app/app.conf: no such file or directory\x1b[0m")
+		return 3
+	}
 	status := http.StatusOK
 	if mode == "unhealthy" {
 		status = http.StatusServiceUnavailable
@@ -684,6 +693,73 @@ func TestInstallRefusesBeforeTouching(t *testing.T) {
 	for _, v := range []string{"1.0.0", "2.0.0"} {
 		if err := h.install(v); err != nil {
 			t.Fatalf("install %s (signed): %v", v, err)
+		}
+	}
+}
+
+// TestInstallKeepsTheAppsLastLines: a release that fails keeps what its
+// app printed last (its stdout and stderr, as agentd supervises it), or
+// the failing health command's output when the app printed nothing, in
+// status.error_output: the last OutputLines lines, as the host printed
+// them (the agent cleans them for its heartbeat). A good install keeps
+// none, and clears the last failure's.
+func TestInstallKeepsTheAppsLastLines(t *testing.T) {
+	pub, priv := installKey(t)
+	srv := newInstallServer(t, priv, map[string]installRelease{
+		"1.0.0": {mode: "good"}, "2.0.0": {mode: "crashloud"}, "2.1.0": {mode: "good"}, "2.2.0": {mode: "good"},
+	})
+	h := newInstallHost(t, srv, pub)
+	if err := h.install("1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.install("2.0.0"); !errors.Is(err, install.ErrUnhealthy) {
+		t.Fatalf("install of a crashing release: %v, want ErrUnhealthy", err)
+	}
+	want := "starting step 5\nstarting step 6\nstarting step 7\nstarting step 8\nstarting step 9\nstarting step 10\n" +
+		"starting step 11\nstarting step 12\nstarting step 13\n\x1b[31mpanic: open /etc/app/app.conf: no such file or directory\x1b[0m"
+	if got := h.status.ErrorOutput; got != want {
+		t.Errorf("error_output after the crash:\n%q\nwant\n%q", got, want)
+	}
+	if !h.status.Rollback || h.saved[len(h.saved)-1].ErrorOutput != want {
+		t.Errorf("the rollback's saved status does not carry the output: %+v", h.saved[len(h.saved)-1])
+	}
+
+	// The app printed nothing: the failing health command's output.
+	h.in.Health = install.Health{Command: []string{"/bin/sh", "-c", "echo checking; echo 'db: connection refused' >&2; exit 1"},
+		Interval: 20 * time.Millisecond}
+	st, err := h.in.Install(context.Background(), h.status, "2.1.0", 300*time.Millisecond, 100*time.Millisecond)
+	h.status = st
+	if !errors.Is(err, install.ErrUnhealthy) {
+		t.Fatalf("install with a failing health command: %v", err)
+	}
+	if got := h.status.ErrorOutput; got != "checking\ndb: connection refused" {
+		t.Errorf("error_output of a failing health command: %q", got)
+	}
+
+	// A good install clears it.
+	h.in.Health = install.Health{URL: "http://" + h.addr + "/healthz", Interval: 20 * time.Millisecond}
+	if err := h.install("2.2.0"); err != nil {
+		t.Fatal(err)
+	}
+	if h.status.ErrorOutput != "" || h.status.Error != "" {
+		t.Errorf("after a good install: error %q, output %q", h.status.Error, h.status.ErrorOutput)
+	}
+}
+
+// TestLastLines: the end of an app's output, bounded.
+func TestLastLines(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 3000)
+	tests := []struct{ name, in, want string }{
+		{"nothing", "", ""},
+		{"white space", "\n \n", ""},
+		{"one line", "boom\n", "boom"},
+		{"eleven lines", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n", "2\n3\n4\n5\n6\n7\n8\n9\n10\n11"},
+		{"a long last line", "a\n" + long, "..." + long[len(long)-(install.OutputBytes-3):]},
+	}
+	for _, tc := range tests {
+		if got := install.LastLines(tc.in); got != tc.want {
+			t.Errorf("%s: LastLines = %.60q, want %.60q", tc.name, got, tc.want)
 		}
 	}
 }

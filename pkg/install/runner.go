@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -34,6 +35,12 @@ type SystemdRunner struct {
 	// SystemPath (LookTool). Never looked up in PATH: a bin dir there may
 	// hold a release's own systemctl.
 	Systemctl string
+	// Journalctl is journalctl's absolute path, for the unit's last lines
+	// at a failure (Output); "" means the first found in SystemPath.
+	Journalctl string
+
+	mu        sync.Mutex
+	restarted time.Time // when Restart last ran: Output reads the journal since
 }
 
 func (s *SystemdRunner) systemctl(ctx context.Context, args ...string) error {
@@ -61,6 +68,9 @@ func (s *SystemdRunner) systemctl(ctx context.Context, args ...string) error {
 
 // Restart runs systemctl restart.
 func (s *SystemdRunner) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	s.restarted = time.Now()
+	s.mu.Unlock()
 	return s.systemctl(ctx, "restart", s.Unit)
 }
 
@@ -94,7 +104,11 @@ type ProcessRunner struct {
 	Args []string
 	// Env is the app's environment; nil means agentd's own, with PATH set
 	// to SystemPath (ChildEnv).
-	Env    []string
+	Env []string
+	// Stdout and Stderr receive the app's output (nil: discarded), through
+	// pipes agentd reads, which also keep its last lines for a failure's
+	// report (Output). When they are the same writer the app gets one pipe
+	// for both, so its last lines are in the order it wrote them.
 	Stdout io.Writer
 	Stderr io.Writer
 	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
@@ -105,6 +119,11 @@ type ProcessRunner struct {
 	PIDFile string
 	// Log receives what StopOrphan did; nil discards it.
 	Log *slog.Logger
+
+	// out keeps the end of the app's stdout and stderr since it was last
+	// started (Output); copying counts the goroutines copying them.
+	out     tail
+	copying *sync.WaitGroup
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -140,7 +159,34 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cmd := exec.Command(p.Path, p.Args...)
-	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
+	// The app writes into pipes agentd reads, on to Stdout and Stderr and
+	// into out: what it printed last is kept for a failure's report
+	// (Output). Pipes of our own, not exec's, so that Wait does not wait
+	// for a child of the app that keeps them open.
+	p.out.reset()
+	copying := new(sync.WaitGroup)
+	var pipes []*os.File
+	closePipes := func() {
+		for _, f := range pipes {
+			f.Close()
+		}
+	}
+	// One pipe when both go to the same place (agentd's log), so that
+	// the lines are kept in the order the app wrote them; two pipes are
+	// read in whatever order they are.
+	streams := []io.Writer{p.Stdout, p.Stderr}
+	if sameWriter(p.Stdout, p.Stderr) {
+		streams = streams[:1]
+	}
+	for _, w := range streams {
+		f, err := teePipe(w, &p.out, copying)
+		if err != nil {
+			closePipes()
+			return fmt.Errorf("start %s: %w", p.Path, err)
+		}
+		pipes = append(pipes, f)
+	}
+	cmd.Stdout, cmd.Stderr = pipes[0], pipes[len(pipes)-1]
 	// No Pdeathsig: Linux sends it when the OS thread that forked the
 	// child exits, not the process, and the Go runtime retires threads
 	// at will (golang.org/issue/27505), so it can kill a healthy agentd's
@@ -158,10 +204,13 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 	if p.PIDFile != "" {
 		starting := appRecord{Instance: instance, BootID: bootID(), Path: p.Path, StartedAt: now.UTC()}
 		if err := writeRecord(p.PIDFile, starting); err != nil {
+			closePipes()
 			return fmt.Errorf("start %s: record it: %w", p.Path, err)
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	closePipes() // the app holds them now; the copies end when it is gone
+	if err != nil {
 		if p.PIDFile != "" {
 			_ = removeRecord(p.PIDFile, instance)
 		}
@@ -180,7 +229,7 @@ func (p *ProcessRunner) Restart(ctx context.Context) error {
 		}
 	}
 	done := make(chan struct{})
-	p.cmd, p.rec, p.done, p.exit = cmd, rec, done, nil
+	p.cmd, p.rec, p.done, p.exit, p.copying = cmd, rec, done, nil, copying
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()

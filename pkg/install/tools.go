@@ -32,6 +32,9 @@ const (
 	ToolShell = "sh"
 	// ToolSystemctl restarts and checks the app's unit (SystemdRunner).
 	ToolSystemctl = "systemctl"
+	// ToolJournalctl reads a unit's last lines when it fails
+	// (SystemdRunner.Output).
+	ToolJournalctl = "journalctl"
 	// ToolAgentd is agentd itself: a release may ship one only when
 	// releases are signed (Installer: self-update runs it, as root).
 	ToolAgentd = "agentd"
@@ -44,7 +47,7 @@ const (
 // "systemctl status" there), so such a release is refused before anything
 // changes. This is the one list: add a program here when agentd starts
 // running it.
-var Tools = []string{ToolShell, ToolSystemctl, ToolAgentd}
+var Tools = []string{ToolShell, ToolSystemctl, ToolJournalctl, ToolAgentd}
 
 // LookTool finds the program name in SystemPath's directories, never in
 // the caller's PATH, and returns its absolute path.

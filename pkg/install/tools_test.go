@@ -116,3 +116,42 @@ func TestChildEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemdRunnerOutput: for a unit, the app's last lines are its
+// journal's since the runner restarted it, read with the system's
+// journalctl (never PATH's), bounded.
+func TestSystemdRunnerOutput(t *testing.T) {
+	shadow := shadowPATH(t, "journalctl")
+	dir := t.TempDir()
+	systemctl := filepath.Join(dir, "systemctl")
+	journalctl := filepath.Join(dir, "journalctl")
+	if err := os.WriteFile(systemctl, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho \"$*\" > " + filepath.Join(dir, "args") + "\nprintf 'listening\\npanic: bad config\\n'\n"
+	if err := os.WriteFile(journalctl, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &install.SystemdRunner{Unit: "app.service", Systemctl: systemctl, Journalctl: journalctl}
+	before := time.Now().Unix()
+	if err := r.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Output(context.Background()); got != "listening\npanic: bad config\n" {
+		t.Errorf("Output = %q", got)
+	}
+	args := strings.Fields(string(readFile(t, filepath.Join(dir, "args"))))
+	wantPrefix := []string{"--unit", "app.service", "--lines", "10", "--output", "cat", "--no-pager", "--quiet", "--since"}
+	if len(args) != len(wantPrefix)+1 || strings.Join(args[:len(wantPrefix)], " ") != strings.Join(wantPrefix, " ") {
+		t.Fatalf("journalctl ran with %q, want %q and a time", args, wantPrefix)
+	}
+	var since int64
+	if _, err := fmt.Sscanf(args[len(args)-1], "@%d", &since); err != nil || since < before || since > time.Now().Unix() {
+		t.Errorf("--since %s: want the restart's time (@%d or later)", args[len(args)-1], before)
+	}
+	// Unset, journalctl is the system's or none: never PATH's.
+	_ = (&install.SystemdRunner{Unit: "fleetwave-test-no-such.service"}).Output(context.Background())
+	if ranIn(shadow, "journalctl") {
+		t.Error("the journalctl first in PATH was run")
+	}
+}

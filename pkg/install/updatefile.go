@@ -156,6 +156,11 @@ type Status struct {
 	// (SetError). A file written before they existed has neither.
 	ErrorClass FailureClass `yaml:"error_class,omitempty"`
 	ErrorCause string       `yaml:"error_cause,omitempty"`
+	// ErrorOutput is the app's last output lines at the failure that
+	// rolled the host back (the app's stdout and stderr, its unit's
+	// journal, or the failing health command's output; LastLines):
+	// cleared with Error (SetError).
+	ErrorOutput string `yaml:"error_output,omitempty"`
 	// RetryToken is the last operator retry request (fleetctl retry) this
 	// host took into account: it retried its rolled back version for it,
 	// or was not rolled back from the target when it first saw it. A token
@@ -167,10 +172,10 @@ type Status struct {
 // err. An empty msg clears all three.
 func (st *Status) SetError(msg string, err error) {
 	if msg == "" {
-		st.Error, st.ErrorClass, st.ErrorCause = "", "", ""
+		st.Error, st.ErrorClass, st.ErrorCause, st.ErrorOutput = "", "", "", ""
 		return
 	}
-	st.Error, st.ErrorClass, st.ErrorCause = msg, ClassOf(err), Cause(err)
+	st.Error, st.ErrorClass, st.ErrorCause, st.ErrorOutput = msg, ClassOf(err), Cause(err), ""
 }
 
 // maxRetryToken bounds status.retry_token (a rollout.RetryRequest token).

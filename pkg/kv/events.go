@@ -3,6 +3,7 @@ package kv
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,9 +48,30 @@ func eventsStreamConfig(o Options) jetstream.StreamConfig {
 // EncodeEvent is ev as published: its reason cut to rollout.MaxEventReason
 // (ev.Bounded), so that every legitimate event fits MaxEventSize.
 func EncodeEvent(ev rollout.Event) ([]byte, error) {
-	data, err := json.Marshal(ev.Bounded())
+	ev = ev.Bounded()
+	data, err := json.Marshal(ev)
 	if err != nil {
 		return nil, err
+	}
+	// The agents an event names (their errors and outputs, which JSON may
+	// escape to six bytes each) give way to the event itself: first
+	// their outputs, then they.
+	for _, drop := range []func(){
+		func() {
+			ev.Agents = slices.Clone(ev.Agents)
+			for i := range ev.Agents {
+				ev.Agents[i].Output = ""
+			}
+		},
+		func() { ev.Agents = nil },
+	} {
+		if len(data) <= MaxEventSize || len(ev.Agents) == 0 {
+			break
+		}
+		drop()
+		if data, err = json.Marshal(ev); err != nil {
+			return nil, err
+		}
 	}
 	if len(data) > MaxEventSize {
 		// Only a group name no group can have gets here.

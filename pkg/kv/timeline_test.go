@@ -92,6 +92,44 @@ func TestEventsBounded(t *testing.T) {
 	}
 }
 
+// TestEncodeEventAgentsGiveWay: a halt's agents (their errors and
+// outputs, issue 25) never make the event too large to store: their
+// outputs go first, then they, and the event is published whatever they
+// held; a small one keeps them all.
+func TestEncodeEventAgentsGiveWay(t *testing.T) {
+	t.Parallel()
+	agent := func(text string) rollout.EventAgent {
+		return rollout.EventAgent{ID: "0b000000-0000-4000-8000-000000000000", Hostname: "web-1",
+			Error: strings.Repeat(text, rollout.MaxEventAgentError), Output: strings.Repeat(text, rollout.MaxEventAgentOutput)}
+	}
+	ev := func(text string) rollout.Event {
+		return rollout.Event{V: 1, Group: strings.Repeat("g", rollout.MaxGroupNameLen), Kind: rollout.EventHalt,
+			Reason: strings.Repeat(text, rollout.MaxEventReason), At: time.Now().UTC(),
+			Agents: []rollout.EventAgent{agent(text), agent(text), agent(text)}}
+	}
+	for _, tc := range []struct {
+		name, text          string
+		wantAgents, wantOut bool
+	}{
+		{"plain", "a", true, true},
+		{"escaped to six bytes each", "<", false, false},
+		{"newlines, escaped to two bytes each", "\n", true, false},
+	} {
+		data, err := kv.EncodeEvent(ev(tc.text))
+		if err != nil || len(data) > kv.MaxEventSize {
+			t.Fatalf("%s: %d bytes, %v; want at most %d", tc.name, len(data), err, kv.MaxEventSize)
+		}
+		var got rollout.Event
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		hasOut := len(got.Agents) > 0 && got.Agents[0].Output != ""
+		if (len(got.Agents) == 3) != tc.wantAgents || hasOut != tc.wantOut {
+			t.Errorf("%s: %d agents, output kept %v; want agents %v, outputs %v", tc.name, len(got.Agents), hasOut, tc.wantAgents, tc.wantOut)
+		}
+	}
+}
+
 // longCtx bounds a test of many bus operations (on a loaded machine, or
 // under -race, their sum exceeds ctxT's bound for one).
 func longCtx(t *testing.T) context.Context {

@@ -9,14 +9,21 @@ import (
 // (seen for at least one heartbeat interval) from its latest heartbeat.
 // Agents not yet established must be left out: they are counted by nothing.
 type AgentView struct {
-	ID            AgentID
+	ID AgentID
+	// Hostname is the host name the agent's heartbeat gives ("" when not
+	// known): halt and quarantine reasons name it beside the id (Name), as
+	// an operator knows hosts by name.
+	Hostname      string
 	ActiveVersion string
 	// Rollback and RollbackFrom: the agent's last update was rolled back
 	// automatically, from RollbackFrom to ActiveVersion.
 	Rollback     bool
 	RollbackFrom string
-	// Error is the last error the agent's updater hit ("" when none).
-	Error string
+	// Error is the last error the agent's updater hit ("" when none), and
+	// ErrorOutput the last lines of its app's output at that failure (a
+	// halt's event carries them).
+	Error       string
+	ErrorOutput string
 	// StartTime is when the agent's most recent update attempt began.
 	StartTime time.Time
 	// UpdatingTo is the version the agent is installing right now, "" when
@@ -184,6 +191,18 @@ func badArtifact(a AgentView, target string, since time.Time) bool {
 // healthyOn reports whether a runs target without a reported problem.
 func healthyOn(a AgentView, target string) bool {
 	return a.ActiveVersion == target && a.Error == ""
+}
+
+// maxNameHost bounds the host name Name quotes.
+const maxNameHost = 48
+
+// Name is the agent as a reason names it: its id and, when its heartbeat
+// gives one, its host name, as "ID (web-17)".
+func (a AgentView) Name() string {
+	if a.Hostname == "" || a.Hostname == string(a.ID) {
+		return string(a.ID)
+	}
+	return string(a.ID) + " (" + truncate(a.Hostname, maxNameHost) + ")"
 }
 
 func describeFailure(a AgentView, target string) string {

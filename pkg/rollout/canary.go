@@ -62,13 +62,13 @@ func judgeCanaries(st *GroupStatus, agents map[AgentID]AgentView, gc GroupConfig
 			}
 			v.healthy = false
 			if now.Sub(c.MissingSince) >= gc.HealthTimeout.D() {
-				return canaryVerdict{agent: c.ID, halt: "canary " + string(c.ID) + " missing since " + c.MissingSince.UTC().Format(time.RFC3339) +
+				return canaryVerdict{agent: c.ID, halt: "canary " + (AgentView{ID: c.ID, Hostname: c.Hostname}).Name() + " missing since " + c.MissingSince.UTC().Format(time.RFC3339) +
 					" (longer than health_timeout " + gc.HealthTimeout.String() + ")"}
 			}
 		case failedTarget(a, st.TargetVersion, st.FailuresSince):
-			return canaryVerdict{agent: c.ID, halt: "canary " + string(c.ID) + " failed: " + describeFailure(a, st.TargetVersion)}
+			return canaryVerdict{agent: c.ID, halt: "canary " + a.Name() + " failed: " + describeFailure(a, st.TargetVersion)}
 		case timedOut(a, st.TargetVersion, st.FailuresSince, gc.EffectiveUpdateTimeout(), now):
-			return canaryVerdict{agent: c.ID, halt: "canary " + string(c.ID) + " " + describeTimeout(a, gc)}
+			return canaryVerdict{agent: c.ID, halt: "canary " + a.Name() + " " + describeTimeout(a, gc)}
 		default:
 			c.MissingSince = time.Time{}
 			if !healthyOn(a, st.TargetVersion) {

@@ -77,12 +77,67 @@ type Event struct {
 	To     State     `json:"to,omitempty"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+	// Agents are the agents a halt (and its alert) is about: the failed
+	// canary, or the first of the failures over the threshold, each with
+	// its host name, error and the last lines of its app's output, so
+	// that whoever is paged reads why without a shell on the host. At most
+	// MaxEventAgents; absent for other events.
+	Agents []EventAgent `json:"agents,omitempty"`
+}
+
+// EventAgent is one agent an event is about, as its last heartbeat told.
+// Its fields are the agent's own text: escape them where they are shown.
+type EventAgent struct {
+	ID       AgentID `json:"id"`
+	Hostname string  `json:"hostname,omitempty"`
+	// Error is the agent's error (why it failed), cut to
+	// MaxEventAgentError bytes; Output the last lines of its app's output
+	// at the failure, their end kept, cut to MaxEventAgentOutput bytes.
+	Error  string `json:"error,omitempty"`
+	Output string `json:"output,omitempty"`
+}
+
+// Bounds of Event.Agents: the event still fits the events stream's message
+// size (kv.EncodeEvent drops outputs, then agents, from one that would
+// not).
+const (
+	MaxEventAgents      = 3
+	MaxEventAgentError  = 300
+	MaxEventAgentOutput = 1024
+)
+
+// eventAgents are the agents of as an event names them (at most
+// MaxEventAgents).
+func eventAgents(as []AgentView) []EventAgent {
+	out := make([]EventAgent, 0, min(len(as), MaxEventAgents))
+	for _, a := range as[:min(len(as), MaxEventAgents)] {
+		out = append(out, EventAgent{ID: a.ID, Hostname: a.Hostname, Error: a.Error, Output: a.ErrorOutput})
+	}
+	return out
 }
 
 // QuarantineEvent is the fleet-wide event of the controller quarantining
 // q.Version.
 func QuarantineEvent(q Quarantine) Event {
 	return newEvent("", EventQuarantine, "", "", "version "+q.Version+" quarantined: "+q.Reason, q.At)
+}
+
+// QuarantineAgents are the first agents (by id) that quarantined q, as
+// its event names them (Event.Agents), from the views the rule read.
+func QuarantineAgents(q Quarantine, views []AgentView) []EventAgent {
+	var named []AgentView
+	for _, id := range q.Agents[:min(len(q.Agents), MaxEventAgents)] {
+		for _, a := range views {
+			if a.ID == id {
+				named = append(named, a)
+				break
+			}
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	return eventAgents(named)
 }
 
 func newEvent(group string, kind EventKind, from, to State, reason string, at time.Time) Event {
@@ -93,7 +148,32 @@ func newEvent(group string, kind EventKind, from, to State, reason string, at ti
 // boundary, "…" marking the cut).
 func (e Event) Bounded() Event {
 	e.Reason = CutText(e.Reason, MaxEventReason)
+	if len(e.Agents) > 0 {
+		agents := make([]EventAgent, 0, min(len(e.Agents), MaxEventAgents))
+		for _, a := range e.Agents[:min(len(e.Agents), MaxEventAgents)] {
+			a.Hostname = CutText(a.Hostname, 255)
+			a.Error = CutText(a.Error, MaxEventAgentError)
+			a.Output = cutHead(a.Output, MaxEventAgentOutput)
+			agents = append(agents, a)
+		}
+		e.Agents = agents
+	}
 	return e
+}
+
+// cutHead is s cut to at most n bytes by dropping its beginning, on a
+// UTF-8 character boundary, with "…" in front when something was cut:
+// the last lines of an output are the ones that say why.
+func cutHead(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	start := len(s) - max(n-len(ellipsis), 0)
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return ellipsis + s[start:]
 }
 
 // CutText is s cut to at most n bytes on a UTF-8 character boundary, with

@@ -100,7 +100,11 @@ func (m *machine) transition(to State, reason string) {
 	m.emit(EventTransition, from, to, reason)
 }
 
-func (m *machine) halt(reason string) {
+func (m *machine) halt(reason string) { m.haltFor(reason, nil) }
+
+// haltFor is halt because of agents: its halt and alert events name them,
+// with why each failed (Event.Agents).
+func (m *machine) haltFor(reason string, agents []AgentView) {
 	// The halt is its own alert (the events below); Alerted stays
 	// alert_after's, so a reset group still gets its alert_after alert
 	// and "not done within alert_after" is never said of a halt.
@@ -109,6 +113,12 @@ func (m *machine) halt(reason string) {
 	m.st.reject(m.st.TargetVersion)
 	m.emit(EventHalt, m.st.State, m.st.State, reason)
 	m.emit(EventAlert, m.st.State, m.st.State, "halted: "+reason)
+	if len(agents) > 0 {
+		about := eventAgents(agents)
+		for i := len(m.events) - 2; i < len(m.events); i++ {
+			m.events[i].Agents = about
+		}
+	}
 }
 
 func (m *machine) wait(why string, until time.Time) {
@@ -279,8 +289,14 @@ func (m *machine) unstarted() bool {
 	reason = joinReason(reason, approved)
 	ids := SelectCanaries(in.Agents, gc.CanaryCount, in.Spec.TargetVersion)
 	st.Canaries = nil
+	hosts := make(map[AgentID]string, len(ids))
+	for _, a := range in.Agents {
+		if slices.Contains(ids, a.ID) {
+			hosts[a.ID] = truncate(a.Hostname, maxNameHost)
+		}
+	}
 	for _, id := range ids {
-		st.Canaries = append(st.Canaries, Canary{ID: id})
+		st.Canaries = append(st.Canaries, Canary{ID: id, Hostname: hosts[id]})
 	}
 	st.InitialCount, st.Progress, st.StartedAt, st.FailuresSince = total, 0, m.now, m.now
 	st.RunRequested, st.Halted, st.HaltReason, st.HaltedAt = false, false, "", time.Time{}
@@ -405,16 +421,23 @@ func (m *machine) overThreshold(first AgentView) bool {
 	}
 	if len(bad) > 0 {
 		a := bad[0]
-		m.halt(fmt.Sprintf("the release site served a bad artifact of %s to %s%s: %s; every host would get the same bytes, so the group halts at once (fix the release, then fleetctl reset --group %s)",
-			st.TargetVersion, a.ID, describeSites(bad), describeFailure(a, st.TargetVersion), st.Group))
+		m.haltFor(fmt.Sprintf("the release site served a bad artifact of %s to %s%s: %s; every host would get the same bytes, so the group halts at once (fix the release, then fleetctl reset --group %s)",
+			st.TargetVersion, a.Name(), describeSites(bad), describeFailure(a, st.TargetVersion), st.Group), bad)
 		return true
 	}
 	limit := m.gc.FailureThreshold.Of(st.InitialCount)
 	if float64(st.FailedCount) <= limit {
 		return false
 	}
-	m.halt(fmt.Sprintf("%d agents failed %s%s, more than failure_threshold %s of %d (%s); first: %s %s",
-		st.FailedCount, st.TargetVersion, describeSites(m.failed), m.gc.FailureThreshold, st.InitialCount, trimFloat(limit), first.ID, m.describeFailure(first)))
+	// The event names the first (lowest id) and the next failures.
+	about := []AgentView{first}
+	for _, a := range m.failed {
+		if a.ID != first.ID && len(about) < MaxEventAgents {
+			about = append(about, a)
+		}
+	}
+	m.haltFor(fmt.Sprintf("%d agents failed %s%s, more than failure_threshold %s of %d (%s); first: %s %s",
+		st.FailedCount, st.TargetVersion, describeSites(m.failed), m.gc.FailureThreshold, st.InitialCount, trimFloat(limit), first.Name(), m.describeFailure(first)), about)
 	return true
 }
 
@@ -449,13 +472,15 @@ func (m *machine) canary() bool {
 	views := m.canaryViews()
 	v := judgeCanaries(st, views, m.gc, m.now)
 	if v.halt != "" {
+		var about []AgentView
 		for _, a := range m.in.Agents {
 			if a.ID == v.agent {
 				v.halt += describeSites([]AgentView{a})
+				about = append(about, a)
 				break
 			}
 		}
-		m.halt(v.halt)
+		m.haltFor(v.halt, about)
 		return false
 	}
 	if m.overThreshold(first) {

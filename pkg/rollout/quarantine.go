@@ -274,6 +274,10 @@ func QuarantineFrom(agents []AgentView, after int, prev QuarantineList, now time
 			ids, views = append(ids, id), append(views, a)
 		}
 		slices.Sort(ids)
+		names := make([]string, len(ids))
+		for i, id := range ids {
+			names[i] = set[id].Name()
+		}
 		// The sites the rollbacks came from, when agents name any.
 		sites := describeSites(views)
 		if sites != "" {
@@ -282,21 +286,27 @@ func QuarantineFrom(agents []AgentView, after int, prev QuarantineList, now time
 		q := Quarantine{Version: v, AgentCount: len(ids), At: now, By: QuarantineByController}
 		q.Agents = ids[:min(len(ids), MaxQuarantineAgents)]
 		q.Reason = truncate(fmt.Sprintf("%d agents rolled back from %s (release failures, quarantine_after %d%s): %s",
-			len(ids), v, after, sites, listIDs(ids, reasonAgents)), maxQuarantineText)
+			len(ids), v, after, sites, listNames(names, reasonAgents)), maxQuarantineText)
 		out = append(out, q)
 	}
 	return out
 }
 
-// listIDs names up to n of ids, and how many more there are.
-func listIDs(ids []AgentID, n int) string {
-	names := make([]string, 0, min(len(ids), n))
-	for _, id := range ids[:min(len(ids), n)] {
-		names = append(names, string(id))
+// listNames lists up to n of names, and how many more there are; fewer
+// when a name is long (a host name beside its id), so that the list fits
+// a quarantine reason (maxQuarantineText) with room for what precedes it.
+func listNames(names []string, n int) string {
+	const room = maxQuarantineText - 110
+	shown, size := 0, 0
+	for _, name := range names[:min(len(names), n)] {
+		if shown > 0 && size+len(name)+2 > room {
+			break
+		}
+		shown, size = shown+1, size+len(name)+2
 	}
-	s := strings.Join(names, ", ")
-	if len(ids) > n {
-		s += fmt.Sprintf(" and %d more", len(ids)-n)
+	s := strings.Join(names[:shown], ", ")
+	if len(names) > shown {
+		s += fmt.Sprintf(" and %d more", len(names)-shown)
 	}
 	return s
 }

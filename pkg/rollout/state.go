@@ -169,6 +169,10 @@ type GroupStatus struct {
 // Canary is one canary agent and what the controller has seen of it.
 type Canary struct {
 	ID AgentID `json:"id"`
+	// Hostname is the canary's host name when it was chosen (cut to 48
+	// bytes; "" when its heartbeat gave none): a halt on a canary that
+	// went missing names the host, whose heartbeat is gone by then.
+	Hostname string `json:"hostname,omitempty"`
 	// HealthySince is when the controller first saw the canary healthy on
 	// the target (cleared if it stops being so).
 	HealthySince time.Time `json:"healthy_since,omitzero"`
@@ -273,6 +277,11 @@ func (st GroupStatus) Validate() error {
 	for i, c := range st.Canaries {
 		if _, err := ParseAgentID(string(c.ID)); err != nil {
 			bad("canaries[%d]: %v", i, err)
+		}
+		if len(c.Hostname) > maxNameHost+len("…") {
+			bad("canaries[%d]: hostname longer than %d bytes", i, maxNameHost)
+		} else if err := ValidatePrintable(c.Hostname); err != nil {
+			bad("canaries[%d]: hostname: %v", i, err)
 		}
 	}
 	if err := st.Retry.validate(); err != nil {

@@ -293,7 +293,7 @@ func groupConfig(name string, canaries int, inFlight rollout.Percent) rollout.Gr
 // startFleet starts the controller, runs setup (config, plan), waits until
 // the controller has written a status for every group, then starts the
 // agents.
-func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fleet)) *fleet {
+func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fleet), controllerFlags ...string) *fleet {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -314,10 +314,11 @@ func startFleet(t *testing.T, groups map[string]int, cutOff int, setup func(*fle
 	authDir := filepath.Join(dir, "auth")
 	f.authDir = authDir
 	runCmd(t, "fleetctl", "auth", "init", "--dir", authDir)
-	start(t, filepath.Join(dir, "controller.log"), "controller", "run", "--auth-dir", authDir,
+	start(t, filepath.Join(dir, "controller.log"), "controller", append([]string{"run", "--auth-dir", authDir,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", natsPort), "--store-dir", filepath.Join(dir, "nats"),
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
-		"--heartbeat-interval", "1s", "--stats-interval", "1s", "--reconcile-interval", "500ms", "--lease-ttl", "5s")
+		"--heartbeat-interval", "1s", "--stats-interval", "1s", "--reconcile-interval", "500ms", "--lease-ttl", "5s"},
+		controllerFlags...)...)
 	f.connectAdmin()
 	setup(f)
 	natstest.Eventually(t, 30*time.Second, func() error {
