@@ -133,7 +133,7 @@ func TestApproveRefused(t *testing.T) {
 		{name: "waiting at another stage", status: awaitingStatus(rollout.ApprovalAfterCanary), stage: "start",
 			want: []string{"--stage start, but it awaits approval to go active after its canaries (stage after_canary)", "nothing written"}, code: cliutil.ExitFailure},
 		{name: "halted", status: halted,
-			want: []string{"it is halted (canary failed), not awaiting approval: fleetctl reset --group prod clears the halt; nothing written"}, code: cliutil.ExitFailure},
+			want: []string{"it is halted (canary failed), not awaiting approval: fleetctl reset --group prod --force --reason TEXT clears the halt; nothing written"}, code: cliutil.ExitFailure},
 		{name: "already approved", status: approved,
 			want: []string{"stage start is already approved (by bob at 2026-11-23T11:59:00Z: ok)", "nothing written"}, code: cliutil.ExitFailure},
 		{name: "unknown group", status: awaitingStatus(rollout.ApprovalStart), group: "prdo",

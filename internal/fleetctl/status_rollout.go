@@ -109,7 +109,7 @@ func quarantineLines(rep StatusReport, now time.Time) []string {
 		out = append(out, wrap(escape.Text(line), noteWidth, "             ")...)
 		fix := "never rolled out while quarantined; to go on anyway: fleetctl quarantine rm " + q.Version
 		if len(q.Halts) > 0 {
-			fix = "halts " + strings.Join(q.Halts, ", ") + "; " + fix + ", then fleetctl reset --group G for each"
+			fix = "halts " + strings.Join(q.Halts, ", ") + "; " + fix + ", then fleetctl reset --group G --force --reason TEXT for each"
 		}
 		for _, l := range wrap(escape.Text(fix), noteWidth-13, "") {
 			out = append(out, "             "+l)

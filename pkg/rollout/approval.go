@@ -312,7 +312,7 @@ func Approve(st GroupStatus, stage ApprovalStage, by, reason string, now time.Ti
 	case stage != "" && !stage.Valid():
 		return st, Event{}, fmt.Errorf("%w: approve group %q: stage %q must be start or after_canary", ErrBadAction, st.Group, truncate(string(stage), 40))
 	case st.Halted:
-		return st, Event{}, fmt.Errorf("%w: approve group %q: it is halted (%s), not awaiting approval: fleetctl reset --group %s clears the halt",
+		return st, Event{}, fmt.Errorf("%w: approve group %q: it is halted (%s), not awaiting approval: fleetctl reset --group %s --force --reason TEXT clears the halt",
 			ErrBadAction, st.Group, truncate(st.HaltReason, 160), st.Group)
 	case w.Stage == "":
 		return st, Event{}, fmt.Errorf("%w: approve group %q: it is not awaiting approval (it is %s); a group awaits one only where its config's approval asks for it, once it gets there (fleetctl status shows it)",

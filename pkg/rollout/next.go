@@ -421,7 +421,7 @@ func (m *machine) overThreshold(first AgentView) bool {
 	}
 	if len(bad) > 0 {
 		a := bad[0]
-		m.haltFor(fmt.Sprintf("the release site served a bad artifact of %s to %s%s: %s; every host would get the same bytes, so the group halts at once (fix the release, then fleetctl reset --group %s)",
+		m.haltFor(fmt.Sprintf("the release site served a bad artifact of %s to %s%s: %s; every host would get the same bytes, so the group halts at once (fix the release, then fleetctl reset --group %s --force --reason TEXT)",
 			st.TargetVersion, a.Name(), describeSites(bad), describeFailure(a, st.TargetVersion), st.Group), bad)
 		return true
 	}

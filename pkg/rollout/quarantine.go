@@ -318,6 +318,6 @@ func (q Quarantine) HaltReason(group string) string {
 	if q.By != QuarantineByController {
 		why = "by " + q.By + ": " + q.Reason
 	}
-	return fmt.Sprintf("quarantined: %s; the group never rolls %s out while it is quarantined (to go on anyway: fleetctl quarantine rm %s, then fleetctl reset --group %s)",
+	return fmt.Sprintf("quarantined: %s; the group never rolls %s out while it is quarantined (to go on anyway: fleetctl quarantine rm %s, then fleetctl reset --group %s --force --reason TEXT)",
 		truncate(why, 400), q.Version, q.Version, group)
 }

@@ -75,7 +75,7 @@ func (r RetryRequest) validate() error {
 func Retry(st GroupStatus, agents []AgentID, note string, now time.Time) (GroupStatus, Event, error) {
 	switch {
 	case st.State.InProgress() && st.Halted:
-		return st, Event{}, fmt.Errorf("%w: retry group %q: it is halted (%s): a halted group tells no agent to update, so a retry would change nothing; fleetctl reset --group %s clears the halt (and forgives the failures so far), then retry",
+		return st, Event{}, fmt.Errorf("%w: retry group %q: it is halted (%s): a halted group tells no agent to update, so a retry would change nothing; fleetctl reset --group %s --force --reason TEXT clears the halt (and forgives the failures so far), then retry",
 			ErrBadAction, st.Group, st.State, st.Group)
 	case st.State == StateUnstarted:
 		return st, Event{}, badAction("retry", st, "no agent has tried the target yet; only a group in canary, active or done can retry its failed agents")
