@@ -161,12 +161,12 @@ fleetctl status
 
 # roll_to V sets the target to V and waits (at most 3 minutes) for the
 # rollout to end, with fleetctl watch printing events meanwhile; code is
-# fleetctl status --wait's exit code (0 done, 3 halted).
+# fleetctl status --wait's exit code (0 done, 3 halted, 4 done with failures).
 roll_to() {
 	fleetctl watch &
 	local watch_pid=$!
 	pids+=("$watch_pid")
-	fleetctl plan set --target "$1" >/dev/null
+	fleetctl plan set --target "$1" --critical >/dev/null # critical said, not carried over: start now
 	code=0
 	timeout 180 fleetctl status --wait >/dev/null || code=$?
 	sleep 1 # let watch print the last events
