@@ -202,6 +202,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-feed.staleCh:
+			pctx, cancel := c.passContext(ctx)
+			feed.rescan(pctx)
+			cancel()
 		case <-stats.C():
 			pctx, cancel := c.passContext(ctx)
 			feed.rescan(pctx)

@@ -37,6 +37,12 @@ type inventoryFeed struct {
 	ch   chan *nats.Msg // what the subscription delivers
 	quit chan struct{}  // closed by stop
 	done chan struct{}  // closed when follow returns
+	// stale is signalled (at most one pending) when a batch arrives after
+	// a reconnect or a drop since the latest scan: the controller rescans
+	// at once instead of at its next stats tick, so an agent heartbeating
+	// more often than the stats interval is not shown unreachable for the
+	// heartbeats lost while the connection was down.
+	staleCh chan struct{}
 
 	mu        sync.Mutex
 	scanning  bool
@@ -66,6 +72,7 @@ func (f *inventoryFeed) start() error {
 	f.sub = sub
 	f.live.c = f.c
 	f.quit, f.done = make(chan struct{}), make(chan struct{})
+	f.staleCh = make(chan struct{}, 1)
 	go f.follow()
 	return nil
 }
@@ -115,6 +122,12 @@ func (f *inventoryFeed) take(batch []*nats.Msg) {
 		return
 	}
 	f.apply(batch)
+	if f.nc.Stats().Reconnects != f.reconnect || f.droppedNow() != f.dropped {
+		select {
+		case f.staleCh <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // apply observes the republished heartbeats newer than the last scan (with
