@@ -133,3 +133,55 @@ func TestForceToPushPastHaltBinary(t *testing.T) {
 		t.Errorf("rollback --help still offers --note, or not --reason:\n%s", stdout)
 	}
 }
+
+// TestForceRunBelowAStopBinary: the controller keeps a group from starting
+// while a group above it in depends_on halted on or was rolled back from
+// the target (issue 25 point 1); run and mark-done of it would push the
+// target past that stop, so they too need --force and a reason (point 9).
+func TestForceRunBelowAStopBinary(t *testing.T) {
+	e := newEnv(t)
+	cfg := rollout.DefaultConfig()
+	cfg.Groups = []rollout.GroupConfig{rollout.DefaultGroup("dev"), rollout.DefaultGroup("staging"), rollout.DefaultGroup("prod")}
+	e.putConfig(cfg)
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0"))
+	dev := groupStatus(rollout.StateRolledBack)
+	dev.Group = "dev"
+	e.putStatus(dev)
+	staging := groupStatus(rollout.StateDone)
+	staging.Group = "staging"
+	e.putStatus(staging)
+	prod := groupStatus(rollout.StateUnstarted)
+	e.putStatus(prod)
+	bin := fleetctlBin(t)
+	env := []string{"NATS_URL=" + e.srv.URL(), "FLEETCTL_ACTOR=alice"}
+
+	for _, verb := range []string{"run", "mark-done"} {
+		rev := e.status("prod").Revision
+		_, stderr, code := runBin(t, bin, env, verb, "--group", "prod")
+		if code != cliutil.ExitFailure || !strings.Contains(stderr, `group "dev", above it in depends_on, was rolled back from 1.4.0`) ||
+			!strings.Contains(stderr, "fleetctl "+verb+" --group prod --force --reason") {
+			t.Errorf("%s below a rolled-back group: exit %d: %s", verb, code, stderr)
+		}
+		if got := e.status("prod").Revision; got != rev {
+			t.Fatalf("%s refused but wrote the status (revision %d → %d)", verb, rev, got)
+		}
+	}
+	// Halted above, not rolled back: the same.
+	dev.State, dev.Halted, dev.HaltReason = rollout.StateActive, true, "3 of 20 failed"
+	e.putStatus(dev)
+	_, stderr, code := runBin(t, bin, env, "run", "--group", "prod")
+	if code != cliutil.ExitFailure || !strings.Contains(stderr, `group "dev", above it in depends_on, halted on 1.4.0: 3 of 20 failed`) {
+		t.Errorf("run below a halted group: exit %d: %s", code, stderr)
+	}
+	stdout, stderr, code := runBin(t, bin, env, "run", "--group", "prod", "--force", "--reason", "INC-7: prod needs the fix now")
+	if code != 0 || !strings.Contains(stdout, "FORCED past group \"dev\"") {
+		t.Fatalf("forced run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if st := e.status("prod").Value; !st.RunRequested {
+		t.Errorf("forced run did not ask the group to start: %+v", st)
+	}
+	stdout, _, _ = runBin(t, bin, env, "history", "--group", "prod")
+	if !strings.Contains(stdout, "run --force") || !strings.Contains(stdout, "INC-7: prod needs the fix now") {
+		t.Errorf("history lacks the forced run and its reason:\n%s", stdout)
+	}
+}

@@ -14,7 +14,9 @@ import (
 // A halt is the rollout's stop sign, and a quarantine says a version must
 // not reach more hosts. A group action that would push a group past either
 // (run, reset or mark-done of a halted group; run, reset, mark-done or
-// retry of a group whose target is quarantined) is refused unless the
+// retry of a group whose target is quarantined; run or mark-done of an
+// unstarted group below a group halted on or rolled back from its target)
+// is refused unless the
 // operator gives --force and --reason: the refusal says what the action
 // would do, and the forced action is recorded as "<verb> --force" with the
 // reason in the audit trail, and "forced past …" in the group status and
@@ -53,7 +55,7 @@ func (o *GroupActionOptions) checkOverride(ctx context.Context, f *kv.Fleet, nam
 		fmt.Fprintf(o.ErrOut, "warning: could not read %s/%s, so whether %s is quarantined is not known: %v\n",
 			kv.BucketPlan, kv.KeyQuarantine, st.TargetVersion, err)
 	}
-	over := overrideOf(name, st, quarantine)
+	over := overrideOf(name, st, quarantine, o.stoppedAbove(ctx, f, name, st))
 	if over == nil {
 		if o.Force {
 			fmt.Fprintf(o.ErrOut, "note: --force: nothing to force (group %q is not halted and %s is not quarantined)\n", o.Group, st.TargetVersion)
@@ -67,10 +69,43 @@ func (o *GroupActionOptions) checkOverride(ctx context.Context, f *kv.Fleet, nam
 		name, o.Group, escape.Text(over.what), over.effect, name, o.Group)
 }
 
-// overrideOf is what name pushes st past, or nil.
-func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.QuarantineList) *override {
+// stoppedAbove is, for run and mark-done of a group that has not started
+// its target, the group above it in the depends_on chain that halted on
+// that target or was rolled back from it ("" when none, or when it cannot
+// be read: the halt and quarantine checks still hold). The controller keeps
+// such a group from starting (no group after a rolled-back or halted group
+// starts); run or mark-done would push the target past that stop.
+func (o *GroupActionOptions) stoppedAbove(ctx context.Context, f *kv.Fleet, name string, st rollout.GroupStatus) string {
+	if (name != "run" && name != "mark-done") || st.State != rollout.StateUnstarted {
+		return ""
+	}
+	cfg, _, err := f.ReadConfig(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, a := range cfg.Value.Ancestors(o.Group) {
+		e, err := f.ReadGroupStatus(ctx, a)
+		if err != nil || e.Value.TargetVersion != st.TargetVersion {
+			continue
+		}
+		switch {
+		case e.Value.State == rollout.StateRolledBack:
+			return fmt.Sprintf("group %q, above it in depends_on, was rolled back from %s", a, st.TargetVersion)
+		case e.Value.Halted:
+			return fmt.Sprintf("group %q, above it in depends_on, halted on %s: %s", a, st.TargetVersion, shorten(e.Value.HaltReason, 200))
+		}
+	}
+	return ""
+}
+
+// overrideOf is what name pushes st past, or nil. above is stoppedAbove's
+// answer.
+func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.QuarantineList, above string) *override {
 	target := st.TargetVersion
 	var what, short []string
+	if above != "" {
+		what, short = append(what, above), append(short, "a stop above it ("+shorten(above, 80)+")")
+	}
 	// retry refuses a halted group by itself (rollout.Retry).
 	halted := st.Halted && name != "retry"
 	if halted {
@@ -88,7 +123,7 @@ func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.Quaranti
 		what = append(what, fmt.Sprintf("its target %s is quarantined (by %s: %s)", target, q.By, shorten(q.Reason, 200)))
 		short = append(short, "the quarantine of "+target)
 	}
-	if !halted && !quarantined {
+	if !halted && !quarantined && above == "" {
 		return nil
 	}
 	var effect string

@@ -328,7 +328,7 @@ func (m *machine) stoppedAbove() string {
 		default:
 			continue
 		}
-		return fmt.Sprintf("waiting for group %q, above it in depends_on (%s), to be done: it is %s, and no group after a rolled-back or halted group starts (fleetctl run --group %s starts this one anyway)",
+		return fmt.Sprintf("waiting for group %q, above it in depends_on (%s), to be done: it is %s, and no group after a rolled-back or halted group starts (fleetctl run --group %s --force --reason TEXT starts this one anyway)",
 			a, m.chain(a), what, m.in.Group)
 	}
 	return ""
