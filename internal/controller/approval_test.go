@@ -160,8 +160,8 @@ func TestApprovalGate(t *testing.T) {
 
 	// 2. Approving another stage than the awaited one writes nothing.
 	_, stderr, code = f.fleetctlRun(bin, "--actor", "mallory", "approve", "--group", "prod", "--stage", "after_canary", "--reason", "too early")
-	if code != 2 || !strings.Contains(stderr, "--stage after_canary, but it awaits approval to start (stage start)") || !strings.Contains(stderr, "nothing written") {
-		t.Errorf("approve at the wrong stage: exit %d, stderr %q; want 2 naming the awaited stage", code, stderr)
+	if code != 1 || !strings.Contains(stderr, "--stage after_canary, but it awaits approval to start (stage start)") || !strings.Contains(stderr, "nothing written") {
+		t.Errorf("approve at the wrong stage: exit %d, stderr %q; want 1 (the fleet's state, not usage) naming the awaited stage", code, stderr)
 	}
 	// Without a reason, neither.
 	_, stderr, code = f.fleetctlRun(bin, "approve", "--group", "prod")
@@ -189,8 +189,8 @@ func TestApprovalGate(t *testing.T) {
 
 	// 4. approve on a group that is not waiting: a clear error, nothing written.
 	_, stderr, code = f.fleetctlRun(bin, "--actor", "alice", "approve", "--group", "prod", "--reason", "again")
-	if code != 2 || !strings.Contains(stderr, `approve group "prod": it is not awaiting approval (it is canary`) || !strings.Contains(stderr, "nothing written") {
-		t.Errorf("approve of a group not waiting: exit %d, stderr %q; want 2 saying it is not awaiting approval", code, stderr)
+	if code != 1 || !strings.Contains(stderr, `approve group "prod": it is not awaiting approval (it is canary`) || !strings.Contains(stderr, "nothing written") {
+		t.Errorf("approve of a group not waiting: exit %d, stderr %q; want 1 saying it is not awaiting approval", code, stderr)
 	}
 	if e := f.groupEntry("prod"); e.Revision != started.Revision {
 		t.Errorf("a refused approve wrote the status: revision %d, was %d", e.Revision, started.Revision)

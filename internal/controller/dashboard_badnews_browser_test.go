@@ -245,7 +245,7 @@ func TestDashboardBadNewsInBrowser(t *testing.T) {
 
 	// An operator resets blue and asks the two to retry: the timeline
 	// says it in words.
-	if out, errOut, code := f.fleetctlRun(bin, "reset", "--group", "blue", "--reason", "the health check was fixed"); code != 0 {
+	if out, errOut, code := f.fleetctlRun(bin, "reset", "--group", "blue", "--force", "--reason", "the health check was fixed"); code != 0 {
 		t.Fatalf("fleetctl reset: exit %d\n%s%s", code, out, errOut)
 	}
 	if out, errOut, code := f.fleetctlRun(bin, "retry", "--group", "blue", "--reason", "the health check was fixed"); code != 0 {
