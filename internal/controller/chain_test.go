@@ -3,39 +3,15 @@ package controller_test
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetwave/fleetwave/internal/fleetctl"
 	"github.com/fleetwave/fleetwave/internal/natstest"
-	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
-
-// obeyGroups is obey for the agents of the named groups only: the others
-// keep what they run (they are slow to update).
-func (f *fixture) obeyGroups(state *kv.State, groups ...string) (updated int) {
-	f.t.Helper()
-	for _, ra := range f.live {
-		st, ok := state.Groups[ra.group]
-		if !ok || !slices.Contains(groups, ra.group) {
-			continue
-		}
-		v, update := rollout.Decide(ra.agent.ID(), state.Spec.Value, st.Value, st.Value.Mode)
-		if !update || v == "" || v == ra.version {
-			continue
-		}
-		if err := ra.agent.SetStatus(install.Status{ActiveVersion: v, StartVersion: ra.version, StartTime: f.clk.Now().UTC()}); err != nil {
-			f.t.Fatal(err)
-		}
-		ra.version = v
-		updated++
-	}
-	return updated
-}
 
 // TestRolledBackGroupStopsTheChain is issue 25 point 1 through a real
 // controller on a real bus: dev → staging → prod (a plain list, each

@@ -60,17 +60,23 @@ func (l *eventLog) transitions(group string) []string {
 // will: an agent told to update "installs" the version at once.
 func (f *fixture) obey(state *kv.State) (updated int) {
 	f.t.Helper()
+	return f.obeyGroups(state)
+}
+
+// obeyGroups is obey for the agents of the named groups only (none named:
+// every group): the others keep what they run (they are slow to update).
+func (f *fixture) obeyGroups(state *kv.State, groups ...string) (updated int) {
+	f.t.Helper()
 	for _, ra := range f.live {
 		st, ok := state.Groups[ra.group]
-		if !ok {
+		if !ok || (len(groups) > 0 && !slices.Contains(groups, ra.group)) {
 			continue
 		}
 		v, update := rollout.Decide(ra.agent.ID(), state.Spec.Value, st.Value, st.Value.Mode)
 		if !update || v == "" || v == ra.version {
 			continue
 		}
-		err := ra.agent.SetStatus(install.Status{ActiveVersion: v, StartVersion: ra.version, StartTime: f.clk.Now().UTC()})
-		if err != nil {
+		if err := ra.agent.SetStatus(install.Status{ActiveVersion: v, StartVersion: ra.version, StartTime: f.clk.Now().UTC()}); err != nil {
 			f.t.Fatal(err)
 		}
 		ra.version = v

@@ -76,26 +76,32 @@ func TestCrashAtEveryStep(t *testing.T) {
 	}
 }
 
-func crashAt(t *testing.T, sc scenario, daemon bool, point string) {
-	root := ""
-	if sc.diskFull {
-		root = smallDisk(t, 80<<20)
-	}
-	h := newHost(t, daemon, root)
-	if daemon {
+// setUp enables the host and installs sc's setup versions, one after the
+// other; a daemon is stopped afterwards, so the test starts it again.
+func (h *host) setUp(sc scenario) {
+	if h.daemon {
 		h.mustRun(h.args("enable")...) // records enabled; run installs
 	}
 	for i, v := range sc.setup {
-		if i == 0 && !daemon {
+		if i == 0 && !h.daemon {
 			h.setPlan(v)
 			h.mustRun(h.args("enable")...)
 			continue
 		}
 		h.install(v)
 	}
-	if daemon {
+	if h.daemon {
 		h.stopDaemon()
 	}
+}
+
+func crashAt(t *testing.T, sc scenario, daemon bool, point string) {
+	root := ""
+	if sc.diskFull {
+		root = smallDisk(t, 80<<20)
+	}
+	h := newHost(t, daemon, root)
+	h.setUp(sc)
 
 	// The crash.
 	h.setPlan(sc.target)

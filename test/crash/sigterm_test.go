@@ -105,20 +105,7 @@ func sigtermAt(t *testing.T, sc scenario, mode, point, verb string, cgroup bool)
 	daemon := mode != "update"
 	h := newHost(t, daemon, "")
 	h.unit = mode == "run-systemd"
-	if daemon {
-		h.mustRun(h.args("enable")...)
-	}
-	for i, v := range sc.setup {
-		if i == 0 && !daemon {
-			h.setPlan(v)
-			h.mustRun(h.args("enable")...)
-			continue
-		}
-		h.install(v)
-	}
-	if daemon {
-		h.stopDaemon()
-	}
+	h.setUp(sc)
 
 	h.setPlan(sc.target)
 	held := filepath.Join(h.sysd, "in-hold")
