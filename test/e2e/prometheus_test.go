@@ -216,8 +216,9 @@ func grafanaQueriesAnswer(t *testing.T, ctx context.Context, prom promv1.API) {
 	if err := json.Unmarshal(data, &dash); err != nil {
 		t.Fatalf("grafana-dashboard.json: %v", err)
 	}
-	// Series only agentd or failures produce: none in this run.
-	mayBeEmpty := []string{"fleetwave_agent_", "heartbeats_rejected", "find_request"}
+	// Series only agentd, failures or a quarantine produce: none in this
+	// run.
+	mayBeEmpty := []string{"fleetwave_agent_", "heartbeats_rejected", "find_request", "fleetwave_version_quarantined"}
 	n := 0
 	for _, p := range dash.Panels {
 		for _, tg := range p.Targets {
