@@ -25,17 +25,24 @@ import (
 // set --target 1.2.0" is refused; a new host of d and one of a install the
 // last good version, 1.1.0, and never download 1.2.0; "fleetctl quarantine
 // ls" and "history" show it.
-func TestQuarantineEndToEnd(t *testing.T) {
-	cfg := rollout.DefaultConfig()
-	cfg.Groups = nil
+// fourGroups are a, b and c, each on its own, and d after c: one canary
+// each, 50% in flight.
+func fourGroups() []rollout.GroupConfig {
+	var groups []rollout.GroupConfig
 	for _, n := range []string{"a", "b", "c", "d"} {
 		g := groupConfig(n, 1, 50)
 		g.DependsOn = []string{}
 		if n == "d" {
 			g.DependsOn = []string{"c"}
 		}
-		cfg.Groups = append(cfg.Groups, g)
+		groups = append(groups, g)
 	}
+	return groups
+}
+
+func TestQuarantineEndToEnd(t *testing.T) {
+	cfg := rollout.DefaultConfig()
+	cfg.Groups = fourGroups()
 	f := startFleet(t, map[string]int{"a": 2, "b": 2, "c": 2, "d": 2}, 0, func(f *fleet) {
 		f.setConfig(cfg)
 		// Baseline: every new host installs 1.1.0.

@@ -35,15 +35,7 @@ import (
 func TestWhyAHostFailedEndToEnd(t *testing.T) {
 	cfg := rollout.DefaultConfig()
 	cfg.QuarantineAfter = 0 // first the canaries' own halts
-	cfg.Groups = nil
-	for _, n := range []string{"a", "b", "c", "d"} {
-		g := groupConfig(n, 1, 50)
-		g.DependsOn = []string{}
-		if n == "d" {
-			g.DependsOn = []string{"c"}
-		}
-		cfg.Groups = append(cfg.Groups, g)
-	}
+	cfg.Groups = fourGroups()
 	secret := []byte("e2e-why-secret")
 	secretFile := filepath.Join(t.TempDir(), "webhook.secret")
 	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
