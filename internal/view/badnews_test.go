@@ -154,3 +154,18 @@ func TestTimelineReadable(t *testing.T) {
 		})
 	}
 }
+
+// TestRolledBackAllowsNothing: a rolled-back group's agents are told to go
+// back to what the group holds, so none may update to the target: ALLOWED
+// said the progress it had reached (100% after a done group was rolled
+// back), as if the whole group could install it.
+func TestRolledBackAllowsNothing(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	st := rollout.GroupStatus{V: 1, Group: "prod", State: rollout.StateRolledBack, TargetVersion: "2.0.0", StartVersion: "1.0.0",
+		Since: now, InitialCount: 4, Progress: 1}
+	rep := view.BuildRolloutStatus(nil, badNewsState("1.0.0", "2.0.0", map[string]rollout.GroupStatus{"prod": st}, "prod"), now)
+	if r := view.Rows(rep, nil, now)[0]; r.Allowed != "0%" || r.AllowedFraction != 0 {
+		t.Errorf("rolled back: ALLOWED %q (%v), want 0%%", r.Allowed, r.AllowedFraction)
+	}
+}

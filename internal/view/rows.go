@@ -260,7 +260,13 @@ func Rows(rep StatusReport, cfg *rollout.Config, now time.Time) []GroupRow {
 			case r.DoneFailed > 0:
 				row.State += fmt.Sprintf(" (%d failed)", r.DoneFailed)
 			}
-			if !r.Stale {
+			switch {
+			case r.Stale:
+			case r.State == rollout.StateRolledBack:
+				// Its agents are told to go back: none may update to the
+				// target, whatever progress it had reached.
+				row.Allowed, row.AllowedFraction = "0%", 0
+			default:
 				// Rounded down (with slack for float error), so 100% means
 				// the whole group may update.
 				row.Allowed = fmt.Sprintf("%d%%", int(math.Floor(r.Progress*100+1e-9)))
