@@ -55,6 +55,10 @@ type AgentsReport struct {
 	// Problems names each of them (key FLEET_HB/<subject>); absent when
 	// there are none.
 	Problems []Problem `json:"problems,omitempty"`
+	// UnknownGroups are the groups of listed agents that the config does
+	// not name, with how many agents each: no rollout ever updates them
+	// (agentd says so on its host); absent when there are none.
+	UnknownGroups map[string]int `json:"unknown_groups,omitempty"`
 }
 
 func newAgentsCmd(g *Global) *cobra.Command {
@@ -170,11 +174,16 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	sortAgents(rep.Agents)
 	sort.Slice(rep.Problems, func(i, j int) bool { return rep.Problems[i].Key < rep.Problems[j].Key })
 	warnProblems(o.ErrOut, rep.Problems)
+	cfg, isDefault, cfgErr := f.ReadConfig(ctx)
 	if len(rep.Agents) == 0 && o.Group != "" {
 		// No agents of a group the config lacks: most likely a typo.
-		if cfg, isDefault, err := f.ReadConfig(ctx); err == nil && !inConfig(o.Group, cfg.Value) {
+		if cfgErr == nil && !inConfig(o.Group, cfg.Value) {
 			fmt.Fprintf(o.ErrOut, "note: %s\n", notInConfig(o.Group, cfg.Value, isDefault))
 		}
+	}
+	if cfgErr == nil {
+		rep.UnknownGroups = unknownGroups(rep.Agents, cfg.Value)
+		warnUnknownGroups(o.ErrOut, rep.UnknownGroups, cfg.Value)
 	}
 	if len(rep.Agents) == 0 && o.Site != "" {
 		names := make([]string, 0, len(sites))
@@ -375,4 +384,45 @@ func writeAgentsWithSites(o *AgentsOptions, rep AgentsReport) error {
 		fmt.Fprintln(tw, a.reasonCell(reasons))
 	}
 	return tw.Flush()
+}
+
+// unknownGroups counts the agents of rows by group, for the groups cfg does
+// not name (nil: none).
+func unknownGroups(rows []AgentRow, cfg rollout.Config) map[string]int {
+	var out map[string]int
+	for i := range rows {
+		if g := rows[i].Group; !inConfig(g, cfg) {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[g]++
+		}
+	}
+	return out
+}
+
+// warnUnknownGroups says, on stderr, which listed agents are in a group the
+// config does not name: they look "ok" in the table, and no rollout will
+// ever update them.
+func warnUnknownGroups(w io.Writer, unknown map[string]int, cfg rollout.Config) {
+	if len(unknown) == 0 {
+		return
+	}
+	names := make([]string, 0, len(cfg.Groups))
+	for _, g := range cfg.Groups {
+		names = append(names, g.Name)
+	}
+	groups := make([]string, 0, len(unknown))
+	for g := range unknown {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	for _, g := range groups {
+		hint := ""
+		if near, ok := rollout.ClosestGroupName(g, names); ok {
+			hint = fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		fmt.Fprintf(w, "warning: %d agent(s) in group %q, which the config does not name%s: no rollout updates them; fix the host (agentd run --group G) or add the group (fleetctl config add-group --group %s)\n",
+			unknown[g], escape.Text(g), hint, escape.Text(g))
+	}
 }

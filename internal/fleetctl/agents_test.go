@@ -1,6 +1,8 @@
 package fleetctl
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +99,49 @@ func TestAgentsListShowsUnreachableAgents(t *testing.T) {
 		if out := list("json"); !strings.Contains(out, `"class": "`+tc.class+`"`) {
 			t.Errorf("interval %v: want class %s in\n%s", tc.interval, tc.class, out)
 		}
+	}
+}
+
+// TestAgentsListWarnsOfUnknownGroups (issue 25, seen through the binaries):
+// a host enabled with --group prdo heartbeats and shows "ok" in agents ls,
+// but no rollout ever updates it. agents ls says so on stderr, with the
+// closest group and both fixes, and -o json names the group and the count.
+func TestAgentsListWarnsOfUnknownGroups(t *testing.T) {
+	e := newEnv(t)
+	cfg := rollout.DefaultConfig()
+	cfg.Groups = []rollout.GroupConfig{rollout.DefaultGroup("canary"), rollout.DefaultGroup("prod")}
+	e.putConfig(cfg)
+	for i, group := range []string{"prod", "prdo", "prdo"} {
+		hb := heartbeat.Heartbeat{V: 1, AgentID: rollout.AgentID(fmt.Sprintf("00000000-0000-4000-8000-00000000000%d", i+1)), Hostname: "web",
+			Group: group, ActiveVersion: "1.0.0", StartVersion: "1.0.0", At: testNow}
+		data, err := heartbeat.Encode(&hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.fleet.JS.Publish(e.ctx, heartbeat.SubjectFor(group, hb.AgentID), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, out, errOut := e.global()
+	if err := RunAgentsList(testCtx(), &AgentsOptions{Global: g}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "prdo") {
+		t.Errorf("the table lacks the agents:\n%s", out)
+	}
+	want := `warning: 2 agent(s) in group "prdo", which the config does not name (did you mean "prod"?): no rollout updates them`
+	if !strings.Contains(errOut.String(), want) || strings.Contains(errOut.String(), `group "prod",`) {
+		t.Errorf("stderr:\n%s\nwant %q, and nothing about prod", errOut, want)
+	}
+	g, out, _ = e.global()
+	if err := RunAgentsList(testCtx(), &AgentsOptions{Global: g, Output: "json"}); err != nil {
+		t.Fatal(err)
+	}
+	var rep AgentsReport
+	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.UnknownGroups) != 1 || rep.UnknownGroups["prdo"] != 2 {
+		t.Errorf("unknown_groups %v, want prdo: 2", rep.UnknownGroups)
 	}
 }
