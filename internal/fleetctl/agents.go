@@ -183,7 +183,9 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	}
 	if cfgErr == nil {
 		rep.UnknownGroups = unknownGroups(rep.Agents, cfg.Value)
-		warnUnknownGroups(o.ErrOut, rep.UnknownGroups, cfg.Value)
+		if o.Output != "json" { // there, unknown_groups says it
+			warnUnknownGroups(o.ErrOut, rep.UnknownGroups, cfg.Value)
+		}
 	}
 	if len(rep.Agents) == 0 && o.Site != "" {
 		names := make([]string, 0, len(sites))
