@@ -324,7 +324,7 @@ func (p *ProcessRunner) Alive(context.Context) error {
 	select {
 	case <-p.done:
 		if p.exit == nil {
-			return fmt.Errorf("%s exited", p.Path)
+			return fmt.Errorf("%s %w", p.Path, errExitedCleanly)
 		}
 		return fmt.Errorf("%s exited: %w", p.Path, p.exit)
 	default:

@@ -18,13 +18,20 @@ import (
 // systemd stops a service by sending SIGTERM to every process of its
 // control group at once, so the child may die of that SIGTERM before
 // agentd's own signal handler has cancelled the context. A child that died
-// of a signal agentd did not send (stopSignals) is therefore judged only
-// once the context ends or stopGrace passes, whichever comes first.
+// of a signal agentd did not send (stopSignals), or the supervised app's
+// clean exit (a graceful shutdown on that SIGTERM), is therefore judged
+// only once the context ends or stopGrace passes, whichever comes first.
 
 // stopGrace is how long a child's death by a stop signal waits for agentd's
 // own context to end before it is judged as the child's failure. Real
 // time, not the injected clock: it is about signal delivery.
 var stopGrace = 2 * time.Second
+
+// errExitedCleanly is the supervised app's exit with status 0 while agentd
+// waits for it to prove healthy. An app stops that way on the SIGTERM
+// systemd sends the whole control group (a graceful shutdown), so it too is
+// judged only once agentd's context ends or stopGrace passes.
+var errExitedCleanly = errors.New("exited (status 0)")
 
 // stopSignals are the signals that stop a service: systemd's SIGTERM (and
 // SIGKILL after TimeoutStopSec), SIGINT and SIGHUP from a terminal.
@@ -70,8 +77,12 @@ func interruption(ctx context.Context, err error) error {
 }
 
 // killedByStopSignal reports whether err is (or wraps) a child process's
-// death by one of stopSignals.
+// death by one of stopSignals, or the supervised app's clean exit (what a
+// graceful shutdown on SIGTERM looks like).
 func killedByStopSignal(err error) bool {
+	if errors.Is(err, errExitedCleanly) {
+		return true
+	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
 		return false

@@ -120,3 +120,44 @@ func TestWaitHealthyStopped(t *testing.T) {
 		t.Fatalf("WaitHealthy: %v (class %s); want an interruption, not unhealthy", err, install.ClassOf(err))
 	}
 }
+
+// TestWaitHealthyGracefulStop: an app that handles the SIGTERM systemd sends
+// the whole control group and exits 0 (a graceful shutdown) while agentd is
+// being stopped is an interruption too, not ErrUnhealthy (seen in
+// TestSIGTERMAtEveryStep: a downgrade's health wait blamed the good
+// release). An app that exits 0 while nothing stops agentd is unhealthy,
+// once stopGrace has passed.
+func TestWaitHealthyGracefulStop(t *testing.T) {
+	defer install.SetStopGrace(3 * time.Second)()
+	for _, stopping := range []bool{true, false} {
+		// The app says when its handler is in place: a SIGTERM before
+		// that would kill it (a signal death, the case above).
+		ready := filepath.Join(t.TempDir(), "ready")
+		graceful := []string{"-c", `trap 'exit 0' TERM; : >"$0"; while :; do sleep 0.05; done`, ready}
+		r := &install.ProcessRunner{Path: "/bin/sh", Args: graceful, StopTimeout: time.Second}
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := r.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- install.WaitHealthy(ctx, install.Health{Interval: 20 * time.Millisecond}, r, time.Minute, time.Minute, install.Clock{})
+		}()
+		natstest.Eventually(t, 10*time.Second, func() error {
+			_, err := os.Stat(ready)
+			return err
+		})
+		_ = syscall.Kill(r.Pid(), syscall.SIGTERM)
+		if stopping {
+			time.AfterFunc(200*time.Millisecond, cancel)
+		}
+		err := <-done
+		cancel()
+		_ = r.Stop(context.Background())
+		t.Logf("stopping %v: %v", stopping, err)
+		interrupted := errors.Is(err, install.ErrInterrupted) && !errors.Is(err, install.ErrUnhealthy)
+		if interrupted != stopping {
+			t.Errorf("agentd stopping %v: WaitHealthy: %v (class %s)", stopping, err, install.ClassOf(err))
+		}
+	}
+}

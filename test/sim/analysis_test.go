@@ -186,6 +186,11 @@ func TestAnalysisGoodReleaseThroughPrometheusOutage(t *testing.T) {
 // other groups never start.
 func TestAnalysisPrometheusDownHalts(t *testing.T) {
 	o, prom := analysisOptions(t, 6, 3)
+	// Measured every 2 s, not every second: three measurements must
+	// outlast the first scrape of the canaries' new version, or a loaded
+	// machine halts the group on "no data" before Prometheus is killed
+	// (seen once under go test -race ./... on 2 cores).
+	o.Analysis[0].Interval = rollout.Duration(2 * time.Second)
 	rep := outage(t, o, prom, false)
 	if rep.Outcome != "halted" {
 		t.Fatalf("outcome %s, want halted", rep.Outcome)
