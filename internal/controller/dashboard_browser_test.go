@@ -57,8 +57,24 @@ type browser struct {
 	errors []string
 }
 
+// newBrowser starts headless Chromium. A start that fails (the browser
+// exits before it listens, seen under a loaded machine) is tried again,
+// three times in all, each with a fresh browser.
 func newBrowser(t testing.TB) *browser {
 	t.Helper()
+	var err error
+	for range 3 {
+		var b *browser
+		if b, err = startBrowser(t); err == nil {
+			return b
+		}
+		t.Logf("start Chromium: %v; again", err)
+	}
+	t.Fatalf("start Chromium: %v", err)
+	return nil
+}
+
+func startBrowser(t testing.TB) (*browser, error) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.WindowSize(1280, 800),
@@ -66,9 +82,7 @@ func newBrowser(t testing.TB) *browser {
 		chromedp.Flag("disable-gpu", true),
 	)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
-	t.Cleanup(cancel2)
 	b := &browser{t: t, ctx: ctx}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		var msg string
@@ -98,9 +112,13 @@ func newBrowser(t testing.TB) *browser {
 		}
 	})
 	if err := chromedp.Run(ctx, cdplog.Enable(), runtime.Enable()); err != nil {
-		t.Fatalf("start Chromium: %v", err)
+		cancel2()
+		cancel()
+		return nil, err
 	}
-	return b
+	t.Cleanup(cancel)
+	t.Cleanup(cancel2)
+	return b, nil
 }
 
 func (b *browser) run(actions ...chromedp.Action) {
