@@ -128,6 +128,10 @@ func (h *Heartbeat) stringField(key []byte) (dst *string, shared bool) {
 		return &h.UpdaterVersion, true
 	case "site":
 		return &h.Site, true
+	case "app":
+		return &h.App, true
+	case "installer":
+		return &h.Installer, true
 	}
 	return nil, false
 }

@@ -93,6 +93,15 @@ type Heartbeat struct {
 	// JetStream domain of the server it is connected to; see
 	// rollout.ValidateSite); empty, and left out, when it names none.
 	Site string `json:"site,omitempty"`
+	// App is the app this heartbeat reports on (DESIGN §9): a host sends
+	// one heartbeat per app it runs, on SubjectForApp. Empty, and left
+	// out, for the fleet's default app (rollout.Config.DefaultApp), whose
+	// heartbeats keep the subject they had before apps existed.
+	App string `json:"app,omitempty"`
+	// Installer is how the host installs the app: rollout.InstallerTarball
+	// or rollout.InstallerScript; empty, and left out, when the agent only
+	// reports, and from an older agent.
+	Installer string `json:"installer,omitempty"`
 }
 
 // Failed reports whether the agent counts as failed: it rolled back, or its
@@ -173,7 +182,7 @@ type Decoder struct {
 // DecodeFrom is DecodeFrom with d's buffers. The Heartbeat it returns is
 // d's own and is overwritten by d's next call: copy what must outlive it.
 func (d *Decoder) DecodeFrom(subject string, data []byte) (*Heartbeat, error) {
-	group, id, err := ParseSubject(subject)
+	app, group, id, err := ParseAppSubject(subject)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +190,7 @@ func (d *Decoder) DecodeFrom(subject string, data []byte) (*Heartbeat, error) {
 	if err := decode(data, &d.h, &d.in); err != nil {
 		return nil, err
 	}
-	if err := matchSubject(&d.h, group, id); err != nil {
+	if err := matchSubject(&d.h, app, group, id); err != nil {
 		return nil, err
 	}
 	return &d.h, nil
@@ -243,6 +252,16 @@ func (h *Heartbeat) Validate() error {
 	}
 	if err := checkText("error_cause", h.ErrorCause, MaxCauseLen); err != nil {
 		return err
+	}
+	if h.App != "" {
+		if err := rollout.ValidateAppName(h.App); err != nil {
+			return fmt.Errorf("%w: app: %w", ErrMalformed, err)
+		}
+	}
+	switch h.Installer {
+	case "", rollout.InstallerTarball, rollout.InstallerScript:
+	default:
+		return fmt.Errorf("%w: installer %.20q: want one of %v", ErrMalformed, h.Installer, rollout.Installers)
 	}
 	if h.Site != "" {
 		if err := rollout.ValidateSite(h.Site); err != nil {

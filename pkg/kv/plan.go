@@ -32,6 +32,43 @@ type State struct {
 	// Problems are the values skipped, in the order read: config, then the
 	// plan bucket's keys.
 	Problems []Problem
+	// Apps holds the plan of every app but the default one (whose plan is
+	// Spec, HasSpec, Groups and Quarantine above), by app name, for every
+	// app with a key in fleet_plan, configured or not. ForApp reads it.
+	Apps map[string]*AppState
+}
+
+// AppState is one app's plan: its spec, group statuses and quarantine.
+type AppState struct {
+	Spec       Entry[rollout.Spec]
+	HasSpec    bool
+	Groups     map[string]Entry[rollout.GroupStatus]
+	Quarantine Entry[rollout.QuarantineList]
+}
+
+// Plan returns the app's statuses as a rollout.Plan (for Predecessors).
+func (a *AppState) Plan() rollout.Plan {
+	p := rollout.Plan{Spec: a.Spec.Value, Groups: make(map[string]rollout.GroupStatus, len(a.Groups))}
+	for g, e := range a.Groups {
+		p.Groups[g] = e.Value
+	}
+	return p
+}
+
+func newAppState() *AppState {
+	return &AppState{Groups: map[string]Entry[rollout.GroupStatus]{}, Quarantine: Entry[rollout.QuarantineList]{Value: rollout.QuarantineList{V: rollout.SchemaVersion}}}
+}
+
+// ForApp is n's plan. The default app's shares the maps of s (Groups): a
+// caller that changes one changes the other.
+func (s *State) ForApp(n AppNS) *AppState {
+	if n.IsDefault() {
+		return &AppState{Spec: s.Spec, HasSpec: s.HasSpec, Groups: s.Groups, Quarantine: s.Quarantine}
+	}
+	if a, ok := s.Apps[n.Key()]; ok {
+		return a
+	}
+	return newAppState()
 }
 
 // Problem returns the problem with bucket/key, if that value was skipped.
@@ -104,10 +141,11 @@ func DecodeSpec(data []byte) (rollout.Spec, error) {
 // another group, stored under this key) is ErrCorrupt.
 func DecodeGroupStatus(key string, data []byte) (rollout.GroupStatus, error) {
 	var st rollout.GroupStatus
-	group, ok := GroupFromKey(key)
-	if !ok {
-		return st, corrupt("%q is not a group status key (%s<group>)", key, groupKeyPrefix)
+	pk := ParsePlanKey(key)
+	if pk.Kind != KindGroup {
+		return st, corrupt("%q is not a group status key ([<app>.]%s<group>)", key, groupKeyPrefix)
 	}
+	group := pk.Group
 	if err := checkSchema(data); err != nil {
 		return st, err
 	}
@@ -194,46 +232,63 @@ func (f *Fleet) ReadState(ctx context.Context) (*State, error) {
 	}
 	// The last value of every key, with the server's own sequence and
 	// headers: one batched direct get, no consumer.
+	def := &AppState{Groups: s.Groups, Quarantine: s.Quarantine}
 	err = ReadLatest(ctx, f.JS.Conn(), BucketPlan, func(key string, m StoredMsg) error {
 		skip := func(err error) {
 			s.Problems = append(s.Problems, Problem{Bucket: BucketPlan, Key: key, Revision: m.Sequence, Err: err})
 		}
-		if m.Foreign {
-			if key == KeySpec {
-				s.Spec.Revision = m.Sequence
+		pk := ParsePlanKey(key)
+		if pk.Kind == "" {
+			return nil
+		}
+		a := def
+		if pk.App != "" {
+			if s.Apps == nil {
+				s.Apps = map[string]*AppState{}
 			}
-			if key == KeyQuarantine {
-				s.Quarantine.Revision = m.Sequence
+			if a = s.Apps[pk.App]; a == nil {
+				a = newAppState()
+				s.Apps[pk.App] = a
+			}
+		}
+		if m.Foreign {
+			switch pk.Kind {
+			case KeySpec:
+				a.Spec.Revision = m.Sequence
+			case KeyQuarantine:
+				a.Quarantine.Revision = m.Sequence
 			}
 			skip(ErrForeign)
 			return nil
 		}
-		if key == KeySpec {
-			s.Spec.Revision = m.Sequence
+		switch pk.Kind {
+		case KeySpec:
+			a.Spec.Revision = m.Sequence
 			spec, err := DecodeSpec(m.Data)
 			if err != nil {
 				skip(err)
 				return nil
 			}
-			s.Spec.Value, s.HasSpec = spec, true
-		} else if key == KeyQuarantine {
-			s.Quarantine.Revision = m.Sequence
+			a.Spec.Value, a.HasSpec = spec, true
+		case KeyQuarantine:
+			a.Quarantine.Revision = m.Sequence
 			q, err := DecodeQuarantine(m.Data)
 			if err != nil {
 				skip(err)
 				return nil
 			}
-			s.Quarantine.Value = q
-		} else if group, ok := GroupFromKey(key); ok {
+			a.Quarantine.Value = q
+		case KindGroup:
 			st, err := DecodeGroupStatus(key, m.Data)
 			if err != nil {
 				skip(err)
 				return nil
 			}
-			s.Groups[group] = Entry[rollout.GroupStatus]{Value: st, Revision: m.Sequence}
+			a.Groups[pk.Group] = Entry[rollout.GroupStatus]{Value: st, Revision: m.Sequence}
 		}
 		return nil
 	})
+	s.Spec, s.HasSpec, s.Quarantine = def.Spec, def.HasSpec, def.Quarantine
 	if err != nil {
 		return nil, err
 	}

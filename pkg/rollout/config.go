@@ -42,6 +42,9 @@ type Config struct {
 	// AnalysisConfig: prometheus_url and the fleet-wide metric analysis
 	// checks (analysis.go).
 	AnalysisConfig
+	// Apps are the apps the fleet keeps on their versions, the default
+	// app first (apps.go). Omitted: one app, DefaultAppName, by tarball.
+	Apps []AppConfig `json:"apps,omitempty"`
 }
 
 // GroupConfig is the schedule of one group.
@@ -229,6 +232,7 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		"timezone":       &d.Timezone,
 		"groups":         &d.Groups,
 		"require_reason": &d.RequireReason,
+		"apps":           &d.Apps,
 
 		"quarantine_after": &d.QuarantineAfter,
 	}
@@ -364,6 +368,9 @@ func (c Config) Validate() error {
 	for _, err := range c.validateAnalysis() {
 		bad("%v", err)
 	}
+	for _, err := range c.validateApps() {
+		bad("%v", err)
+	}
 	if len(errs) == 0 {
 		for _, err := range c.validateOrder() {
 			bad("%v", err)
@@ -446,6 +453,9 @@ func CheckConfigChange(prev, next Config, statuses map[string]GroupStatus) error
 		return err
 	}
 	var errs []error
+	if err := checkAppsChange(prev, next); err != nil {
+		errs = append(errs, err)
+	}
 	for _, name := range sortedKeys(statuses) {
 		st := statuses[name]
 		if !st.State.InProgress() {

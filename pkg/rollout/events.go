@@ -70,7 +70,11 @@ const MaxEventReason = 1024
 // Event is published on fleet.events.<group> when a group's status changes
 // in a way a human should hear about.
 type Event struct {
-	V      int       `json:"v"`
+	V int `json:"v"`
+	// App names the app whose rollout the event is about (DESIGN §9),
+	// the default app's name included; empty, and left out, in events
+	// written before apps existed, which are the default app's.
+	App    string    `json:"app,omitempty"`
 	Group  string    `json:"group"`
 	Kind   EventKind `json:"kind"`
 	From   State     `json:"from,omitempty"`
