@@ -63,6 +63,12 @@ func decodeFast(data []byte, h *Heartbeat, in *interner) bool {
 				return false
 			}
 			h.Rollback = b
+		case "left":
+			b, ok := p.bool()
+			if !ok {
+				return false
+			}
+			h.Left = b
 		case "at":
 			if !p.time(&h.At) {
 				return false

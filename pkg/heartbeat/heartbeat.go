@@ -102,6 +102,12 @@ type Heartbeat struct {
 	// or rollout.InstallerScript; empty, and left out, when the agent only
 	// reports, and from an older agent.
 	Installer string `json:"installer,omitempty"`
+	// Left says the host no longer runs the app (its agentd config for
+	// the app was removed): the last heartbeat it sends for the app, after
+	// which controllers count it in none of the app's groups. The stream
+	// keeps it as the subject's last message until it expires, so a
+	// controller that starts later reads the same.
+	Left bool `json:"left,omitempty"`
 }
 
 // Failed reports whether the agent counts as failed: it rolled back, or its

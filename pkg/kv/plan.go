@@ -59,6 +59,44 @@ func newAppState() *AppState {
 	return &AppState{Groups: map[string]Entry[rollout.GroupStatus]{}, Quarantine: Entry[rollout.QuarantineList]{Value: rollout.QuarantineList{V: rollout.SchemaVersion}}}
 }
 
+// AppView is s as n's app sees it, in the form a fleet had before apps, so
+// that what reads one app's plan reads any app's: Config is the fleet's
+// with the app's overrides (rollout.Config.ForApp), Spec, HasSpec, Groups
+// and Quarantine are the app's, and Problems are the config's and the app's
+// own, each plan key in its unprefixed form (db.group.prod reads
+// group.prod). Apps is left nil. An app the config does not list, or
+// overrides that do not apply, is an error; a config that is not valid
+// (in Problems) is kept as it is.
+func (s *State) AppView(n AppNS) (*State, error) {
+	out := &State{Config: s.Config, ConfigDefault: s.ConfigDefault}
+	if _, bad := s.Problem(BucketConfig, KeyConfig); !bad {
+		cfg, err := s.Config.Value.ForApp(n.Name)
+		if err != nil {
+			return nil, err
+		}
+		out.Config.Value = cfg
+	}
+	a := s.ForApp(n)
+	out.Spec, out.HasSpec, out.Groups, out.Quarantine = a.Spec, a.HasSpec, a.Groups, a.Quarantine
+	for _, p := range s.Problems {
+		if p.Bucket != BucketPlan {
+			out.Problems = append(out.Problems, p)
+			continue
+		}
+		pk := ParsePlanKey(p.Key)
+		if pk.Kind == "" || pk.App != n.Key() {
+			continue
+		}
+		if pk.Kind == KindGroup {
+			p.Key = GroupKey(pk.Group)
+		} else {
+			p.Key = pk.Kind
+		}
+		out.Problems = append(out.Problems, p)
+	}
+	return out, nil
+}
+
 // ForApp is n's plan. The default app's shares the maps of s (Groups): a
 // caller that changes one changes the other.
 func (s *State) ForApp(n AppNS) *AppState {

@@ -28,6 +28,21 @@ type Stats struct {
 	// most rollout.MaxSites sites, per version, without lowest ids);
 	// absent when none of the group's agents names a site.
 	Sites rollout.SiteCounts `json:"sites,omitempty"`
+	// App is the app's token in keys (AppNS.Key): empty, and left out, for
+	// the default app, whose key is <group>.<controller_id>; another
+	// app's is <app>.<group>.<controller_id>.
+	App string `json:"app,omitempty"`
+}
+
+// StatsOf are the entries of ns's app among entries.
+func StatsOf(entries []Stats, ns AppNS) []Stats {
+	out := make([]Stats, 0, len(entries))
+	for _, e := range entries {
+		if e.App == ns.Key() {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // GroupStats is the merged view of one group (see MergeStats).
@@ -94,9 +109,14 @@ func DecodeStats(key string, data []byte) (Stats, error) {
 			}
 		}
 	}
-	if len(errs) == 0 && key != StatsKey(s.Group, s.ControllerID) {
+	if s.App != "" {
+		if err := rollout.ValidateAppName(s.App); err != nil {
+			errs = append(errs, fmt.Errorf("app: %w", err))
+		}
+	}
+	if want := (AppNS{Name: s.App, key: s.App}).Stats(s.Group, s.ControllerID); len(errs) == 0 && key != want {
 		errs = append(errs, fmt.Errorf("the count of group %q by controller %q (key %s) stored under key %s",
-			s.Group, s.ControllerID, StatsKey(s.Group, s.ControllerID), key))
+			s.Group, s.ControllerID, want, key))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Stats{}, corrupt("%v", err)
