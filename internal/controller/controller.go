@@ -79,7 +79,7 @@ type Controller struct {
 	lastWarn atomic.Int64 // unix nanos of the last bad-heartbeat log line
 
 	statsRev map[string]statsWritten // fleet_stats key → our last write there
-	views    []rollout.AgentView // the rollout pass's views of one group, reused (reconcile only)
+	views    []rollout.AgentView     // the rollout pass's views of one group, reused (reconcile only)
 
 	lease   *kv.Lease
 	leader  bool        // last Campaign won (for logging changes only)
