@@ -248,18 +248,18 @@ func TestMetricsMatchStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]float64{
-		"fleetwave_controller_leader":                               1,
-		`fleetwave_heartbeats_rejected_total{reason="malformed"}`:   1,
-		`fleetwave_heartbeats_rejected_total{reason="foreign"}`:     0,
-		`fleetwave_find_requests_total{outcome="ok"}`:               1,
-		`fleetwave_find_requests_total{outcome="bad_request"}`:      1,
-		`fleetwave_find_requests_total{outcome="unknown_group"}`:    1,
-		"fleetwave_find_request_duration_seconds_count":             3,
+		"fleetwave_controller_leader":                                             1,
+		`fleetwave_heartbeats_rejected_total{reason="malformed"}`:                 1,
+		`fleetwave_heartbeats_rejected_total{reason="foreign"}`:                   0,
+		`fleetwave_find_requests_total{outcome="ok"}`:                             1,
+		`fleetwave_find_requests_total{outcome="bad_request"}`:                    1,
+		`fleetwave_find_requests_total{outcome="unknown_group"}`:                  1,
+		"fleetwave_find_request_duration_seconds_count":                           3,
 		`fleetwave_group_agents_off_target{app="default",group="prod"}`:           0,
 		`fleetwave_agents{app="default",group="prod",state="ok",version="2.0.0"}`: 5,
 		`fleetwave_group_state{app="default",group="prod",state="done"}`:          1,
 		`fleetwave_group_state{app="default",group="prod",state="active"}`:        0,
-		"fleetwave_inventory_agents":                                5,
+		"fleetwave_inventory_agents":                                              5,
 	} {
 		if got, ok := samples[key]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
