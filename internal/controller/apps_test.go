@@ -2,7 +2,10 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -187,6 +191,7 @@ func TestAppsRollOutAtOnce(t *testing.T) {
 	web, _ := kv.NS(cfg, "web")
 	db, _ := kv.NS(cfg, "db")
 	c1 := f.startController("c1")
+	base := f.serveMetrics(c1) // metrics and find, as controller run serves them
 	af := newAppFleet(t, f, 3)
 	af.beatAll()
 	// A heartbeat for an app the config does not list.
@@ -333,6 +338,72 @@ func TestAppsRollOutAtOnce(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Metrics: each app's groups and agents under its own app label.
+	f.waitMetrics(base, map[string]float64{
+		`fleetwave_group_halted{app="db",group="canary"}`:                                             1,
+		`fleetwave_group_halted{app="web",group="canary"}`:                                            0,
+		`fleetwave_group_state{app="web",group="prod",state="done"}`:                                  1,
+		`fleetwave_group_state{app="db",group="prod",state="unstarted"}`:                              1,
+		`fleetwave_group_info{app="db",group="canary",start_version="5.0.0",target_version="6.0.0"}`:  1,
+		`fleetwave_group_info{app="web",group="canary",start_version="1.0.0",target_version="2.0.0"}`: 1,
+		`fleetwave_agents{app="web",group="prod",state="ok",version="2.0.0"}`:                         3,
+		`fleetwave_agents{app="db",group="prod",state="ok",version="5.0.0"}`:                          3,
+		`fleetwave_heartbeats_rejected_total{reason="unknown_app"}`:                                   1,
+		`fleetwave_mode{app="db",mode="enabled"}`:                                                     1,
+	})
+
+	// Find: each app's own decision; an unknown app is a 404 naming the
+	// apps.
+	h := af.hosts[len(af.hosts)-1] // in prod
+	find := func(q string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(base + httpfind.PathFind + "?host=" + string(h.id) + "&group=prod" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body
+	}
+	dbView, err := state.AppView(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbVersion, dbUpdate := rollout.Decide(h.id, dbView.Spec.Value, dbView.Groups["prod"].Value, dbView.Groups["prod"].Value.Mode)
+	for _, tc := range []struct {
+		q       string
+		version string
+		update  bool
+	}{{"", "2.0.0", true}, {"&app=web", "2.0.0", true}, {"&app=", "2.0.0", true}, {"&app=db", dbVersion, dbUpdate}} {
+		code, body := find(tc.q)
+		if code != http.StatusOK {
+			t.Errorf("find%s: %d %s", tc.q, code, body)
+			continue
+		}
+		a, err := httpfind.DecodeAnswer(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Version != tc.version || a.Update != tc.update {
+			t.Errorf("find%s: %q update %v, want %q update %v", tc.q, a.Version, a.Update, tc.version, tc.update)
+		}
+	}
+	if dbVersion == "2.0.0" || dbVersion == "6.0.0" {
+		t.Errorf("db's answer %q is not db's decision after its halt", dbVersion)
+	}
+	code, body := find("&app=cache")
+	var e struct {
+		Field string   `json:"field"`
+		Apps  []string `json:"apps"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || code != http.StatusNotFound || e.Field != "app" || !slices.Equal(e.Apps, []string{"web", "db"}) {
+		t.Errorf("find for app cache: %d %s, want a 404 of field app naming [web db]", code, body)
+	}
+	f.waitMetrics(base, map[string]float64{`fleetwave_find_requests_total{outcome="unknown_app"}`: 1})
 
 	// A host leaves app db: out of db's inventory, still in web's.
 	leaver := af.hosts[0]

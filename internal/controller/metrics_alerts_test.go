@@ -21,7 +21,7 @@ func (f *fixture) serveMetrics(rc *runningController) string {
 	mirror := &controller.PlanMirror{NC: f.srv.Conn("mirror"), Store: &httpfind.Store{}, Log: natstest.Logger(f.t)}
 	rc.c.ServePlanFrom(mirror)
 	go func() { _ = mirror.Run(f.ctx) }()
-	srv := httptest.NewServer(rc.c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready}))
+	srv := httptest.NewServer(rc.c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Apps: mirror.FindApp, Ready: mirror.Ready}))
 	f.t.Cleanup(srv.Close)
 	return srv.URL
 }
