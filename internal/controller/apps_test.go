@@ -476,3 +476,34 @@ func TestAppAddedLater(t *testing.T) {
 		t.Errorf("host %s left app db and is not in app web's inventory of a controller started later", leaver.id)
 	}
 }
+
+// TestAppSpecUnattributed: every app's plan spec is held to the audit
+// trail, as the default app's is: a raw write of db.spec raises an
+// unattributed change that names the key and app db.
+func TestAppSpecUnattributed(t *testing.T) {
+	f := newFixture(t)
+	events := f.subscribeEvents()
+	cfg := twoAppConfig()
+	if _, err := kv.Save(f.ctx, f.fleet.Config, kv.KeyConfig, cfg, 0); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := kv.NS(cfg, "db")
+	f.startController("c1")
+	if _, err := kv.Save(f.ctx, f.fleet.Plan, db.Spec(), specCritical("5.0.0", "6.0.0"), 0); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, waitLong, func() error {
+		f.advance(reconcileEvery)
+		events.mu.Lock()
+		defer events.mu.Unlock()
+		for _, ev := range events.events {
+			if ev.Kind == rollout.EventUnattributed && strings.Contains(ev.Reason, "fleet_plan/db.spec revision") {
+				if ev.App != "db" {
+					return fmt.Errorf("db.spec's unattributed change names app %q", ev.App)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no unattributed change of fleet_plan/db.spec among %d events", len(events.events))
+	})
+}
