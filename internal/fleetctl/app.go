@@ -275,3 +275,30 @@ func (a appFleet) mine(data []byte) bool {
 	}
 	return eventOfApp(&ev, a.NS, a.cfg)
 }
+
+// problems are the app's problems (kv.State.AppView's, its plan keys
+// unprefixed) for people: each plan key named as it is stored, and the
+// fix's commands told to take --app when the config has several apps.
+func (a appFleet) problems(ps []kv.Problem) []Problem {
+	out := problemsOf(ps)
+	for i, p := range ps {
+		if p.Bucket != kv.BucketPlan {
+			continue
+		}
+		out[i].Key = a.where(a.keyOf(p.Key))
+		if a.Multi && strings.Contains(out[i].Fix, "fleetctl ") {
+			out[i].Fix += " (with" + a.appArg() + ")"
+		}
+	}
+	return out
+}
+
+// stored is p (one of the app's problems, from its ReadState) with the key
+// as it is stored.
+func (a appFleet) stored(p *kv.Problem) *kv.Problem {
+	c := *p
+	if c.Bucket == kv.BucketPlan {
+		c.Key = a.keyOf(c.Key)
+	}
+	return &c
+}

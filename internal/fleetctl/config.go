@@ -142,6 +142,9 @@ type ConfigSetOptions struct {
 	AlertOnApprovalWait *bool
 	// Output is text or json (a WriteResult).
 	Output string
+	// ForApp is config set's --app: the group settings are that app's own
+	// (its overrides of the group), not the fleet's.
+	ForApp string
 }
 
 func (o *ConfigSetOptions) groupSettings() []string {
@@ -178,7 +181,13 @@ A group that is rolling out (canary or active) cannot be changed until it is
 done, rolled back or reset by a new target.
 
 --depends-on takes group names separated by commas; '' means no dependency,
-'-' the default (the group listed before this one).`,
+'-' the default (the group listed before this one).
+
+--app NAME changes that app's own settings of the group (its overrides,
+docs/cli.md "Apps") instead of the fleet's: the other apps keep the fleet's.
+Refused, like any change, while that app's group is rolling out. The order
+(--depends-on) and the mode, time zone and other fleet-wide settings are the
+fleet's.`,
 		Example: `  fleetctl config set --group staging --start-hour 3 --jitter-seconds 60
   fleetctl config set --group prod --days Mon,Tue,Wed,Thu --max-in-flight 10% --depends-on staging
   fleetctl config set --group canary --depends-on ''
@@ -186,7 +195,8 @@ done, rolled back or reset by a new target.
   fleetctl config set --mode paused
   fleetctl config set --timezone Europe/Berlin
   fleetctl config set --quarantine-after 5
-  fleetctl config set --mode enabled -o json | jq .revision`,
+  fleetctl config set --mode enabled -o json | jq .revision
+  fleetctl config set --app db --group prod --max-in-flight 5%   # db's own setting of prod`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -215,6 +225,10 @@ done, rolled back or reset by a new target.
 	}
 	setters = append(setters, groupSettingFlags(cmd, o)...)
 	writeOutputFlag(cmd, &o.Output)
+	// Its own variable, no FLEETCTL_APP: an app named in the shell's
+	// environment must not turn a change of the fleet's group into one
+	// app's override.
+	cmd.Flags().StringVar(&o.ForApp, "app", "", "change this app's own settings of --group (its overrides), not the fleet's")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkWriteOutput(o.Output); err != nil {
 			return err
@@ -326,6 +340,16 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	if err := checkGroupFilter(o.Group); err != nil {
 		return err
 	}
+	if o.ForApp != "" {
+		switch {
+		case o.Add:
+			return cliutil.Usagef("--app: config add-group adds a group to the fleet, for every app; give an app its own settings of it with config set --app %s --group %s", o.ForApp, o.Group)
+		case o.Group == "" || o.Mode != nil || o.Timezone != nil || o.RequireReason != nil || o.QuarantineAfter != nil:
+			return cliutil.Usagef("--app %s changes the app's own settings of one group: give --group and its settings (--mode, --timezone, --require-reason and --quarantine-after are the fleet's); nothing written", o.ForApp)
+		case o.DependsOn != nil:
+			return cliutil.Usagef("--depends-on is the fleet's: the groups' order is the same for every app; leave out --app; nothing written")
+		}
+	}
 	edit, err := o.parse()
 	if err != nil {
 		return err
@@ -364,7 +388,13 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		case i < 0:
 			return unknownGroupError(o.Group, next, st.ConfigDefault)
 		}
-		edit(&next.Groups[i])
+		if o.ForApp != "" {
+			if err := setOverride(&next, o.ForApp, i, edit); err != nil {
+				return err
+			}
+		} else {
+			edit(&next.Groups[i])
+		}
 	}
 	if reflect.DeepEqual(next, st.Config.Value) && !st.ConfigDefault {
 		if o.Output == "json" {

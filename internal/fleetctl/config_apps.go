@@ -1,6 +1,7 @@
 package fleetctl
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -201,4 +202,55 @@ func describeApps(prev, next rollout.Config) []string {
 		}
 	}
 	return out
+}
+
+// setOverride applies edit to app's own settings of the i-th group: the
+// app's override of the group becomes every field in which the edited
+// group, as the app sees it, differs from the fleet's (none: the override
+// goes).
+func setOverride(next *rollout.Config, app string, i int, edit func(*rollout.GroupConfig)) error {
+	if len(next.Apps) == 0 {
+		return fmt.Errorf("--app %s: the fleet's one app has no name, so it has no settings of its own: change the group itself (leave out --app), "+
+			"or name the app first (fleetctl apps add NAME --default); nothing written", app)
+	}
+	ns, err := resolveNS(*next, app)
+	if err != nil {
+		return err
+	}
+	view, err := next.ForApp(ns.Name)
+	if err != nil {
+		return err
+	}
+	base := next.Groups[i]
+	edited := cloneConfig(view).Groups[i]
+	edit(&edited)
+	a, b := fieldsOf(base), fieldsOf(edited)
+	override := map[string]json.RawMessage{}
+	for _, f := range groupFields {
+		if f == "name" || f == "depends_on" || string(a[f]) == string(b[f]) {
+			continue
+		}
+		if v, ok := b[f]; ok {
+			override[f] = v
+		} else {
+			override[f] = json.RawMessage("null")
+		}
+	}
+	j := slices.IndexFunc(next.Apps, func(c rollout.AppConfig) bool { return c.Name == ns.Name })
+	next.Apps = slices.Clone(next.Apps)
+	c := next.Apps[j]
+	c.Overrides = maps.Clone(c.Overrides)
+	if len(override) == 0 {
+		delete(c.Overrides, base.Name)
+	} else {
+		if c.Overrides == nil {
+			c.Overrides = map[string]json.RawMessage{}
+		}
+		c.Overrides[base.Name] = marshal(override)
+	}
+	if len(c.Overrides) == 0 {
+		c.Overrides = nil
+	}
+	next.Apps[j] = c
+	return nil
 }

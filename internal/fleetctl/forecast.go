@@ -130,7 +130,7 @@ func forecastInput(ctx context.Context, f appFleet, o *PlanForecastOptions, from
 	switch {
 	case !st.HasSpec && o.Target == "":
 		if p, bad := st.Problem(kv.BucketPlan, kv.KeySpec); bad {
-			return in, nil, fmt.Errorf("cannot forecast: %w; or give --target VERSION to forecast a rollout of VERSION", p)
+			return in, nil, fmt.Errorf("cannot forecast: %w; or give --target VERSION to forecast a rollout of VERSION", f.stored(p))
 		}
 		return in, nil, fmt.Errorf("no plan%s: nothing is being rolled out; give --target VERSION to forecast a rollout of VERSION (fleetctl plan set%s --start VERSION --target VERSION creates a plan)", f.appNote(), f.appArg())
 	case !st.HasSpec:

@@ -145,7 +145,7 @@ func RunQuarantineLs(ctx context.Context, o *QuarantineOptions) error {
 		return err
 	}
 	if p, bad := st.Problem(kv.BucketPlan, kv.KeyQuarantine); bad {
-		return p
+		return f.stored(p)
 	}
 	l := st.Quarantine.Value
 	if o.Output == "json" {
@@ -271,6 +271,7 @@ func RunQuarantineAdd(ctx context.Context, o *QuarantineOptions) error {
 	var before any = cur.Value
 	replacing := false
 	if p, bad := st.Problem(kv.BucketPlan, kv.KeyQuarantine); bad {
+		p = f.stored(p)
 		// Like plan set over a bad spec: replace it, compare-and-swap on
 		// its revision, and say what was lost.
 		fmt.Fprintf(o.ErrOut, "warning: %v\nIt is replaced by a list holding %s alone: add the other quarantined versions again.\n", p.Err, v)
@@ -325,7 +326,7 @@ func RunQuarantineRm(ctx context.Context, o *QuarantineOptions) error {
 		return err
 	}
 	if p, bad := st.Problem(kv.BucketPlan, kv.KeyQuarantine); bad {
-		return fmt.Errorf("quarantine rm %s: %w", v, p)
+		return fmt.Errorf("quarantine rm %s: %w", v, f.stored(p))
 	}
 	cur := st.Quarantine
 	next, old, err := cur.Value.Lift(v, o.actor(), strings.TrimSpace(o.Reason), o.Now().UTC())

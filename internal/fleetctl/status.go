@@ -210,7 +210,7 @@ func readStatus(ctx context.Context, f appFleet, warn io.Writer, now time.Time) 
 	rep := BuildRolloutStatus(entries, st, now)
 	rep.Problems = problemsOf(skipped)
 	if st != nil {
-		rep.Problems = append(rep.Problems, problemsOf(st.Problems)...)
+		rep.Problems = append(rep.Problems, f.problems(st.Problems)...)
 	}
 	return rep, nil
 }
