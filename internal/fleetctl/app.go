@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -80,13 +81,19 @@ func resolveNS(cfg rollout.Config, app string) (kv.AppNS, error) {
 		}
 		return kv.DefaultNS(cfg), nil
 	}
+	hint := ""
+	if lower := strings.ToLower(app); slices.Contains(names, lower) && lower != app {
+		hint = fmt.Sprintf("\ndid you mean --app %s?", lower)
+	} else if near, ok := rollout.ClosestGroupName(lower, names); ok {
+		hint = fmt.Sprintf("\ndid you mean --app %s?", near)
+	}
 	if err := rollout.ValidateAppName(app); err != nil {
-		return kv.AppNS{}, cliutil.Usagef("--app: %v", err)
+		return kv.AppNS{}, cliutil.Usagef("--app: %v%s", err, hint)
 	}
 	ns, err := kv.NS(cfg, app)
 	if err != nil {
-		return kv.AppNS{}, cliutil.Usagef("--app %q: not in the config; the apps are: %s (add one: fleetctl apps add NAME); nothing done",
-			app, strings.Join(names, ", "))
+		return kv.AppNS{}, cliutil.Usagef("--app %q: not in the config; the apps are: %s (add one: fleetctl apps add NAME); nothing done%s",
+			app, strings.Join(names, ", "), hint)
 	}
 	return ns, nil
 }

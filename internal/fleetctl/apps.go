@@ -328,7 +328,7 @@ that has a plan is refused unless --force: the controller then stops moving its
 groups and counting its hosts, its keys stay in fleet_plan (adding the app
 again carries on from them), and its hosts keep the version they run. Pause it
 first (fleetctl pause --app NAME) and take it off its hosts (agentd disable
---app NAME).`,
+--app NAME --remove).`,
 		Example: `  fleetctl apps rm db
   fleetctl apps rm db --force --reason "db moved to its own fleet"`,
 		Args: appNameArg,

@@ -91,3 +91,48 @@ func TestConfigSetAppOverride(t *testing.T) {
 	})
 	mustContain(t, err, "has no name", "fleetctl apps add NAME --default")
 }
+
+// TestEntriesOfApp (issue 26, point 1 and 4): which app an event or an
+// audit record is about. Records made before apps carry no app and are the
+// default app's; so are events a fleet without apps published as
+// "default" before it named its app; a config write is every app's.
+func TestEntriesOfApp(t *testing.T) {
+	cfg := twoApps()
+	web, db := kv.DefaultNS(cfg), kv.OtherNS("db")
+	for _, tc := range []struct {
+		name    string
+		ev      *rollout.Event
+		audit   *kv.AuditRecord
+		web, db bool
+		app     string
+	}{
+		{name: "event before apps", ev: &rollout.Event{}, web: true, app: "web"},
+		{name: "event of the unnamed app", ev: &rollout.Event{App: "default"}, web: true, app: "web"},
+		{name: "event of web", ev: &rollout.Event{App: "web"}, web: true, app: "web"},
+		{name: "event of db", ev: &rollout.Event{App: "db"}, db: true, app: "db"},
+		{name: "event of an app since removed", ev: &rollout.Event{App: "api"}, app: "api"},
+		{name: "plan write before apps", audit: &kv.AuditRecord{Bucket: kv.BucketPlan, Key: "group.prod"}, web: true, app: "web"},
+		{name: "plan write of db before it named itself", audit: &kv.AuditRecord{Bucket: kv.BucketPlan, Key: "db.spec"}, db: true, app: "db"},
+		{name: "plan write of the unnamed app", audit: &kv.AuditRecord{Bucket: kv.BucketPlan, Key: "spec", App: "default"}, web: true, app: "web"},
+		{name: "plan write of db", audit: &kv.AuditRecord{Bucket: kv.BucketPlan, Key: "db.spec", App: "db"}, db: true, app: "db"},
+		{name: "config write", audit: &kv.AuditRecord{Bucket: kv.BucketConfig, Key: "config"}, web: true, db: true, app: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			of := func(ns kv.AppNS) bool {
+				if tc.ev != nil {
+					return eventOfApp(tc.ev, ns, cfg)
+				}
+				return auditOfApp(tc.audit, ns, cfg)
+			}
+			if got := of(web); got != tc.web {
+				t.Errorf("of web: %v, want %v", got, tc.web)
+			}
+			if got := of(db); got != tc.db {
+				t.Errorf("of db: %v, want %v", got, tc.db)
+			}
+			if got := entryApp(kv.TimelineEntry{Event: tc.ev, Audit: tc.audit}, cfg); got != tc.app {
+				t.Errorf("entryApp %q, want %q", got, tc.app)
+			}
+		})
+	}
+}

@@ -138,7 +138,7 @@ func checkRemovedApps(st *kv.State, next rollout.Config, force bool) error {
 		errs = append(errs, fmt.Errorf("app %q has %s. Removing it from the config stops its rollout where it is: "+
 			"the controller no longer moves its groups or counts its hosts; its keys (fleet_plan %s, %s, %s) stay as they are, "+
 			"and listing the app again carries on from them; its hosts keep the version they run, and those in a group that was rolling out "+
-			"may still install the target its status allows. Pause it first (fleetctl pause --app %s), and run agentd disable --app %s on its hosts "+
+			"may still install the target its status allows. Pause it first (fleetctl pause --app %s), and run agentd disable --app %s --remove on its hosts "+
 			"to take it off them. To remove it anyway: --force",
 			a.Name, has, kv.OtherNS(a.Name).Spec(), kv.OtherNS(a.Name).Group("<group>"), kv.OtherNS(a.Name).Quarantine(), a.Name, a.Name))
 	}
@@ -157,8 +157,11 @@ func writeAppNotes(w io.Writer, st *kv.State, next rollout.Config) {
 	}
 	name := next.DefaultApp()
 	plan := "it has no plan yet"
-	if st.HasSpec {
+	switch {
+	case st.HasSpec && len(st.Groups) > 0:
 		plan = fmt.Sprintf("its plan (%s → %s) and its %d group statuses carry on", st.Spec.Value.StartVersion, st.Spec.Value.TargetVersion, len(st.Groups))
+	case st.HasSpec:
+		plan = fmt.Sprintf("its plan (%s → %s) carries on", st.Spec.Value.StartVersion, st.Spec.Value.TargetVersion)
 	}
 	fmt.Fprintf(w, "The fleet's app is now named %q (the first of apps, its default app): it keeps the keys spec, group.<group> and quarantine, "+
 		"its hosts' heartbeats and credentials as they are, and no group restarts; %s. It cannot be renamed: the default app is fixed once named.\n",

@@ -306,7 +306,7 @@ func RunQuarantineAdd(ctx context.Context, o *QuarantineOptions) error {
 	if len(groups) > 0 {
 		fmt.Fprintf(o.Out, "Groups rolling it out halt at the controller's next step: %s.\n", strings.Join(groups, ", "))
 	}
-	_, err = fmt.Fprintf(o.Out, "No group offers %s to new or unstarted hosts; fleetctl plan set refuses it without --force. Lift with: fleetctl quarantine rm%s %s\n", v, f.appArg(), v)
+	_, err = fmt.Fprintf(o.Out, "No group offers %s to new or unstarted hosts; fleetctl plan set%s refuses it without --force. Lift with: fleetctl quarantine rm%s %s\n", v, f.appArg(), f.appArg(), v)
 	return err
 }
 
