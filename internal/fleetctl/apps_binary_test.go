@@ -73,6 +73,11 @@ func TestAppFlagResolutionBinary(t *testing.T) {
 			if stdout != "" {
 				t.Errorf("stdout %q", stdout)
 			}
+			// Every one of them takes --app.
+			_, stderr, code = runBin(t, bin, env, append(args, "--app", "nope")...)
+			if code != cliutil.ExitUsage || !strings.Contains(stderr, `--app "nope": not in the config; the apps are: web, db`) {
+				t.Errorf("--app nope: exit %d:\n%s", code, stderr)
+			}
 		})
 	}
 	for _, tc := range []struct {
@@ -86,6 +91,9 @@ func TestAppFlagResolutionBinary(t *testing.T) {
 		if code != cliutil.ExitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("--app %s: exit %d, want 2 with %q:\n%s", tc.app, code, tc.want, stderr)
 		}
+	}
+	if _, stderr, code := runBin(t, bin, env, "history", "--app", "nope"); code != cliutil.ExitUsage || !strings.Contains(stderr, "the apps are: web, db") {
+		t.Errorf("history --app nope: exit %d: %s", code, stderr)
 	}
 	if diff := cmp.Diff(before, e.planRevisions()); diff != "" {
 		t.Errorf("a refused command wrote fleet_plan (-before +after):\n%s", diff)

@@ -51,6 +51,7 @@ asked; a paused rollout is assumed resumed now. The forecast stops two weeks
 after its start. It writes nothing.`,
 		Example: `  fleetctl plan forecast
   fleetctl plan forecast --target 1.5.0 --install-time 5m
+  fleetctl plan forecast --app db
   fleetctl plan forecast --at 2026-11-27T15:00:00+01:00
   TZ=America/New_York fleetctl plan forecast
   fleetctl plan forecast -o json | jq -r '.groups[] | "\(.group) \(.done)"'`,
@@ -64,6 +65,7 @@ after its start. It writes nothing.`,
 	fs.DurationVar(&o.InstallTime, "install-time", rollout.DefaultInstallTime, "how long one agent takes to install (before min_healthy_time)")
 	fs.StringVar(&o.At, "at", "", "start the simulation at this RFC 3339 time instead of now")
 	outputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
