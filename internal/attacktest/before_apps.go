@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
@@ -30,6 +31,9 @@ type GrantsBeforeApps struct {
 	AgentsImports  []string    `json:"agents_imports"`
 	ControlImports []string    `json:"control_imports"`
 	EdgeImports    []string    `json:"edge_imports"`
+	// ControllerPermissions are the controller role's grants then (its
+	// user JWT's; RolePermissions(RoleController) at that commit).
+	ControllerPermissions jwt.Permissions `json:"controller_permissions"`
 }
 
 // BeforeApps returns the pre-apps grants.
@@ -39,7 +43,8 @@ func BeforeApps(t *testing.T) GrantsBeforeApps {
 	if err := json.Unmarshal(grantsBeforeApps, &g); err != nil {
 		t.Fatal(err)
 	}
-	if len(g.FleetExports) == 0 || len(g.AgentsImports) == 0 || len(g.ControlImports) == 0 || len(g.EdgeImports) == 0 {
+	if len(g.FleetExports) == 0 || len(g.AgentsImports) == 0 || len(g.ControlImports) == 0 || len(g.EdgeImports) == 0 ||
+		len(g.ControllerPermissions.Pub.Allow) == 0 {
 		t.Fatalf("testdata/grants-%s.json holds no grants", g.Commit)
 	}
 	return g
@@ -49,8 +54,10 @@ func BeforeApps(t *testing.T) GrantsBeforeApps {
 // its FLEET account exports, and its AGENTS, CONTROL and EDGE accounts
 // import, exactly what they did at that commit, re-signed with the
 // operator's signing key as fleetctl did (keys, limits, revocations kept);
-// resolver.conf rewritten. Users are the caller's: a user JWT names no
-// export, so an agent minted for the default app today is one minted then.
+// resolver.conf rewritten; and the controller user's creds (in CONTROL)
+// minted again with that commit's controller grants, as its record's
+// newest key. Agents are the caller's: an agent minted for the default app
+// today is, grant for grant, one minted then (auth.AgentPermissions).
 func MakeBeforeApps(t *testing.T, d auth.Dir) {
 	t.Helper()
 	g := BeforeApps(t)
@@ -111,7 +118,50 @@ func MakeBeforeApps(t *testing.T, d auth.Dir) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := auth.WriteFiles(d.Path, append(files, auth.File{Name: auth.FileResolverConf, Data: conf})...); err != nil {
+	files = append(files, auth.File{Name: auth.FileResolverConf, Data: conf})
+
+	_, seedFile := auth.AccountFiles(auth.AccountControl)
+	ctlSigner, err := nkeys.FromSeed([]byte(read(seedFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upub, _ := user.PublicKey()
+	control := decode(func() string { f, _ := auth.AccountFiles(auth.AccountControl); return f }())
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = auth.UserController
+	uc.IssuerAccount = control.Subject
+	uc.AllowedConnectionTypes.Add(jwt.ConnectionTypeStandard)
+	uc.Tags.Add("role:" + string(auth.RoleController))
+	uc.Permissions = g.ControllerPermissions
+	token, err := uc.Encode(ctlSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := user.Seed()
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := d.User(auth.UserController)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Keys = append(rec.Keys, auth.KeyRecord{UserKey: upub, IssuedAt: time.Unix(back.IssuedAt, 0).UTC()})
+	recData, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, auth.File{Name: auth.CredsFile(auth.UserController), Data: creds, Secret: true},
+		auth.File{Name: auth.RecordFile(rec), Data: append(recData, '\n')})
+	if err := auth.WriteFiles(d.Path, files...); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -381,7 +381,9 @@ func TestAgentAppGrantsAndDenials(t *testing.T) {
 			return a.nc.FlushWithContext(ctx)
 		}
 	}
-	planGet := func(key string) string { return "$JS.API.DIRECT.GET." + kv.PlanStream + "." + kv.KeySubject(kv.BucketPlan, key) }
+	planGet := func(key string) string {
+		return "$JS.API.DIRECT.GET." + kv.PlanStream + "." + kv.KeySubject(kv.BucketPlan, key)
+	}
 	hbDenied := func(ns kv.AppNS, group string, id rollout.AgentID) denial {
 		return denial{"heartbeat " + ns.HBSubject(group, id), jsPublish(ns.HBSubject(group, id), hb(ns, group, id)), ns.HBSubject(group, id), false}
 	}

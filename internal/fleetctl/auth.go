@@ -910,7 +910,11 @@ type AuthUpgradeReport struct {
 	// account, where they can do everything: each needs 'fleetctl edge
 	// add' (with --name NAME) before --finish revokes the old key.
 	LegacyLeaf []string `json:"legacy_leaf_users"`
-	Revoked    []string `json:"revoked,omitempty"`
+	// StaleControllers are controller users whose creds in the directory
+	// lack this version's controller grants: each needs 'fleetctl auth
+	// user --name NAME --role controller'.
+	StaleControllers []string `json:"stale_controllers,omitempty"`
+	Revoked          []string `json:"revoked,omitempty"`
 }
 
 // AuthReissued is one agent or controller given new creds by an upgrade.
@@ -1043,6 +1047,9 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	for _, r := range res.LegacyLeaf {
 		rep.LegacyLeaf = append(rep.LegacyLeaf, r.Name)
 	}
+	for _, r := range res.StaleControllers {
+		rep.StaleControllers = append(rep.StaleControllers, r.Name)
+	}
 	if o.Output == "json" {
 		if err := writeJSON(o.Global.Out, rep); err != nil {
 			return err
@@ -1053,6 +1060,7 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 			fmt.Fprintf(w, "nothing to do: accounts %s, %s and %s exist, every agent and controller is in its own, and the grants are this version's\n",
 				auth.AccountAgents, auth.AccountControl, auth.AccountEdge)
 			legacyLeafUsers(w, res.LegacyLeaf)
+			staleControllers(w, res.StaleControllers)
 			return nil
 		}
 		for _, name := range res.Created {
@@ -1088,6 +1096,7 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 				"      a controller that runs without %s creates it when it next starts\n", kv.StreamAudit)
 		}
 		legacyLeafUsers(w, res.LegacyLeaf)
+		staleControllers(w, res.StaleControllers)
 	}
 	if !o.Push || len(res.Created) == 0 && len(res.Regranted) == 0 {
 		return nil
@@ -1098,6 +1107,20 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	}
 	_, err = pushAccounts(ctx, o.AuthOptions, progress, o.SysCreds, tokens...)
 	return err
+}
+
+// staleControllers names the controller users whose creds lack this
+// version's grants (another app's group statuses and quarantine): the
+// account JWTs cannot give them, their own JWT must.
+func staleControllers(w io.Writer, recs []auth.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d controller(s) whose creds lack this version's grants (the group statuses and quarantine of apps other than the default; docs/security.md, \"Apps\"):\n", len(recs))
+	for _, r := range recs {
+		fmt.Fprintf(w, "  %s: fleetctl auth user --name %s --role controller, ship %s and restart that controller\n", r.Name, r.Name, auth.CredsFile(r.Name))
+	}
+	fmt.Fprintf(w, "  (a fleet with one app needs nothing: the old creds have every grant it uses)\n")
 }
 
 // legacyLeafUsers names the edge sites' leaf users still in the FLEET
