@@ -293,8 +293,11 @@ func RunAuthAgent(ctx context.Context, o *AuthAgentOptions) error {
 		return writeJSON(o.Global.Out, rep)
 	}
 	apps := ""
-	if rep.Apps != nil {
+	switch {
+	case rep.Apps != nil:
 		apps = ", apps " + grant.String()
+	case len(o.Apps) > 0:
+		apps = ", apps " + strings.Join(o.Apps, ",") + " (the default app alone: the same grants as without --apps)"
 	}
 	fmt.Fprintf(o.Global.Out, "agent %s, group %s%s: user %s\ncreds written to %s (0600)\n", id, o.Group, apps, u.PubKey, out)
 	if drawn {
@@ -819,7 +822,7 @@ func RunAuthList(_ context.Context, o *AuthListOptions) error {
 		return writeJSON(o.Global.Out, AuthListReport{Users: recs})
 	}
 	tw := newTable(o.Global.Out)
-	fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tKEY\tISSUED\tREVOKED")
+	fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tAPPS\tKEY\tISSUED\tREVOKED")
 	for _, r := range recs {
 		name := r.Name
 		if r.AgentID != "" {
@@ -838,7 +841,19 @@ func RunAuthList(_ context.Context, o *AuthListOptions) error {
 			if i > 0 {
 				n = ""
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n, r.Role, group, shortKey(k.UserKey),
+			// An agent's apps are its current key's: older keys may have
+			// had others.
+			apps := "-"
+			switch {
+			case r.Role != auth.RoleAgent:
+			case i < len(r.Keys)-1:
+				apps = ""
+			case r.Apps != nil:
+				apps = r.Apps.String()
+			default:
+				apps = "(default)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, r.Role, group, apps, shortKey(k.UserKey),
 				k.IssuedAt.UTC().Format(time.DateOnly), revoked)
 		}
 	}

@@ -324,6 +324,11 @@ func TestAuthAgentApps(t *testing.T) {
 	if rec, err := (auth.Dir{Path: dir}).Agent(id); err != nil || rec.Apps == nil || !rec.Apps.Any || len(rec.Keys) != 2 {
 		t.Errorf("record after --apps '*': %+v, %v", rec, err)
 	}
+	// auth ls shows the current key's apps.
+	if stdout, stderr, code := execute(t, "auth", "ls", "--dir", dir); code != 0 || !strings.Contains(stdout, "APPS") ||
+		!strings.Contains(stdout, " *  ") {
+		t.Errorf("auth ls: exit %d\n%s%s", code, stdout, stderr)
+	}
 	// Without --apps again: the default app only, as before apps.
 	if _, stderr, code := execute(t, "auth", "agent", "--dir", dir, "--group", "blue", "--id", id); code != 0 {
 		t.Fatal(stderr)
