@@ -46,6 +46,13 @@ func TestAgentAppPermissions(t *testing.T) {
 			Pub: jwt.Permission{Allow: jwt.StringList{"fleet.hb.web.prod." + string(id), get("web.spec"), get("web.group.prod")}},
 			Sub: jwt.Permission{Allow: jwt.StringList{"fleet.plan.web.spec", "fleet.plan.web.group.prod", inbox}},
 		}},
+		{"db in its own group", "prod", auth.AppGrant{Apps: []string{"db"}, Groups: map[string]string{"db": "green"}}, jwt.Permissions{
+			Pub: jwt.Permission{Allow: jwt.StringList{
+				"fleet.hb.prod." + string(id), get("spec"), get("group.prod"),
+				"fleet.hb.db.green." + string(id), get("db.spec"), get("db.group.green"),
+			}},
+			Sub: jwt.Permission{Allow: jwt.StringList{"fleet.plan.spec", "fleet.plan.group.prod", "fleet.plan.db.spec", "fleet.plan.db.group.green", inbox}},
+		}},
 		{"any app", "prod", auth.AppGrant{Any: true}, jwt.Permissions{
 			Pub: jwt.Permission{
 				Allow: jwt.StringList{
@@ -119,6 +126,9 @@ func TestAgentAppPermissions(t *testing.T) {
 		{auth.AppGrant{Apps: []string{"db", "db"}}, "named twice"},
 		{auth.AppGrant{Apps: []string{"web"}, DefaultName: "web"}, "named twice"},
 		{auth.AppGrant{Any: true, Apps: []string{"db"}}, "stands alone"},
+		{auth.AppGrant{Any: true, Groups: map[string]string{"db": "green"}}, "stands alone"},
+		{auth.AppGrant{Apps: []string{"db"}, Groups: map[string]string{"web": "green"}}, "not granted"},
+		{auth.AppGrant{Apps: []string{"db"}, Groups: map[string]string{"db": "Green"}}, "group"},
 		{auth.AppGrant{Apps: strings.Split("a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p", ",")}, "at most 16"},
 	} {
 		if _, err := is.AgentApps(id, "prod", c.g); !errors.Is(err, auth.ErrAppGrant) || !strings.Contains(err.Error(), c.want) {
@@ -234,6 +244,7 @@ func TestAgentAppGrantsAndDenials(t *testing.T) {
 	e := newFleetEnv(t)
 	const (
 		webAgent = rollout.AgentID("0e000000-0000-4000-8000-0000000000e1")
+		dbAgent  = rollout.AgentID("0e000000-0000-4000-8000-0000000000e4") // the default app in prod, db in canary
 		anyAgent = rollout.AgentID("0e000000-0000-4000-8000-0000000000e2")
 		defAgent = rollout.AgentID("0e000000-0000-4000-8000-0000000000e3")
 	)
@@ -241,6 +252,7 @@ func TestAgentAppGrantsAndDenials(t *testing.T) {
 		webAgent: {Apps: []string{"web"}, NoDefault: true},
 		anyAgent: {Any: true},
 		defAgent: {},
+		dbAgent:  {Apps: []string{"db"}, Groups: map[string]string{"db": "canary"}},
 	} {
 		if _, _, err := e.dir.IssueAgentApps(id, "prod", g, ""); err != nil {
 			t.Fatal(err)
@@ -341,6 +353,10 @@ func TestAgentAppGrantsAndDenials(t *testing.T) {
 			return errors.Join(read(core.Spec())(ctx, a), read(db.Spec())(ctx, a), read(core.Group("prod"))(ctx, a), read(db.Group("prod"))(ctx, a))
 		}},
 		{"any app's agent follows every app's spec and prod", anyAgent, follow(core.Spec(), core.Group("prod"), db.Spec(), db.Group("prod"), web.Group("prod"))},
+		{"an agent of db in canary heartbeats and reads db of canary, and the default app of prod", dbAgent, func(ctx context.Context, a *agentConn) error {
+			return errors.Join(beat(db, "canary", dbAgent)(ctx, a), read(db.Group("canary"))(ctx, a), read(db.Spec())(ctx, a),
+				beat(core, "prod", dbAgent)(ctx, a), read(core.Group("prod"))(ctx, a))
+		}},
 		{"the default app's agent heartbeats and reads as before apps", defAgent, func(ctx context.Context, a *agentConn) error {
 			return errors.Join(beat(core, "prod", defAgent)(ctx, a), read(core.Spec())(ctx, a), read(core.Group("prod"))(ctx, a))
 		}},
@@ -426,6 +442,12 @@ func TestAgentAppGrantsAndDenials(t *testing.T) {
 			subDenied("fleet.plan.>"), subDenied("fleet.plan.*.>"), subDenied(kv.PlanRepublish + web.Group("canary")),
 			subDenied(kv.PlanRepublish + core.Group("spec")), subDenied("fleet.plan.*.group.*"),
 			{"write db.spec", jsPublish(kv.KeySubject(kv.BucketPlan, db.Spec()), []byte(`{"v":1}`)), kv.KeySubject(kv.BucketPlan, db.Spec()), false},
+		}},
+		// db in canary, the default app in prod: neither app's other group.
+		{dbAgent, []denial{
+			hbDenied(db, "prod", dbAgent), hbDenied(core, "canary", dbAgent),
+			readDenied(db.Group("prod")), readDenied(core.Group("canary")),
+			subDenied(kv.PlanRepublish + db.Group("prod")),
 		}},
 		// minted without --apps, as every agent before apps: no other app.
 		{defAgent, []denial{

@@ -220,23 +220,27 @@ func AgentPermissions(id rollout.AgentID, group string) jwt.Permissions {
 // "group.spec"): that one is denied unless it is the agent's own group.
 func AgentAppPermissions(id rollout.AgentID, group string, g AppGrant) jwt.Permissions {
 	var p jwt.Permissions
-	add := func(ns kv.AppNS) {
+	add := func(ns kv.AppNS, group string) {
 		p.Pub.Allow.Add(ns.HBSubject(group, id), planDirectGet(ns.Spec()), planDirectGet(ns.Group(group)))
 		p.Sub.Allow.Add(kv.PlanRepublish+ns.Spec(), kv.PlanRepublish+ns.Group(group))
 	}
 	if !g.NoDefault || g.Any {
-		add(kv.AppNS{})
+		add(kv.AppNS{}, group)
 	}
 	switch {
 	case g.Any:
-		add(kv.OtherNS("*")) // the app token a wildcard: any app's subjects
+		add(kv.OtherNS("*"), group) // the app token a wildcard: any app's subjects
 		if other := kv.GroupKey(kv.KeySpec); group != kv.KeySpec {
 			p.Pub.Deny.Add(planDirectGet(other))
 			p.Sub.Deny.Add(kv.PlanRepublish + other)
 		}
 	default:
 		for _, app := range g.Apps {
-			add(kv.OtherNS(app))
+			ag := group
+			if other, ok := g.Groups[app]; ok {
+				ag = other
+			}
+			add(kv.OtherNS(app), ag)
 		}
 	}
 	p.Sub.Allow.Add(kv.AgentInboxPrefix(string(id)) + ".>")
@@ -251,6 +255,10 @@ type AppGrant struct {
 	// Apps are the apps other than the fleet's default one, by name
 	// (rollout.ValidateAppName).
 	Apps []string `json:"apps,omitempty"`
+	// Groups are the groups of those of Apps the host runs in another
+	// group than the agent's own (app name → group): an app's group is its
+	// own update.yaml's on the host. The default app's is the agent's.
+	Groups map[string]string `json:"groups,omitempty"`
 	// NoDefault leaves the default app out: a host that runs only other
 	// apps.
 	NoDefault bool `json:"no_default,omitempty"`
@@ -267,7 +275,7 @@ type AppGrant struct {
 // apps, at least one app, nothing beside Any.
 func (g AppGrant) Validate() error {
 	if g.Any {
-		if len(g.Apps) > 0 || g.NoDefault {
+		if len(g.Apps) > 0 || g.NoDefault || len(g.Groups) > 0 {
 			return fmt.Errorf("%w: '*' (any app) stands alone; it already grants %s", ErrAppGrant, strings.Join(g.Apps, ", "))
 		}
 		return nil
@@ -291,6 +299,14 @@ func (g AppGrant) Validate() error {
 			return fmt.Errorf("%w: default app: %w", ErrAppGrant, err)
 		}
 	}
+	for app, group := range g.Groups {
+		if !slices.Contains(g.Apps, app) {
+			return fmt.Errorf("%w: a group for app %q, which is not granted (the default app's group is the agent's)", ErrAppGrant, app)
+		}
+		if err := rollout.ValidateGroupName(group); err != nil {
+			return fmt.Errorf("%w: app %s: %w", ErrAppGrant, app, err)
+		}
+	}
 	return nil
 }
 
@@ -298,7 +314,8 @@ func (g AppGrant) Validate() error {
 func (g AppGrant) DefaultOnly() bool { return !g.Any && !g.NoDefault && len(g.Apps) == 0 }
 
 // String names the apps of g: "*", or the names, the default app first
-// ("(default)" when its name is not known).
+// ("(default)" when its name is not known), each app in another group than
+// the agent's as app:group.
 func (g AppGrant) String() string {
 	if g.Any {
 		return "*"
@@ -311,7 +328,13 @@ func (g AppGrant) String() string {
 		}
 		names = append(names, d)
 	}
-	return strings.Join(append(names, g.Apps...), ",")
+	for _, app := range g.Apps {
+		if group, ok := g.Groups[app]; ok {
+			app += ":" + group
+		}
+		names = append(names, app)
+	}
+	return strings.Join(names, ",")
 }
 
 // RolePermissions are the grants of the non-agent roles.

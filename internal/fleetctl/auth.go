@@ -159,9 +159,12 @@ type AuthAgentOptions struct {
 	*AuthOptions
 	ID    string
 	Group string
-	// Apps are the apps the agent speaks for (--apps): names, or "*" alone
-	// for any app; none is the fleet's default app only.
+	// Apps are the apps the agent speaks for (--apps): names (NAME:GROUP
+	// for an app the host runs in another group than --group), or "*"
+	// alone for any app; none is the fleet's default app only.
 	Apps []string
+	// appGroups are the groups --apps gave (app → group).
+	appGroups map[string]string
 	// DefaultApp names the fleet's default app (--default-app), whose
 	// subjects carry no name; without it and with Apps, the config on the
 	// bus says.
@@ -200,7 +203,8 @@ only, exactly as before apps existed (a host that runs only the default app
 needs nothing new). --apps a,b grants each app named the same in its own
 namespace: fleet.hb.<app>.<group>.<id>, the keys "<app>.spec" and
 "<app>.group.<group>", fleet.plan.<app>.spec and fleet.plan.<app>.group.<group>;
-the default app, when named, keeps its unprefixed subjects. Which app is the
+the default app, when named, keeps its unprefixed subjects. An app the host
+runs in another group than --group (its own update.yaml's) is APP:GROUP. Which app is the
 default comes from the config on the bus (--nats), which must list every app
 named, or from --default-app NAME (offline). --apps '*' is every app, now
 and later (the app a wildcard; still this host's group and id only). A host
@@ -242,7 +246,7 @@ id (another group, a rotation) adds a key; the old one stays valid until
 	}
 	cmd.Flags().StringVar(&o.ID, "id", "", "the agent's id (default: draw a new one)")
 	cmd.Flags().StringVar(&o.Group, "group", "", "the agent's rollout group (required)")
-	cmd.Flags().StringSliceVar(&o.Apps, "apps", nil, "the apps the host runs, comma-separated, or '*' for any (default: the fleet's default app only)")
+	cmd.Flags().StringSliceVar(&o.Apps, "apps", nil, "the apps the host runs, comma-separated (APP:GROUP for one in another group than --group), or '*' for any (default: the fleet's default app only)")
 	cmd.Flags().StringVar(&o.DefaultApp, "default-app", "", "the fleet's default app, when --apps is given and the config is not read from the bus")
 	cmd.Flags().StringVar(&o.Out, "out", "", "write the creds here (default <dir>/agents/<id>.creds)")
 	writeOutputFlag(cmd, &o.Output)
@@ -320,8 +324,21 @@ func checkAgentApps(o *AuthAgentOptions, given bool) error {
 			return cliutil.Usagef("--default-app: %v", err)
 		}
 	}
+	o.appGroups = nil
 	for i, app := range o.Apps {
 		app = strings.TrimSpace(app)
+		if name, group, ok := strings.Cut(app, ":"); ok {
+			if err := rollout.ValidateGroupName(group); err != nil {
+				return cliutil.Usagef("--apps %s: %v", app, err)
+			}
+			if o.appGroups == nil {
+				o.appGroups = map[string]string{}
+			}
+			if group != o.Group {
+				o.appGroups[name] = group
+			}
+			app = name
+		}
 		o.Apps[i] = app
 		switch {
 		case app == "*" && len(o.Apps) > 1:
@@ -351,6 +368,9 @@ func (o *AuthAgentOptions) appGrant(audit *authAudit) (auth.AppGrant, error) {
 	case len(o.Apps) == 0:
 		return auth.AppGrant{}, nil
 	case len(o.Apps) == 1 && o.Apps[0] == "*":
+		if len(o.appGroups) > 0 {
+			return auth.AppGrant{}, cliutil.Usagef("--apps: '*' is every app in --group's group")
+		}
 		return auth.AppGrant{Any: true}, nil
 	}
 	def := o.DefaultApp
@@ -381,10 +401,19 @@ func (o *AuthAgentOptions) appGrant(audit *authAudit) (auth.AppGrant, error) {
 	g := auth.AppGrant{NoDefault: true}
 	for _, app := range o.Apps {
 		if app == def {
+			if group, ok := o.appGroups[app]; ok {
+				return auth.AppGrant{}, cliutil.Usagef("--apps %s:%s: %s is the default app, whose group is the agent's: --group %s", app, group, app, group)
+			}
 			g.NoDefault, g.DefaultName = false, def
 			continue
 		}
 		g.Apps = append(g.Apps, app)
+		if group, ok := o.appGroups[app]; ok {
+			if g.Groups == nil {
+				g.Groups = map[string]string{}
+			}
+			g.Groups[app] = group
+		}
 	}
 	if err := g.Validate(); err != nil {
 		return auth.AppGrant{}, cliutil.Usagef("--apps: %v", err)

@@ -295,6 +295,9 @@ func TestAuthAgentApps(t *testing.T) {
 		{[]string{"--default-app", "core"}, "without --apps"},
 		{[]string{"--apps", "web", "--default-app", "Core"}, "--default-app"},
 		{[]string{"--apps", "web"}, "--default-app NAME"},
+		{[]string{"--apps", "web:Green", "--default-app", "core"}, "--apps web:Green"},
+		{[]string{"--apps", "core:green,web", "--default-app", "core"}, "whose group is the agent's"},
+		{[]string{"--apps", "*:green"}, "every app in --group's group"},
 	} {
 		args := append([]string{"auth", "agent", "--dir", dir, "--group", "blue", "--id", id}, c.args...)
 		if _, stderr, code := execute(t, args...); code != cliutil.ExitUsage || !strings.Contains(stderr, c.want) {
@@ -321,8 +324,18 @@ func TestAuthAgentApps(t *testing.T) {
 	if _, stderr, code := execute(t, "auth", "agent", "--dir", dir, "--group", "blue", "--id", id, "--apps", "*"); code != 0 {
 		t.Fatal(stderr)
 	}
-	if rec, err := (auth.Dir{Path: dir}).Agent(id); err != nil || rec.Apps == nil || !rec.Apps.Any || len(rec.Keys) != 2 {
+	if rec, err := (auth.Dir{Path: dir}).Agent(id); err != nil || rec.Apps == nil || !rec.Apps.Any || len(rec.Keys) != 2 || rec.Apps.Groups != nil {
 		t.Errorf("record after --apps '*': %+v, %v", rec, err)
+	}
+	// An app the host runs in another group.
+	if _, stderr, code := execute(t, "auth", "agent", "--dir", dir, "--group", "blue", "--id", id, "--apps", "core,web:green", "--default-app", "core"); code != 0 {
+		t.Fatal(stderr)
+	}
+	if rec, err := (auth.Dir{Path: dir}).Agent(id); err != nil || rec.Apps == nil || rec.Apps.String() != "core,web:green" {
+		t.Errorf("record after --apps core,web:green: %+v, %v", rec.Apps, err)
+	}
+	if _, stderr, code := execute(t, "auth", "agent", "--dir", dir, "--group", "blue", "--id", id, "--apps", "*"); code != 0 {
+		t.Fatal(stderr)
 	}
 	// auth ls shows the current key's apps.
 	if stdout, stderr, code := execute(t, "auth", "ls", "--dir", dir); code != 0 || !strings.Contains(stdout, "APPS") ||
