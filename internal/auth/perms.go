@@ -95,8 +95,8 @@ func fleetExports() []export {
 		// and the direct gets of <app>.spec and <app>.group.<g>. Each
 		// agent's own grants name its apps, group and id exactly
 		// (AgentPermissions); the wildcards say only what the account may
-		// reach. What else they match, and why that is safe: appExportsSafe
-		// and docs/security.md, "Apps".
+		// reach. What else they match, and why that is safe:
+		// docs/security.md, "Apps" (TestFleetExportsOverlapOnlyWhereSafe).
 		svc("app heartbeats", hbApps, true, false),
 		svc("app plan spec", planDirectGet("*."+kv.KeySpec), true, true),
 		svc("app group status", planDirectGet("*."+kv.GroupKey("*")), true, true),
@@ -220,9 +220,9 @@ func AgentPermissions(id rollout.AgentID, group string) jwt.Permissions {
 // "group.spec"): that one is denied unless it is the agent's own group.
 func AgentAppPermissions(id rollout.AgentID, group string, g AppGrant) jwt.Permissions {
 	var p jwt.Permissions
-	add := func(ns kv.AppNS, group string) {
-		p.Pub.Allow.Add(ns.HBSubject(group, id), planDirectGet(ns.Spec()), planDirectGet(ns.Group(group)))
-		p.Sub.Allow.Add(kv.PlanRepublish+ns.Spec(), kv.PlanRepublish+ns.Group(group))
+	add := func(ns kv.AppNS, grp string) {
+		p.Pub.Allow.Add(ns.HBSubject(grp, id), planDirectGet(ns.Spec()), planDirectGet(ns.Group(grp)))
+		p.Sub.Allow.Add(kv.PlanRepublish+ns.Spec(), kv.PlanRepublish+ns.Group(grp))
 	}
 	if !g.NoDefault || g.Any {
 		add(kv.AppNS{}, group)

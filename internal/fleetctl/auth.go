@@ -1010,6 +1010,14 @@ everything, are listed: add each again with 'fleetctl edge add --site S
 the site, then revoke the old key ('fleetctl auth revoke --user NAME
 --keep-current', or step 3, which revokes every leaf key left in FLEET).
 
+A directory minted before apps (DESIGN §9) gains, the same way, the
+exports and imports of every app beside the default one: no agent's creds
+change (those minted without --apps stay the default app's). The
+controller's writes of an app's group statuses and quarantine are in the
+controller user's own JWT: step 1 names each controller whose creds in the
+directory lack them; mint it again ('fleetctl auth user --name NAME --role
+controller') before a second app rolls out.
+
 Servers the push does not reach (edge leaf nodes) need 'fleetctl auth push'
 or a restart with the new resolver.conf. Running step 1 again resumes an
 interrupted run and otherwise does nothing (and writes nothing). Agents and
