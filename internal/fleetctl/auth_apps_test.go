@@ -406,3 +406,38 @@ func TestAuthAgentApps(t *testing.T) {
 		t.Errorf("no audit record of the mint naming its apps: %+v", entries)
 	}
 }
+
+// FuzzAgentApps: whatever --apps holds, it is refused or it grants subjects
+// of whole tokens (no empty token, no '>', a '*' only for '*'), each naming
+// the agent's own id, and the grant validates: no --apps value widens an
+// agent's creds beyond the apps and groups it names.
+func FuzzAgentApps(f *testing.F) {
+	for _, seed := range []string{"web", "core,web", "web:green", "*", "web,*", "web.x", "web:gr.een", "web:*", "web:>", ">", "a:b:c", " web , db ", "core:green", "group", ""} {
+		f.Add(seed)
+	}
+	const id = rollout.AgentID("0a000000-0000-4000-8000-0000000000f1")
+	f.Fuzz(func(t *testing.T, apps string) {
+		o := &AuthAgentOptions{Group: "blue", DefaultApp: "core", Apps: strings.Split(apps, ",")}
+		if checkAgentApps(o, true) != nil {
+			return
+		}
+		g, err := o.appGrant(nil)
+		if err != nil {
+			return
+		}
+		if err := g.Validate(); err != nil {
+			t.Fatalf("--apps %q: grant %+v does not validate: %v", apps, g, err)
+		}
+		p := auth.AgentAppPermissions(id, "blue", g)
+		for _, subj := range append(p.Pub.Allow, p.Sub.Allow...) {
+			for _, tok := range strings.Split(subj, ".") {
+				if tok == "" || tok == ">" && !strings.HasPrefix(subj, "_INBOX_") || tok == "*" && !g.Any {
+					t.Fatalf("--apps %q grants %q", apps, subj)
+				}
+			}
+			if !strings.Contains(subj, "$JS.API.DIRECT.GET") && !strings.HasPrefix(subj, "fleet.plan.") && !strings.Contains(subj, string(id)) {
+				t.Fatalf("--apps %q grants %q, which is not this agent's", apps, subj)
+			}
+		}
+	})
+}
