@@ -851,7 +851,14 @@ func RunAuthList(_ context.Context, o *AuthListOptions) error {
 		return writeJSON(o.Global.Out, AuthListReport{Users: recs})
 	}
 	tw := newTable(o.Global.Out)
-	fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tAPPS\tKEY\tISSUED\tREVOKED")
+	// The APPS column only once an agent speaks for apps beside the
+	// default one: a fleet of one app sees the table it always had.
+	withApps := slices.ContainsFunc(recs, func(r auth.Record) bool { return r.Apps != nil })
+	if withApps {
+		fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tAPPS\tKEY\tISSUED\tREVOKED")
+	} else {
+		fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tKEY\tISSUED\tREVOKED")
+	}
 	for _, r := range recs {
 		name := r.Name
 		if r.AgentID != "" {
@@ -879,10 +886,16 @@ func RunAuthList(_ context.Context, o *AuthListOptions) error {
 				apps = ""
 			case r.Apps != nil:
 				apps = r.Apps.String()
+				if len(apps) > 16 { // the whole list: auth ls -o json
+					apps = apps[:15] + "…"
+				}
 			default:
 				apps = "(default)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, r.Role, group, apps, shortKey(k.UserKey),
+			if withApps {
+				group += "\t" + apps
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n, r.Role, group, shortKey(k.UserKey),
 				k.IssuedAt.UTC().Format(time.DateOnly), revoked)
 		}
 	}
