@@ -30,6 +30,24 @@ import (
 // stream, the controller counts it and writes its group's status, and the
 // agent reads its plan; nobody hits a permissions violation.
 func TestRealAgentAndControllerWithMintedCreds(t *testing.T) {
+	realAgentAndController(t, auth.AppGrant{})
+}
+
+// TestRealAgentWithAppCreds: the same with an agent minted for apps beside
+// the default one (--apps core,web) and for any app (--apps '*'): the
+// default app's agentd works with either, nobody hits a violation (the
+// subscription limit, the inbox, the grants of the default app are all
+// still there).
+func TestRealAgentWithAppCreds(t *testing.T) {
+	for name, g := range map[string]auth.AppGrant{
+		"core,web": {Apps: []string{"web"}, DefaultName: "core"},
+		"*":        {Any: true},
+	} {
+		t.Run(name, func(t *testing.T) { realAgentAndController(t, g) })
+	}
+}
+
+func realAgentAndController(t *testing.T, grant auth.AppGrant) {
 	e := newFleetEnvBare(t)
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
@@ -64,7 +82,7 @@ func TestRealAgentAndControllerWithMintedCreds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, credsFile, err := e.dir.IssueAgent(id, "blue", "")
+	_, credsFile, err := e.dir.IssueAgentApps(id, "blue", grant, "")
 	if err != nil {
 		t.Fatal(err)
 	}

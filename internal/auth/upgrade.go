@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -28,6 +29,13 @@ type UpgradeResult struct {
 	// their sites, so each needs 'fleetctl edge add --site S --name NAME'
 	// (IssueEdge), and RevokeLegacy then revokes the old key.
 	LegacyLeaf []Record
+	// StaleControllers are controller users (in CONTROL) whose creds in the
+	// directory lack grants of this version's controller role (an app's
+	// group statuses and quarantine, DESIGN §9): a user's grants are in its
+	// own JWT, so each needs 'fleetctl auth user --name NAME --role
+	// controller' and the new creds shipped. Creds not kept in the
+	// directory are not checked.
+	StaleControllers []Record
 	// Regranted are the accounts whose exports (FLEET) or imports (AGENTS,
 	// CONTROL, EDGE) this run re-signed to this version's set: a directory minted
 	// before a grant existed (FLEET_AUDIT's create, the timeline read).
@@ -102,6 +110,11 @@ func (d Dir) Upgrade() (UpgradeResult, error) {
 			continue
 		case rec.Role == RoleAgent && rec.Account != AccountAgents:
 		case rec.Role == RoleController && rec.Account != AccountControl:
+		case rec.Role == RoleController:
+			if d.staleGrants(rec) {
+				res.StaleControllers = append(res.StaleControllers, rec)
+			}
+			continue
 		default:
 			continue
 		}
@@ -110,7 +123,7 @@ func (d Dir) Upgrade() (UpgradeResult, error) {
 			continue
 		}
 		if rec.Role == RoleAgent {
-			_, _, err = d.IssueAgent(rollout.AgentID(rec.AgentID), rec.Group, "")
+			_, _, err = d.IssueAgentApps(rollout.AgentID(rec.AgentID), rec.Group, rec.appGrant(), "")
 		} else {
 			_, _, err = d.IssueUser(rec.Name, rec.Role, "")
 		}
@@ -120,6 +133,46 @@ func (d Dir) Upgrade() (UpgradeResult, error) {
 		res.Reissued = append(res.Reissued, rec)
 	}
 	return res, nil
+}
+
+// staleGrants: the creds of user rec kept in the directory (its current,
+// unrevoked key's) grant less than this version's role does.
+func (d Dir) staleGrants(rec Record) bool {
+	if len(rec.Keys) == 0 || !rec.Keys[len(rec.Keys)-1].RevokedAt.IsZero() {
+		return false
+	}
+	b, err := os.ReadFile(d.path(CredsFile(rec.Name)))
+	if err != nil {
+		return false
+	}
+	token, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		return false
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil || uc.Subject != rec.Keys[len(rec.Keys)-1].UserKey {
+		return false
+	}
+	want := RolePermissions(rec.Role)
+	for _, subj := range want.Pub.Allow {
+		if !slices.Contains(uc.Permissions.Pub.Allow, subj) {
+			return true
+		}
+	}
+	for _, subj := range want.Sub.Allow {
+		if !slices.Contains(uc.Permissions.Sub.Allow, subj) {
+			return true
+		}
+	}
+	return false
+}
+
+// appGrant is the apps rec's agent was last minted for.
+func (rec Record) appGrant() AppGrant {
+	if rec.Apps == nil {
+		return AppGrant{}
+	}
+	return *rec.Apps
 }
 
 func (rec Record) hasValidKey() bool {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,10 +157,20 @@ func RunAuthInit(_ context.Context, o *AuthInitOptions) error {
 // AuthAgentOptions are the flags of "fleetctl auth agent".
 type AuthAgentOptions struct {
 	*AuthOptions
-	ID     string
-	Group  string
-	Out    string
-	Output string
+	ID    string
+	Group string
+	// Apps are the apps the agent speaks for (--apps): names (NAME:GROUP
+	// for an app the host runs in another group than --group), or "*"
+	// alone for any app; none is the fleet's default app only.
+	Apps []string
+	// appGroups are the groups --apps gave (app → group).
+	appGroups map[string]string
+	// DefaultApp names the fleet's default app (--default-app), whose
+	// subjects carry no name; without it and with Apps, the config on the
+	// bus says.
+	DefaultApp string
+	Out        string
+	Output     string
 }
 
 // AuthAgentReport is the JSON of "fleetctl auth agent -o json": the
@@ -168,8 +179,11 @@ type AuthAgentReport struct {
 	WriteResult
 	AgentID string `json:"agent_id"`
 	Group   string `json:"group"`
-	UserKey string `json:"user_key"`
-	Creds   string `json:"creds"`
+	// Apps are the apps the creds speak for ("*": any), the default app
+	// first; absent for the default app alone.
+	Apps    []string `json:"apps,omitempty"`
+	UserKey string   `json:"user_key"`
+	Creds   string   `json:"creds"`
 }
 
 func newAuthAgentCmd(ao *AuthOptions) *cobra.Command {
@@ -184,6 +198,19 @@ its own inbox (_INBOX_<id>, which agentd uses), and connect only as a client.
 It reaches FLEET only through the AGENTS account's imports, so no reply
 subject it writes can name a bucket, the stream or another host's subject.
 
+Apps (DESIGN §9): without --apps the creds are the fleet's default app's
+only, exactly as before apps existed (a host that runs only the default app
+needs nothing new). --apps a,b grants each app named the same in its own
+namespace: fleet.hb.<app>.<group>.<id>, the keys "<app>.spec" and
+"<app>.group.<group>", fleet.plan.<app>.spec and fleet.plan.<app>.group.<group>;
+the default app, when named, keeps its unprefixed subjects. An app the host
+runs in another group than --group (its own update.yaml's) is APP:GROUP. Which app is the
+default comes from the config on the bus (--nats), which must list every app
+named, or from --default-app NAME (offline). --apps '*' is every app, now
+and later (the app a wildcard; still this host's group and id only). A host
+that starts running another app needs new creds with the apps it runs; the
+other hosts keep theirs.
+
 --id is the host's agent id (<root>/agent_id, 'agentd status'); without it a
 new id is drawn and printed: write it to <root>/agent_id before agentd first
 starts (deploy/systemd/install.sh --agent-id does). Minting again for the same
@@ -194,7 +221,9 @@ id (another group, a rotation) adds a key; the old one stays valid until
 		Example: `  fleetctl auth agent --dir /etc/fleetwave/auth --group prod --id 1b4e28ba-2fa1-4d2e-883f-0016d3cca427
   fleetctl auth agent --group canary -o json | jq -r .agent_id
   fleetctl auth agent --group prod --id "$ID" --out /srv/provision/$HOST/agent.creds
-  fleetctl auth agent --group prod --nats nats://nats-a:4222 --reason "new host web-42"   # recorded`,
+  fleetctl auth agent --group prod --nats nats://nats-a:4222 --reason "new host web-42"   # recorded
+  fleetctl auth agent --group prod --id "$ID" --apps web,db --nats nats://nats-a:4222     # web is the default app
+  fleetctl auth agent --group prod --id "$ID" --apps db --default-app web                 # offline: db only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkWriteOutput(o.Output); err != nil {
@@ -208,12 +237,17 @@ id (another group, a rotation) adds a key; the old one stays valid until
 					return cliutil.Usagef("--id: %v", err)
 				}
 			}
+			if err := checkAgentApps(o, cmd.Flags().Changed("apps")); err != nil {
+				return err
+			}
 			o.Bus = busNamed(cmd)
 			return RunAuthAgent(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.ID, "id", "", "the agent's id (default: draw a new one)")
 	cmd.Flags().StringVar(&o.Group, "group", "", "the agent's rollout group (required)")
+	cmd.Flags().StringSliceVar(&o.Apps, "apps", nil, "the apps the host runs, comma-separated (APP:GROUP for one in another group than --group), or '*' for any (default: the fleet's default app only)")
+	cmd.Flags().StringVar(&o.DefaultApp, "default-app", "", "the fleet's default app, when --apps is given and the config is not read from the bus")
 	cmd.Flags().StringVar(&o.Out, "out", "", "write the creds here (default <dir>/agents/<id>.creds)")
 	writeOutputFlag(cmd, &o.Output)
 	return cmd
@@ -240,25 +274,151 @@ func RunAuthAgent(ctx context.Context, o *AuthAgentOptions) error {
 		}
 		defer audit.done()
 	}
+	grant, err := o.appGrant(audit)
+	if err != nil {
+		return err
+	}
 	before, err := recordValue(func() (auth.Record, error) { return d.Agent(id) })
 	if err != nil {
 		return err
 	}
-	u, out, err := d.IssueAgent(id, o.Group, o.Out)
+	u, out, err := d.IssueAgentApps(id, o.Group, grant, o.Out)
 	if err != nil {
 		return err
 	}
 	o.recordMint(audit, command, func() (auth.Record, error) { return d.Agent(id) }, before)
 	out = inDir(d, out)
-	if o.Output == "json" {
-		return writeJSON(o.Global.Out, AuthAgentReport{WriteResult: WriteResult{Command: "auth agent", Written: true, Files: []string{out}},
-			AgentID: string(id), Group: o.Group, UserKey: u.PubKey, Creds: out})
+	rep := AuthAgentReport{WriteResult: WriteResult{Command: "auth agent", Written: true, Files: []string{out}},
+		AgentID: string(id), Group: o.Group, UserKey: u.PubKey, Creds: out}
+	if !grant.DefaultOnly() {
+		rep.Apps = strings.Split(grant.String(), ",")
 	}
-	fmt.Fprintf(o.Global.Out, "agent %s, group %s: user %s\ncreds written to %s (0600)\n", id, o.Group, u.PubKey, out)
+	if o.Output == "json" {
+		return writeJSON(o.Global.Out, rep)
+	}
+	apps := ""
+	switch {
+	case rep.Apps != nil:
+		apps = ", apps " + grant.String()
+	case len(o.Apps) > 0:
+		apps = ", apps " + strings.Join(o.Apps, ",") + " (the default app alone: the same grants as without --apps)"
+	}
+	fmt.Fprintf(o.Global.Out, "agent %s, group %s%s: user %s\ncreds written to %s (0600)\n", id, o.Group, apps, u.PubKey, out)
 	if drawn {
 		fmt.Fprintf(o.Global.Out, "new agent id: write it to <root>/agent_id on the host before agentd first starts\n")
 	}
 	return nil
+}
+
+// checkAgentApps checks the syntax of --apps and --default-app (given: the
+// command line has --apps).
+func checkAgentApps(o *AuthAgentOptions, given bool) error {
+	if given && len(o.Apps) == 0 {
+		return cliutil.Usagef("--apps: name at least one app, or '*' for any (leave --apps out for the default app only)")
+	}
+	if o.DefaultApp != "" {
+		if len(o.Apps) == 0 {
+			return cliutil.Usagef("--default-app says which of --apps is the fleet's default app; without --apps the creds are the default app's")
+		}
+		if err := rollout.ValidateAppName(o.DefaultApp); err != nil {
+			return cliutil.Usagef("--default-app: %v", err)
+		}
+	}
+	o.appGroups = nil
+	for i, app := range o.Apps {
+		app = strings.TrimSpace(app)
+		if name, group, ok := strings.Cut(app, ":"); ok {
+			if err := rollout.ValidateGroupName(group); err != nil {
+				return cliutil.Usagef("--apps %s: %v", app, err)
+			}
+			if o.appGroups == nil {
+				o.appGroups = map[string]string{}
+			}
+			if group != o.Group {
+				o.appGroups[name] = group
+			}
+			app = name
+		}
+		o.Apps[i] = app
+		switch {
+		case app == "*" && len(o.Apps) > 1:
+			return cliutil.Usagef("--apps: '*' (any app) stands alone")
+		case app == "*":
+		default:
+			if err := rollout.ValidateAppName(app); err != nil {
+				return cliutil.Usagef("--apps: %v", err)
+			}
+			if slices.Contains(o.Apps[:i], app) {
+				return cliutil.Usagef("--apps: %q named twice", app)
+			}
+		}
+	}
+	if len(o.Apps) > rollout.MaxApps {
+		return cliutil.Usagef("--apps: %d apps; a fleet has at most %d", len(o.Apps), rollout.MaxApps)
+	}
+	return nil
+}
+
+// appGrant is what --apps grants: the default app alone without it; any app
+// with '*'; else the apps named, the fleet's default one (from
+// --default-app, or the config read on the bus, which must list every app
+// named) keeping its unprefixed subjects.
+func (o *AuthAgentOptions) appGrant(audit *authAudit) (auth.AppGrant, error) {
+	switch {
+	case len(o.Apps) == 0:
+		return auth.AppGrant{}, nil
+	case len(o.Apps) == 1 && o.Apps[0] == "*":
+		if len(o.appGroups) > 0 {
+			return auth.AppGrant{}, cliutil.Usagef("--apps: '*' is every app in --group's group")
+		}
+		return auth.AppGrant{Any: true}, nil
+	}
+	def := o.DefaultApp
+	if audit != nil {
+		cfg, err := kv.Get[rollout.Config](audit.ctx, audit.f.Config, kv.KeyConfig)
+		if err != nil {
+			return auth.AppGrant{}, fmt.Errorf("--apps: read the config for its apps: %w (or mint offline with --default-app NAME)", err)
+		}
+		names := cfg.Value.AppNames()
+		if def != "" && def != cfg.Value.DefaultApp() {
+			return auth.AppGrant{}, cliutil.Usagef("--default-app %s: the config's default app is %s", def, cfg.Value.DefaultApp())
+		}
+		def = cfg.Value.DefaultApp()
+		for _, app := range o.Apps {
+			if !slices.Contains(names, app) {
+				hint := ""
+				if c, ok := rollout.ClosestGroupName(app, names); ok {
+					hint = fmt.Sprintf(" (did you mean %s?)", c)
+				}
+				return auth.AppGrant{}, cliutil.Usagef("--apps: app %q is not in the config%s; its apps: %s (add it to the config's apps first)",
+					app, hint, strings.Join(names, ", "))
+			}
+		}
+	}
+	if def == "" {
+		return auth.AppGrant{}, cliutil.Usagef("--apps: which app is the fleet's default (its subjects carry no name)? Give --nats to read the config, or --default-app NAME")
+	}
+	g := auth.AppGrant{NoDefault: true}
+	for _, app := range o.Apps {
+		if app == def {
+			if group, ok := o.appGroups[app]; ok {
+				return auth.AppGrant{}, cliutil.Usagef("--apps %s:%s: %s is the default app, whose group is the agent's: --group %s", app, group, app, group)
+			}
+			g.NoDefault, g.DefaultName = false, def
+			continue
+		}
+		g.Apps = append(g.Apps, app)
+		if group, ok := o.appGroups[app]; ok {
+			if g.Groups == nil {
+				g.Groups = map[string]string{}
+			}
+			g.Groups[app] = group
+		}
+	}
+	if err := g.Validate(); err != nil {
+		return auth.AppGrant{}, cliutil.Usagef("--apps: %v", err)
+	}
+	return g, nil
 }
 
 // inDir is where a file the directory d wrote lives: a relative name is
@@ -691,7 +851,14 @@ func RunAuthList(_ context.Context, o *AuthListOptions) error {
 		return writeJSON(o.Global.Out, AuthListReport{Users: recs})
 	}
 	tw := newTable(o.Global.Out)
-	fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tKEY\tISSUED\tREVOKED")
+	// The APPS column only once an agent speaks for apps beside the
+	// default one: a fleet of one app sees the table it always had.
+	withApps := slices.ContainsFunc(recs, func(r auth.Record) bool { return r.Apps != nil })
+	if withApps {
+		fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tAPPS\tKEY\tISSUED\tREVOKED")
+	} else {
+		fmt.Fprintln(tw, "NAME\tROLE\tGROUP\tKEY\tISSUED\tREVOKED")
+	}
 	for _, r := range recs {
 		name := r.Name
 		if r.AgentID != "" {
@@ -709,6 +876,24 @@ func RunAuthList(_ context.Context, o *AuthListOptions) error {
 			n := name
 			if i > 0 {
 				n = ""
+			}
+			// An agent's apps are its current key's: older keys may have
+			// had others.
+			apps := "-"
+			switch {
+			case r.Role != auth.RoleAgent:
+			case i < len(r.Keys)-1:
+				apps = ""
+			case r.Apps != nil:
+				apps = r.Apps.String()
+				if len(apps) > 16 { // the whole list: auth ls -o json
+					apps = apps[:15] + "…"
+				}
+			default:
+				apps = "(default)"
+			}
+			if withApps {
+				group += "\t" + apps
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n, r.Role, group, shortKey(k.UserKey),
 				k.IssuedAt.UTC().Format(time.DateOnly), revoked)
@@ -782,7 +967,11 @@ type AuthUpgradeReport struct {
 	// account, where they can do everything: each needs 'fleetctl edge
 	// add' (with --name NAME) before --finish revokes the old key.
 	LegacyLeaf []string `json:"legacy_leaf_users"`
-	Revoked    []string `json:"revoked,omitempty"`
+	// StaleControllers are controller users whose creds in the directory
+	// lack this version's controller grants: each needs 'fleetctl auth
+	// user --name NAME --role controller'.
+	StaleControllers []string `json:"stale_controllers,omitempty"`
+	Revoked          []string `json:"revoked,omitempty"`
 }
 
 // AuthReissued is one agent or controller given new creds by an upgrade.
@@ -833,6 +1022,14 @@ everything, are listed: add each again with 'fleetctl edge add --site S
 --name NAME', ship the new creds and run 'fleetctl edge init --site S' at
 the site, then revoke the old key ('fleetctl auth revoke --user NAME
 --keep-current', or step 3, which revokes every leaf key left in FLEET).
+
+A directory minted before apps (DESIGN §9) gains, the same way, the
+exports and imports of every app beside the default one: no agent's creds
+change (those minted without --apps stay the default app's). The
+controller's writes of an app's group statuses and quarantine are in the
+controller user's own JWT: step 1 names each controller whose creds in the
+directory lack them; mint it again ('fleetctl auth user --name NAME --role
+controller') before a second app rolls out.
 
 Servers the push does not reach (edge leaf nodes) need 'fleetctl auth push'
 or a restart with the new resolver.conf. Running step 1 again resumes an
@@ -915,6 +1112,9 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	for _, r := range res.LegacyLeaf {
 		rep.LegacyLeaf = append(rep.LegacyLeaf, r.Name)
 	}
+	for _, r := range res.StaleControllers {
+		rep.StaleControllers = append(rep.StaleControllers, r.Name)
+	}
 	if o.Output == "json" {
 		if err := writeJSON(o.Global.Out, rep); err != nil {
 			return err
@@ -925,6 +1125,7 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 			fmt.Fprintf(w, "nothing to do: accounts %s, %s and %s exist, every agent and controller is in its own, and the grants are this version's\n",
 				auth.AccountAgents, auth.AccountControl, auth.AccountEdge)
 			legacyLeafUsers(w, res.LegacyLeaf)
+			staleControllers(w, res.StaleControllers)
 			return nil
 		}
 		for _, name := range res.Created {
@@ -960,6 +1161,7 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 				"      a controller that runs without %s creates it when it next starts\n", kv.StreamAudit)
 		}
 		legacyLeafUsers(w, res.LegacyLeaf)
+		staleControllers(w, res.StaleControllers)
 	}
 	if !o.Push || len(res.Created) == 0 && len(res.Regranted) == 0 {
 		return nil
@@ -970,6 +1172,20 @@ func RunAuthUpgrade(ctx context.Context, o *AuthUpgradeOptions) error {
 	}
 	_, err = pushAccounts(ctx, o.AuthOptions, progress, o.SysCreds, tokens...)
 	return err
+}
+
+// staleControllers names the controller users whose creds lack this
+// version's grants (another app's group statuses and quarantine): the
+// account JWTs cannot give them, their own JWT must.
+func staleControllers(w io.Writer, recs []auth.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d controller(s) whose creds lack this version's grants (the group statuses and quarantine of apps other than the default; docs/security.md, \"Apps\"):\n", len(recs))
+	for _, r := range recs {
+		fmt.Fprintf(w, "  %s: fleetctl auth user --name %s --role controller, ship %s and restart that controller\n", r.Name, r.Name, auth.CredsFile(r.Name))
+	}
+	fmt.Fprintf(w, "  (a fleet with one app needs nothing: the old creds have every grant it uses)\n")
 }
 
 // legacyLeafUsers names the edge sites' leaf users still in the FLEET
