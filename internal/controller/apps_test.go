@@ -197,10 +197,19 @@ func TestAppsRollOutAtOnce(t *testing.T) {
 	// A heartbeat for an app the config does not list.
 	stray := &appHost{id: "0b000000-0000-4000-8000-999999999999", group: "prod", version: map[string]string{"cache": "1.0.0"}}
 	af.beat(stray, "cache")
+	// And a heartbeat whose body claims app db on web's subject.
+	forged, err := heartbeat.Encode(&heartbeat.Heartbeat{V: heartbeat.SchemaVersion, AgentID: stray.id, Hostname: "forger", Group: "prod",
+		ActiveVersion: "9.9.9", UpdaterVersion: "0.1.0", At: f.clk.Now().UTC(), App: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := af.js.Publish(f.ctx, heartbeat.SubjectFor("prod", stray.id), forged); err != nil {
+		t.Fatal(err)
+	}
 	af.waitInventories(c1)
 	natstest.Eventually(t, waitLong, func() error {
-		if _, rejected := c1.c.Counters(); rejected != 1 {
-			return fmt.Errorf("%d heartbeats rejected, want the one of app cache", rejected)
+		if _, rejected := c1.c.Counters(); rejected != 2 {
+			return fmt.Errorf("%d heartbeats rejected, want the one of app cache and the forged one", rejected)
 		}
 		return nil
 	})
