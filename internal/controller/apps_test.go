@@ -197,10 +197,19 @@ func TestAppsRollOutAtOnce(t *testing.T) {
 	// A heartbeat for an app the config does not list.
 	stray := &appHost{id: "0b000000-0000-4000-8000-999999999999", group: "prod", version: map[string]string{"cache": "1.0.0"}}
 	af.beat(stray, "cache")
+	// And a heartbeat whose body claims app db on web's subject.
+	forged, err := heartbeat.Encode(&heartbeat.Heartbeat{V: heartbeat.SchemaVersion, AgentID: stray.id, Hostname: "forger", Group: "prod",
+		ActiveVersion: "9.9.9", UpdaterVersion: "0.1.0", At: f.clk.Now().UTC(), App: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := af.js.Publish(f.ctx, heartbeat.SubjectFor("prod", stray.id), forged); err != nil {
+		t.Fatal(err)
+	}
 	af.waitInventories(c1)
 	natstest.Eventually(t, waitLong, func() error {
-		if _, rejected := c1.c.Counters(); rejected != 1 {
-			return fmt.Errorf("%d heartbeats rejected, want the one of app cache", rejected)
+		if _, rejected := c1.c.Counters(); rejected != 2 {
+			return fmt.Errorf("%d heartbeats rejected, want the one of app cache and the forged one", rejected)
 		}
 		return nil
 	})
@@ -506,4 +515,60 @@ func TestAppSpecUnattributed(t *testing.T) {
 		}
 		return fmt.Errorf("no unattributed change of fleet_plan/db.spec among %d events", len(events.events))
 	})
+}
+
+// TestAppBadValueStopsThatAppOnly: a plan spec or quarantine list of app
+// db that is not valid stops db's rollout (no status of db written, logged
+// once naming app db), while app web's groups are decided every pass; a
+// bad spec of an app the config does not list is not the rollout's and is
+// not logged.
+func TestAppBadValueStopsThatAppOnly(t *testing.T) {
+	for _, key := range []string{"db.spec", "db.quarantine"} {
+		t.Run(key, func(t *testing.T) {
+			f := newFixture(t)
+			cfg := twoAppConfig()
+			if _, err := kv.Save(f.ctx, f.fleet.Config, kv.KeyConfig, cfg, 0); err != nil {
+				t.Fatal(err)
+			}
+			db, _ := kv.NS(cfg, "db")
+			if _, err := kv.Save(f.ctx, f.fleet.Plan, kv.KeySpec, specCritical("1.0.0", "2.0.0"), 0); err != nil {
+				t.Fatal(err)
+			}
+			if key == "db.quarantine" {
+				if _, err := kv.Save(f.ctx, f.fleet.Plan, db.Spec(), specCritical("5.0.0", "6.0.0"), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := f.fleet.Plan.Put(f.ctx, key, []byte(`{"v":1,"bogus":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.fleet.Plan.Put(f.ctx, "cache.spec", []byte(`not json`)); err != nil {
+				t.Fatal(err)
+			}
+			var logs natstest.Buffer
+			f.startControllerLogging("c1", &logs)
+			for range 3 {
+				f.pass()
+			}
+			f.settle()
+			state, err := f.fleet.ReadState(f.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range []string{"canary", "prod"} {
+				if _, ok := state.Groups[g]; !ok {
+					t.Errorf("app web's group %s has no status: db's bad %s stopped web", g, key)
+				}
+				if st, ok := state.ForApp(db).Groups[g]; ok {
+					t.Errorf("app db's group %s was written (%s) while its %s is not valid", g, st.Value.State, key)
+				}
+			}
+			if n := strings.Count(logs.String(), "rollout stopped"); n != 1 || !strings.Contains(logs.String(), "app=db") {
+				t.Errorf("want one 'rollout stopped' line naming app=db, got %d:\n%s", n, logs.String())
+			}
+			if strings.Contains(logs.String(), "cache.spec") {
+				t.Errorf("a bad key of app cache, which the config does not list, was logged as the rollout's:\n%s", logs.String())
+			}
+		})
+	}
 }

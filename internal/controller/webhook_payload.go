@@ -143,6 +143,13 @@ func webhookLine(e kv.TimelineEntry) string {
 		if a.Group != "" {
 			where = "on group " + a.Group
 		}
+		if app := auditApp(a); app != "" {
+			if a.Group != "" {
+				where += " of app " + app
+			} else {
+				where = "for app " + app
+			}
+		}
 		s := fmt.Sprintf(":memo: fleetwave: %s ran %q %s", a.Actor, "fleetctl "+a.Command, where)
 		if a.Reason != "" {
 			s += ": " + a.Reason
