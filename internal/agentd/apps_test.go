@@ -1,0 +1,375 @@
+package agentd_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetwave/fleetwave/internal/agentd"
+	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/install"
+	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/rollout"
+	"github.com/fleetwave/fleetwave/test/releases"
+)
+
+// setAppPlan sets app ns's plan: spec start→target and group blue's status
+// done on it, with no jitter, so that every agent installs at once.
+func setAppPlan(t *testing.T, ctx context.Context, fleet *kv.Fleet, ns kv.AppNS, start, target string, minHealthy time.Duration) {
+	t.Helper()
+	if _, err := kv.Save(ctx, fleet.Plan, ns.Spec(), rollout.DefaultSpec(start, target), 0); err != nil {
+		t.Fatal(err)
+	}
+	st := rollout.GroupStatus{V: 1, Group: "blue", State: rollout.StateDone, TargetVersion: target, StartVersion: start,
+		Progress: 1, Mode: rollout.ModeEnabled, HealthTimeout: rollout.Duration(20 * time.Second), MinHealthyTime: rollout.Duration(minHealthy)}
+	if _, err := kv.Save(ctx, fleet.Plan, ns.Group("blue"), st, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// probeLog records, per app, when its health URL was probed: the health
+// step of its install.
+type probeLog struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+	last  map[string]time.Time
+}
+
+func (p *probeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	app := strings.TrimPrefix(r.URL.Path, "/")
+	now := time.Now()
+	p.mu.Lock()
+	if _, ok := p.first[app]; !ok {
+		p.first[app] = now
+	}
+	p.last[app] = now
+	p.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// window is when app's health was probed.
+func (p *probeLog) window(app string) (first, last time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.first[app], p.last[app]
+}
+
+// lastAppBeat is the last heartbeat on subject.
+func lastAppBeat(ctx context.Context, fleet *kv.Fleet, subject string) (*heartbeat.Heartbeat, error) {
+	m, err := fleet.HB.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return nil, fmt.Errorf("last heartbeat on %s: %w", subject, err)
+	}
+	return heartbeat.DecodeFrom(m.Subject, m.Data)
+}
+
+// TestTwoAppsOneDaemon (issue 26 point 2): one 'agentd run' process runs
+// the host's default app (at the root) and app db (at <root>/apps/db),
+// each following its own plan to its own target, with one NATS connection.
+// Both want to install at once; the installs run one after the other (the
+// health windows do not overlap and the log says one waited), both
+// converge, each tree holds only its own versions, journal and links, the
+// default app heartbeats on today's subject with no app and db on
+// fleet.hb.db.blue.<id> naming app and installer, 'agentd status' shows
+// both, and the metrics carry app="db" for db only.
+//
+// Fails on the code before apps: --app was the supervised binary, so
+// 'agentd enable --app db' set no app up and nothing ran app db's plan.
+func TestTwoAppsOneDaemon(t *testing.T) {
+	bin := buildAgentd(t)
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	fleet, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbNS := kv.OtherNS("db")
+	// Long enough healthy times that two installs at once would overlap.
+	setAppPlan(t, ctx, fleet, kv.AppNS{}, "1.0.0", "2.0.0", 1500*time.Millisecond)
+	setAppPlan(t, ctx, fleet, dbNS, "5.0.0", "6.0.0", 1500*time.Millisecond)
+
+	webRel, dbRel := releases.NewServer(nil), releases.NewServer(nil)
+	if err := webRel.Add("2.0.0", releases.Good); err != nil {
+		t.Fatal(err)
+	}
+	if err := dbRel.Add("6.0.0", releases.Good); err != nil {
+		t.Fatal(err)
+	}
+	webSite, dbSite := httptest.NewServer(webRel), httptest.NewServer(dbRel)
+	t.Cleanup(webSite.Close)
+	t.Cleanup(dbSite.Close)
+	probes := &probeLog{first: map[string]time.Time{}, last: map[string]time.Time{}}
+	health := httptest.NewServer(probes)
+	t.Cleanup(health.Close)
+
+	root := t.TempDir()
+	textfile := filepath.Join(t.TempDir(), "agentd.prom")
+	runCmd := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("agentd %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	// The default app, then db: enable with a supervised app needs no bus.
+	runCmd("enable", "--root", root, "--nats", srv.URL(), "--group", "blue", "--url-template", releases.URLTemplate(webSite.URL),
+		"--process", "app", "--bin-dir", filepath.Join(root, "bin"), "--health-url", health.URL+"/web")
+	runCmd("enable", "--root", root, "--app", "db", "--url-template", releases.URLTemplate(dbSite.URL),
+		"--process", "app", "--bin-dir", filepath.Join(root, "dbbin"), "--health-url", health.URL+"/db")
+	if _, err := os.Stat(filepath.Join(root, "apps", "db", install.UpdateFileName)); err != nil {
+		t.Fatalf("enable --app db wrote no update.yaml under apps/db: %v", err)
+	}
+
+	d := startAgentd(t, bin, "run", "--root", root, "--heartbeat-interval", "1s", "--metrics-textfile", textfile)
+	id := readID(t, root)
+	natstest.Eventually(t, 60*time.Second, func() error {
+		web, err := install.LoadUpdateFile(root)
+		if err != nil {
+			return err
+		}
+		db, err := install.LoadUpdateFile(filepath.Join(root, "apps", "db"))
+		if err != nil {
+			return err
+		}
+		if web.Status.ActiveVersion != "2.0.0" || db.Status.ActiveVersion != "6.0.0" {
+			return fmt.Errorf("default app runs %q (want 2.0.0), db %q (want 6.0.0)", web.Status.ActiveVersion, db.Status.ActiveVersion)
+		}
+		return nil
+	})
+
+	// One at a time: the health windows (each install's health step) do
+	// not overlap, and one app said it waited for the other.
+	wf, wl := probes.window("web")
+	df, dl := probes.window("db")
+	if wf.IsZero() || df.IsZero() {
+		t.Fatalf("health probes: web %v, db %v: both installs should have probed", wf, df)
+	}
+	if wf.Before(dl) && df.Before(wl) {
+		t.Errorf("the installs overlapped: web probed %s..%s, db %s..%s", wf.Format(time.StampMilli), wl.Format(time.StampMilli),
+			df.Format(time.StampMilli), dl.Format(time.StampMilli))
+	}
+	if !strings.Contains(d.output(), "waiting for another app's install on this host to end") {
+		t.Errorf("no app waited for the other's install:\n%s", d.output())
+	}
+
+	// Each tree its own: versions, journal, links.
+	for _, c := range []struct{ dir, bin, have, not string }{
+		{root, filepath.Join(root, "bin"), "2.0.0", "6.0.0"},
+		{filepath.Join(root, "apps", "db"), filepath.Join(root, "dbbin"), "6.0.0", "2.0.0"},
+	} {
+		tree := install.Tree{Root: c.dir, BinDir: c.bin}
+		if _, err := os.Stat(tree.MarkerPath(c.have)); err != nil {
+			t.Errorf("%s: version %s not complete: %v", c.dir, c.have, err)
+		}
+		if _, err := os.Stat(tree.VersionDir(c.not)); err == nil {
+			t.Errorf("%s holds the other app's version %s", c.dir, c.not)
+		}
+		if j, err := install.LoadJournal(tree); err != nil || j != nil && j.Step != install.StepUndone {
+			t.Errorf("%s: journal %+v, %v: want none under way", c.dir, j, err)
+		}
+		link, err := os.Readlink(filepath.Join(c.bin, "app"))
+		if err != nil || !strings.HasPrefix(link, tree.VersionDir(c.have)+string(filepath.Separator)) {
+			t.Errorf("%s/app -> %q (%v), want into %s", c.bin, link, err, tree.VersionDir(c.have))
+		}
+	}
+
+	// Heartbeats: the default app's as before, db's on its own subject.
+	natstest.Eventually(t, 30*time.Second, func() error {
+		web, err := lastAppBeat(ctx, fleet, heartbeat.SubjectFor("blue", id))
+		if err != nil {
+			return err
+		}
+		db, err := lastAppBeat(ctx, fleet, dbNS.HBSubject("blue", id))
+		if err != nil {
+			return err
+		}
+		if web.App != "" || web.ActiveVersion != "2.0.0" || db.App != "db" || db.Installer != rollout.InstallerTarball || db.ActiveVersion != "6.0.0" {
+			return fmt.Errorf("default app's heartbeat app %q active %q; db's app %q installer %q active %q", web.App, web.ActiveVersion, db.App, db.Installer, db.ActiveVersion)
+		}
+		return nil
+	})
+
+	// status: today's fields for the default app, and every app.
+	out, err := exec.Command(bin, "status", "--root", root).Output()
+	var rep agentd.StatusReport
+	if err != nil || json.Unmarshal(out, &rep) != nil {
+		t.Fatalf("agentd status: %v\n%s", err, out)
+	}
+	if rep.Installed != "2.0.0" || rep.Desired != "2.0.0" || len(rep.Apps) != 2 || !rep.Apps[0].Default || rep.Apps[1].App != "db" ||
+		rep.Apps[1].Installed != "6.0.0" || rep.Apps[1].Desired != "6.0.0" || rep.Apps[1].AgentID != string(id) {
+		t.Errorf("agentd status:\n%s", out)
+	}
+	out, err = exec.Command(bin, "status", "--root", root, "--app", "db", "-o", "table").Output()
+	if err != nil || !strings.Contains(string(out), "(default)  blue") || !regexpMatch(`db\s+blue\s+true\s+6\.0\.0\s+6\.0\.0\s+ok`, string(out)) {
+		t.Errorf("agentd status -o table: %v\n%s", err, out)
+	}
+
+	// Metrics: the default app's series as before, db's with app="db".
+	natstest.Eventually(t, 30*time.Second, func() error {
+		b, err := os.ReadFile(textfile)
+		if err != nil {
+			return err
+		}
+		s := string(b)
+		for _, want := range []string{`fleetwave_agent_installs_total{result="ok"} 1`, `fleetwave_agent_installs_total{app="db",result="ok"} 1`,
+			`fleetwave_agent_bus_connected 1`, `fleetwave_agent_info{agentd_version=`} {
+			if !strings.Contains(s, want) {
+				return fmt.Errorf("textfile has no %s:\n%s", want, s)
+			}
+		}
+		if strings.Contains(s, `fleetwave_agent_bus_connected{`) {
+			return fmt.Errorf("bus_connected is the host's, with no label:\n%s", s)
+		}
+		return nil
+	})
+}
+
+// readID is the host's agent id.
+func readID(t *testing.T, root string) rollout.AgentID {
+	t.Helper()
+	id, err := install.LoadAgentID(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestDisableRemoveApp (issue 26 point 2): 'agentd disable --app db
+// --remove' sends db's last heartbeat with left set, removes
+// apps/db/update.yaml and keeps its versions; the next 'agentd run' runs
+// the default app only. Without the bus the config goes all the same and
+// the command says the controllers drop the host at the heartbeat's
+// expiry. The default app cannot be removed this way, and --app naming an
+// app the host does not have is a usage error listing those it has.
+//
+// Fails on the code before apps: disable had no --remove (exit 2).
+func TestDisableRemoveApp(t *testing.T) {
+	bin := buildAgentd(t)
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	fleet, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	agentdOK := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("agentd %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	agentdOK("enable", "--root", root, "--nats", srv.URL(), "--group", "blue")
+	agentdOK("enable", "--root", root, "--app", "db")
+	agentdOK("enable", "--root", root, "--app", "cache")
+	id := readID(t, root)
+	// Something installed, which --remove keeps.
+	kept := filepath.Join(root, "apps", "db", "versions", "1.0.0", "VERSION")
+	if err := os.MkdirAll(filepath.Dir(kept), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kept, []byte("1.0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Bad input first: nothing changes.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"disable", "--root", root, "--remove"}, "--remove needs --app NAME"},
+		{[]string{"disable", "--root", root, "--app", "dbb", "--remove"}, `app "dbb" is not set up on this host`},
+		{[]string{"disable", "--root", root, "--app", "DB", "--remove"}, "invalid app name"},
+		{[]string{"disable", "--root", root, "--app", "db", "--purge"}, "--purge goes with --remove"},
+		{[]string{"status", "--root", root, "--app", "nope"}, "this host's other apps: [cache db]"},
+	} {
+		out, err := exec.Command(bin, c.args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {
+			t.Errorf("agentd %v: %v\n%s\nwant exit 2 saying %q", c.args, err, out, c.want)
+		}
+	}
+
+	out := agentdOK("disable", "--root", root, "--app", "db", "--remove")
+	if !strings.Contains(out, "told the controllers this host left app db") {
+		t.Errorf("disable --remove says:\n%s", out)
+	}
+	hb, err := lastAppBeat(ctx, fleet, kv.OtherNS("db").HBSubject("blue", id))
+	if err != nil || !hb.Left || hb.App != "db" || hb.AgentID != id {
+		t.Fatalf("db's last heartbeat: %+v, %v; want left from %s", hb, err, id)
+	}
+	if _, err := os.Stat(filepath.Join(root, "apps", "db", install.UpdateFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("apps/db/update.yaml still there: %v", err)
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("the installed version went too: %v", err)
+	}
+
+	// Without the bus: removed all the same, and said.
+	out = agentdOK("disable", "--root", root, "--app", "cache", "--remove", "--purge", "--nats", "nats://127.0.0.1:1")
+	if !strings.Contains(out, "they drop it once its last heartbeat expires") {
+		t.Errorf("disable --remove with no bus says:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "apps", "cache")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--purge left apps/cache: %v", err)
+	}
+
+	// The next start runs the default app only: db's last word stays left.
+	d := startAgentd(t, bin, "run", "--root", root, "--heartbeat-interval", "1s")
+	natstest.Eventually(t, 30*time.Second, func() error {
+		if n := strings.Count(d.output(), "agent started"); n != 1 {
+			return fmt.Errorf("%d apps started, want 1:\n%s", n, d.output())
+		}
+		if _, err := lastAppBeat(ctx, fleet, heartbeat.SubjectFor("blue", id)); err != nil {
+			return err
+		}
+		return nil
+	})
+	if strings.Contains(d.output(), "app=db") {
+		t.Errorf("app db still runs:\n%s", d.output())
+	}
+	if hb, err := lastAppBeat(ctx, fleet, kv.OtherNS("db").HBSubject("blue", id)); err != nil || !hb.Left {
+		t.Errorf("db's last heartbeat after the restart: %+v, %v; want the left one", hb, err)
+	}
+}
+
+// TestLegacyAppFlag: a host set up before apps passes --app NAME for the
+// binary agentd supervises (install.sh's AGENTD_ARGS): while the root's
+// update.yaml records process NAME and no app NAME is set up, --app NAME
+// still means that, with a warning, and acts on the default app.
+func TestLegacyAppFlag(t *testing.T) {
+	bin := buildAgentd(t)
+	root := t.TempDir()
+	out, err := exec.Command(bin, "enable", "--root", root, "--group", "blue", "--url-template", "https://dl.example/{{.Version}}/app.tar.gz",
+		"--process", "app", "--bin-dir", filepath.Join(root, "bin")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("enable: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "disable", "--root", root, "--app", "app").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "reading --app app as --process app") || !strings.Contains(string(out), "automatic updates disabled") {
+		t.Fatalf("disable --app app on a legacy host: %v\n%s", err, out)
+	}
+	uf, err := install.LoadUpdateFile(root)
+	if err != nil || uf.Spec.Enabled || uf.Spec.App.Process != "app" {
+		t.Errorf("root update.yaml after legacy disable: %+v, %v", uf, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "apps")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a legacy --app set an app up: %v", err)
+	}
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
