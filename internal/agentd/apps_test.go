@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleetwave/fleetwave/internal/agentd"
+	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
@@ -373,3 +374,76 @@ func TestLegacyAppFlag(t *testing.T) {
 }
 
 func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// TestPlanFollowerOfAnApp: a follower of app db reads db.spec and
+// db.group.<g> only: the default app's spec and status, another app's, and
+// a republished default-app value do not move it, and its changes arrive
+// on fleet.plan.db.*. A default-app follower is not moved by db's keys.
+func TestPlanFollowerOfAnApp(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fleet, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, web := kv.OtherNS("db"), kv.OtherNS("web")
+	save := func(key string, v any) uint64 {
+		t.Helper()
+		var rev uint64
+		if e, err := kv.Get[json.RawMessage](ctx, fleet.Plan, key); err == nil {
+			rev = e.Revision
+		}
+		n, err := kv.Save(ctx, fleet.Plan, key, v, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	status := func(target string) rollout.GroupStatus {
+		return rollout.GroupStatus{V: 1, Group: "blue", State: rollout.StateActive, TargetVersion: target, StartVersion: "1.0.0", Mode: rollout.ModeEnabled}
+	}
+	save(kv.KeySpec, rollout.DefaultSpec("1.0.0", "9.0.0"))
+	save(kv.GroupKey("blue"), status("9.0.0"))
+	specRev := save(db.Spec(), rollout.DefaultSpec("1.0.0", "2.0.0"))
+	clk := clock.NewManual(time.Now())
+	dbF := &agentd.PlanFollower{NC: srv.Conn("agent"), Group: "blue", NS: db, Clock: clk, Log: natstest.Logger(t)}
+	defF := &agentd.PlanFollower{NC: srv.Conn("agent2"), Group: "blue", Clock: clk, Log: natstest.Logger(t)}
+	for _, f := range []*agentd.PlanFollower{dbF, defF} {
+		go func() { _ = f.Run(ctx) }()
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if p := dbF.Plan(); p.SpecRev != specRev || p.Spec.TargetVersion != "2.0.0" || p.StatusRev != 0 {
+			return fmt.Errorf("db's plan at start: %+v", p)
+		}
+		if p := defF.Plan(); p.Spec.TargetVersion != "9.0.0" {
+			return fmt.Errorf("default app's plan at start: %+v", p)
+		}
+		return nil
+	})
+	// Live: db's status and a new db target arrive; web's and the default
+	// app's writes do not reach db's follower.
+	stRev := save(db.Group("blue"), status("2.0.0"))
+	save(web.Spec(), rollout.DefaultSpec("1.0.0", "7.0.0"))
+	save(web.Group("blue"), status("7.0.0"))
+	save(kv.KeySpec, rollout.DefaultSpec("1.0.0", "9.1.0"))
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if p := dbF.Plan(); p.StatusRev != stRev || p.Status.TargetVersion != "2.0.0" || p.Spec.TargetVersion != "2.0.0" {
+			return fmt.Errorf("db's plan: %+v", p)
+		}
+		if p := defF.Plan(); p.Spec.TargetVersion != "9.1.0" {
+			return fmt.Errorf("default app's plan: %+v", p)
+		}
+		return nil
+	})
+	specRev = save(db.Spec(), rollout.DefaultSpec("1.0.0", "2.1.0"))
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if p := dbF.Plan(); p.SpecRev != specRev || p.Spec.TargetVersion != "2.1.0" {
+			return fmt.Errorf("db's new target not followed: %+v", p)
+		}
+		if p := defF.Plan(); p.Spec.TargetVersion != "9.1.0" {
+			return fmt.Errorf("db's target moved the default app: %+v", p)
+		}
+		return nil
+	})
+}
