@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetwave/fleetwave/internal/agentd"
 	"github.com/fleetwave/fleetwave/internal/clock"
+	"github.com/fleetwave/fleetwave/internal/controller"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
@@ -446,4 +447,149 @@ func TestPlanFollowerOfAnApp(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAppsEndToEnd (issue 26): a real controller (the config's apps: web,
+// the default, and db) and two real agentd processes, one per host, each
+// running both apps (web at the root, db under apps/db). Both apps roll
+// out at once to different targets; db's release does not start, so db's
+// group halts while web completes: each app's heartbeats, plan and
+// inventory are its own end to end.
+func TestAppsEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: real controller and agentd processes")
+	}
+	bin := buildAgentd(t)
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fleet, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rollout.DefaultConfig()
+	grp := rollout.DefaultGroup("blue")
+	grp.CanaryCount, grp.MaxInFlight, grp.JitterSeconds = 1, 50, 0
+	grp.MinHealthyTime, grp.HealthTimeout = rollout.Duration(500*time.Millisecond), rollout.Duration(20*time.Second)
+	cfg.Groups = []rollout.GroupConfig{grp}
+	cfg.Apps = []rollout.AppConfig{{Name: "web"}, {Name: "db"}}
+	if _, err := kv.Save(ctx, fleet.Config, kv.KeyConfig, cfg, 0); err != nil {
+		t.Fatal(err)
+	}
+	web, _ := kv.NS(cfg, "web")
+	db, _ := kv.NS(cfg, "db")
+	c, err := controller.New(fleet, controller.Options{
+		ID: "c1", StatsInterval: 300 * time.Millisecond, HeartbeatInterval: time.Second, AgentExpiry: time.Minute,
+		ReconcileInterval: 200 * time.Millisecond, Clock: clock.Real{}, Log: natstest.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctlDone := make(chan error, 1)
+	go func() { ctlDone <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-ctlDone })
+
+	webRel, dbRel := releases.NewServer(nil), releases.NewServer(nil)
+	for _, r := range []struct {
+		s *releases.Server
+		v string
+		b releases.Behaviour
+	}{{webRel, "1.0.0", releases.Good}, {webRel, "2.0.0", releases.Good}, {dbRel, "5.0.0", releases.Good}, {dbRel, "6.0.0", releases.Crash}} {
+		if err := r.s.Add(r.v, r.b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	webSite, dbSite := httptest.NewServer(webRel), httptest.NewServer(dbRel)
+	t.Cleanup(webSite.Close)
+	t.Cleanup(dbSite.Close)
+
+	setSpec := func(ns kv.AppNS, start, target string) {
+		t.Helper()
+		var rev uint64
+		if e, err := kv.Get[rollout.Spec](ctx, fleet.Plan, ns.Spec()); err == nil {
+			rev = e.Revision
+		}
+		spec := rollout.DefaultSpec(start, target)
+		spec.Critical = true // start now, not in a maintenance window
+		if _, err := kv.Save(ctx, fleet.Plan, ns.Spec(), spec, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every host on the start versions first.
+	setSpec(web, "1.0.0", "1.0.0")
+	setSpec(db, "5.0.0", "5.0.0")
+	var roots []string
+	for i := range 2 {
+		root := t.TempDir()
+		roots = append(roots, root)
+		for _, args := range [][]string{
+			{"enable", "--root", root, "--nats", srv.URL(), "--group", "blue", "--hostname", fmt.Sprintf("host-%d", i),
+				"--url-template", releases.URLTemplate(webSite.URL), "--process", "app", "--bin-dir", filepath.Join(root, "bin")},
+			{"enable", "--root", root, "--app", "db", "--url-template", releases.URLTemplate(dbSite.URL), "--process", "app",
+				"--bin-dir", filepath.Join(root, "dbbin")},
+		} {
+			if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+				t.Fatalf("agentd %v: %v\n%s", args, err, out)
+			}
+		}
+		startAgentd(t, bin, "run", "--root", root, "--heartbeat-interval", "1s")
+	}
+	active := func(root, app string) string {
+		uf, err := install.LoadUpdateFile(appDirOf(root, app))
+		if err != nil {
+			return err.Error()
+		}
+		return uf.Status.ActiveVersion
+	}
+	natstest.Eventually(t, 90*time.Second, func() error {
+		for _, root := range roots {
+			if w, d := active(root, ""), active(root, "db"); w != "1.0.0" || d != "5.0.0" {
+				return fmt.Errorf("%s runs web %q, db %q; want 1.0.0 and 5.0.0", root, w, d)
+			}
+		}
+		return nil
+	})
+	// The controller counts each app's hosts in that app's inventory.
+	natstest.Eventually(t, 30*time.Second, func() error {
+		for _, app := range []string{"web", "db"} {
+			inv := c.AppInventory(app)
+			if inv == nil || inv.Len() != 2 {
+				return fmt.Errorf("app %s's inventory: %v", app, inv)
+			}
+		}
+		return nil
+	})
+
+	// Both roll out at once; db's 6.0.0 does not start.
+	setSpec(web, "1.0.0", "2.0.0")
+	setSpec(db, "5.0.0", "6.0.0")
+	natstest.Eventually(t, 120*time.Second, func() error {
+		st, err := fleet.ReadState(ctx)
+		if err != nil {
+			return err
+		}
+		w, d := st.ForApp(web).Groups["blue"].Value, st.ForApp(db).Groups["blue"].Value
+		if w.TargetVersion != "2.0.0" || w.State != rollout.StateDone || w.Halted {
+			return fmt.Errorf("web's group: %s target %s halted %v (%s)", w.State, w.TargetVersion, w.Halted, w.HaltReason)
+		}
+		if d.TargetVersion != "6.0.0" || !d.Halted {
+			return fmt.Errorf("db's group: %s target %s halted %v", d.State, d.TargetVersion, d.Halted)
+		}
+		return nil
+	})
+	natstest.Eventually(t, 60*time.Second, func() error {
+		for _, root := range roots {
+			if w, d := active(root, ""), active(root, "db"); w != "2.0.0" || d != "5.0.0" {
+				return fmt.Errorf("%s runs web %q, db %q; want 2.0.0 and 5.0.0 (db halted)", root, w, d)
+			}
+		}
+		return nil
+	})
+}
+
+func appDirOf(root, app string) string {
+	if app == "" {
+		return root
+	}
+	return filepath.Join(root, "apps", app)
 }
