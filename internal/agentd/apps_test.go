@@ -29,14 +29,14 @@ import (
 
 // setAppPlan sets app ns's plan: spec start→target and group blue's status
 // done on it, with no jitter, so that every agent installs at once.
-func setAppPlan(t *testing.T, ctx context.Context, fleet *kv.Fleet, ns kv.AppNS, start, target string, minHealthy time.Duration) {
+func setAppPlan(t *testing.T, ctx context.Context, fleet *kv.Fleet, ns kv.AppNS, group, start, target string, minHealthy time.Duration) {
 	t.Helper()
 	if _, err := kv.Save(ctx, fleet.Plan, ns.Spec(), rollout.DefaultSpec(start, target), 0); err != nil {
 		t.Fatal(err)
 	}
-	st := rollout.GroupStatus{V: 1, Group: "blue", State: rollout.StateDone, TargetVersion: target, StartVersion: start,
+	st := rollout.GroupStatus{V: 1, Group: group, State: rollout.StateDone, TargetVersion: target, StartVersion: start,
 		Progress: 1, Mode: rollout.ModeEnabled, HealthTimeout: rollout.Duration(20 * time.Second), MinHealthyTime: rollout.Duration(minHealthy)}
-	if _, err := kv.Save(ctx, fleet.Plan, ns.Group("blue"), st, 0); err != nil {
+	if _, err := kv.Save(ctx, fleet.Plan, ns.Group(group), st, 0); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -84,7 +84,7 @@ func lastAppBeat(ctx context.Context, fleet *kv.Fleet, subject string) (*heartbe
 // health windows do not overlap and the log says one waited), both
 // converge, each tree holds only its own versions, journal and links, the
 // default app heartbeats on today's subject with no app and db on
-// fleet.hb.db.blue.<id> naming app and installer, 'agentd status' shows
+// fleet.hb.db.green.<id> (db's own group) naming app and installer, 'agentd status' shows
 // both, and the metrics carry app="db" for db only.
 //
 // Fails on the code before apps: --app was the supervised binary, so
@@ -99,8 +99,10 @@ func TestTwoAppsOneDaemon(t *testing.T) {
 	}
 	dbNS := kv.OtherNS("db")
 	// Long enough healthy times that two installs at once would overlap.
-	setAppPlan(t, ctx, fleet, kv.AppNS{}, "1.0.0", "2.0.0", 1500*time.Millisecond)
-	setAppPlan(t, ctx, fleet, dbNS, "5.0.0", "6.0.0", 1500*time.Millisecond)
+	// db's hosts are in another group than the host's default app: an
+	// app's group is its update.yaml's.
+	setAppPlan(t, ctx, fleet, kv.AppNS{}, "blue", "1.0.0", "2.0.0", 1500*time.Millisecond)
+	setAppPlan(t, ctx, fleet, dbNS, "green", "5.0.0", "6.0.0", 1500*time.Millisecond)
 
 	webRel, dbRel := releases.NewServer(nil), releases.NewServer(nil)
 	if err := webRel.Add("2.0.0", releases.Good); err != nil {
@@ -129,7 +131,7 @@ func TestTwoAppsOneDaemon(t *testing.T) {
 	// The default app, then db: enable with a supervised app needs no bus.
 	runCmd("enable", "--root", root, "--nats", srv.URL(), "--group", "blue", "--url-template", releases.URLTemplate(webSite.URL),
 		"--process", "app", "--bin-dir", filepath.Join(root, "bin"), "--health-url", health.URL+"/web")
-	runCmd("enable", "--root", root, "--app", "db", "--url-template", releases.URLTemplate(dbSite.URL),
+	runCmd("enable", "--root", root, "--app", "db", "--group", "green", "--url-template", releases.URLTemplate(dbSite.URL),
 		"--process", "app", "--bin-dir", filepath.Join(root, "dbbin"), "--health-url", health.URL+"/db")
 	if _, err := os.Stat(filepath.Join(root, "apps", "db", install.UpdateFileName)); err != nil {
 		t.Fatalf("enable --app db wrote no update.yaml under apps/db: %v", err)
@@ -194,7 +196,7 @@ func TestTwoAppsOneDaemon(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		db, err := lastAppBeat(ctx, fleet, dbNS.HBSubject("blue", id))
+		db, err := lastAppBeat(ctx, fleet, dbNS.HBSubject("green", id))
 		if err != nil {
 			return err
 		}
@@ -203,6 +205,17 @@ func TestTwoAppsOneDaemon(t *testing.T) {
 		}
 		return nil
 	})
+
+	// One connection for both apps.
+	var conns []string
+	for _, n := range srv.ClientNames() {
+		if strings.Contains(n, string(id)) {
+			conns = append(conns, n)
+		}
+	}
+	if len(conns) != 1 {
+		t.Errorf("agentd's connections: %q, want one for both apps", conns)
+	}
 
 	// status: today's fields for the default app, and every app.
 	out, err := exec.Command(bin, "status", "--root", root).Output()
@@ -215,7 +228,7 @@ func TestTwoAppsOneDaemon(t *testing.T) {
 		t.Errorf("agentd status:\n%s", out)
 	}
 	out, err = exec.Command(bin, "status", "--root", root, "--app", "db", "-o", "table").Output()
-	if err != nil || !strings.Contains(string(out), "(default)  blue") || !regexpMatch(`db\s+blue\s+true\s+6\.0\.0\s+6\.0\.0\s+ok`, string(out)) {
+	if err != nil || !strings.Contains(string(out), "(default)  blue") || !regexpMatch(`db\s+green\s+true\s+6\.0\.0\s+6\.0\.0\s+ok`, string(out)) {
 		t.Errorf("agentd status -o table: %v\n%s", err, out)
 	}
 
