@@ -451,10 +451,18 @@ func (f *flags) hostAgents(cmd *cobra.Command) ([]*Agent, error) {
 			err = a.save()
 		}
 		if err != nil {
-			f.unlock()
-			return nil, fmt.Errorf("app %s: %w", appLabel(name), err)
+			// One app's broken config must not stop the host's other
+			// apps: it is not run (the controllers see it unreachable)
+			// and said at every start until fixed.
+			f.o.Log.Error("app not run: its update.yaml is not usable; fix it (agentd enable --app NAME …) or remove it (agentd disable --app NAME --remove)",
+				slog.String("app", appLabel(name)), slog.Any("err", err))
+			continue
 		}
 		agents = append(agents, a)
+	}
+	if len(agents) == 0 {
+		f.unlock()
+		return nil, fmt.Errorf("no app of this host can run (see the errors above)")
 	}
 	// The default app first: the host's settings (bus URL) come from it.
 	slices.SortStableFunc(agents, func(x, y *Agent) int {

@@ -343,11 +343,22 @@ func TestDisableRemoveApp(t *testing.T) {
 		t.Errorf("--purge left apps/cache: %v", err)
 	}
 
+	// An app whose update.yaml is broken does not stop the others.
+	if err := os.MkdirAll(filepath.Join(root, "apps", "broken"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "apps", "broken", install.UpdateFileName), []byte("version: v1\nkind: nonsense\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	// The next start runs the default app only: db's last word stays left.
 	d := startAgentd(t, bin, "run", "--root", root, "--heartbeat-interval", "1s")
 	natstest.Eventually(t, 30*time.Second, func() error {
 		if n := strings.Count(d.output(), "agent started"); n != 1 {
 			return fmt.Errorf("%d apps started, want 1:\n%s", n, d.output())
+		}
+		if !strings.Contains(d.output(), `msg="app not run: its update.yaml is not usable`) || !strings.Contains(d.output(), "app=broken") {
+			return fmt.Errorf("the broken app is not said:\n%s", d.output())
 		}
 		if _, err := lastAppBeat(ctx, fleet, heartbeat.SubjectFor("blue", id)); err != nil {
 			return err
