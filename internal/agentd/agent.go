@@ -694,7 +694,9 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 		// Another app than the default: its own subject and body
 		// (kv.AppNS.HBSubject); the default app's are as before apps.
 		hb.App = a.o.Name
-		if a.installer != nil {
+		if hb.Installer == "" && a.installer != nil {
+			// (The script installer's branch names every app's installer;
+			// until then an app that installs uses tarballs.)
 			hb.Installer = rollout.InstallerTarball
 		}
 	}
