@@ -151,6 +151,12 @@ func TestTwoAppsOneDaemon(t *testing.T) {
 		if web.Status.ActiveVersion != "2.0.0" || db.Status.ActiveVersion != "6.0.0" {
 			return fmt.Errorf("default app runs %q (want 2.0.0), db %q (want 6.0.0)", web.Status.ActiveVersion, db.Status.ActiveVersion)
 		}
+		// The status is saved before the journal ends.
+		for _, dir := range []string{root, filepath.Join(root, "apps", "db")} {
+			if j, err := install.LoadJournal(install.Tree{Root: dir}); err != nil || j != nil && j.Step != install.StepUndone {
+				return fmt.Errorf("%s: journal %+v, %v", dir, j, err)
+			}
+		}
 		return nil
 	})
 
@@ -616,4 +622,115 @@ func appDirOf(root, app string) string {
 		return root
 	}
 	return filepath.Join(root, "apps", app)
+}
+
+// TestTwoAppsKilledMidInstall (issue 26 point 2): agentd running two apps
+// that both want to install is killed (SIGKILL, the crash tests'
+// failpoint) at a step of whichever install runs first: swap, health,
+// commit. The app that waited has not been touched; after a restart both
+// converge, and each tree is consistent (its own versions, no journal
+// under way, its links into its own tree).
+func TestTwoAppsKilledMidInstall(t *testing.T) {
+	bin := buildAgentd(t)
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	fleet, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbNS := kv.OtherNS("db")
+	setAppPlan(t, ctx, fleet, kv.AppNS{}, "blue", "1.0.0", "2.0.0", 300*time.Millisecond)
+	setAppPlan(t, ctx, fleet, dbNS, "blue", "5.0.0", "6.0.0", 300*time.Millisecond)
+	webRel, dbRel := releases.NewServer(nil), releases.NewServer(nil)
+	if err := webRel.Add("2.0.0", releases.Good); err != nil {
+		t.Fatal(err)
+	}
+	if err := dbRel.Add("6.0.0", releases.Good); err != nil {
+		t.Fatal(err)
+	}
+	webSite, dbSite := httptest.NewServer(webRel), httptest.NewServer(dbRel)
+	t.Cleanup(webSite.Close)
+	t.Cleanup(dbSite.Close)
+
+	for _, step := range []string{"swap", "health", "commit"} {
+		t.Run(step, func(t *testing.T) {
+			root := t.TempDir()
+			for _, args := range [][]string{
+				{"enable", "--root", root, "--nats", srv.URL(), "--group", "blue", "--url-template", releases.URLTemplate(webSite.URL),
+					"--process", "app", "--bin-dir", filepath.Join(root, "bin")},
+				{"enable", "--root", root, "--app", "db", "--url-template", releases.URLTemplate(dbSite.URL), "--process", "app",
+					"--bin-dir", filepath.Join(root, "dbbin")},
+			} {
+				if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+					t.Fatalf("agentd %v: %v\n%s", args, err, out)
+				}
+			}
+			trees := map[string]install.Tree{
+				"":   {Root: root, BinDir: filepath.Join(root, "bin")},
+				"db": {Root: filepath.Join(root, "apps", "db"), BinDir: filepath.Join(root, "dbbin")},
+			}
+			killed := startAgentdEnv(t, bin, []string{install.FailpointEnv + "=" + step}, "run", "--root", root, "--heartbeat-interval", "1s")
+			if code := killed.wait(t, 60*time.Second); code != -1 {
+				t.Fatalf("agentd with failpoint %s: exit %d, want killed\n%s", step, code, killed.output())
+			}
+			// One install was under way at step; the other app had not begun.
+			under := 0
+			for app, tree := range trees {
+				j, err := install.LoadJournal(tree)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if j != nil && j.Step == install.Step(step) {
+					under++
+				} else if _, err := os.Stat(tree.VersionsDir()); err == nil {
+					t.Errorf("app %s: touched while the other installed: journal %+v", appLabel(app), j)
+				}
+			}
+			if under != 1 {
+				t.Fatalf("%d installs at step %s when killed, want 1", under, step)
+			}
+
+			d := startAgentd(t, bin, "run", "--root", root, "--heartbeat-interval", "1s")
+			natstest.Eventually(t, 60*time.Second, func() error {
+				for app, want := range map[string]string{"": "2.0.0", "db": "6.0.0"} {
+					uf, err := install.LoadUpdateFile(trees[app].Root)
+					if err != nil {
+						return err
+					}
+					if uf.Status.ActiveVersion != want {
+						return fmt.Errorf("app %s runs %q, want %s", appLabel(app), uf.Status.ActiveVersion, want)
+					}
+					// The status is saved before the journal ends.
+					if j, err := install.LoadJournal(trees[app]); err != nil || j != nil && j.Step != install.StepUndone {
+						return fmt.Errorf("app %s: journal %+v, %v: want none under way", appLabel(app), j, err)
+					}
+				}
+				return nil
+			})
+			for app, want := range map[string]string{"": "2.0.0", "db": "6.0.0"} {
+				tree := trees[app]
+				if j, err := install.LoadJournal(tree); err != nil || j != nil && j.Step != install.StepUndone {
+					t.Errorf("app %s: journal %+v, %v: want none under way", appLabel(app), j, err)
+				}
+				ents, _ := os.ReadDir(tree.VersionsDir())
+				for _, e := range ents {
+					if e.Name() != want {
+						t.Errorf("app %s holds version %s beside %s", appLabel(app), e.Name(), want)
+					}
+				}
+				link, err := os.Readlink(filepath.Join(tree.BinDir, "app"))
+				if err != nil || !strings.HasPrefix(link, tree.VersionDir(want)+string(filepath.Separator)) {
+					t.Errorf("app %s: %s/app -> %q (%v), want into %s", appLabel(app), tree.BinDir, link, err, tree.VersionDir(want))
+				}
+			}
+			_ = d
+		})
+	}
+}
+
+func appLabel(app string) string {
+	if app == "" {
+		return "(default)"
+	}
+	return app
 }
