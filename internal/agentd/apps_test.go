@@ -734,3 +734,76 @@ func appLabel(app string) string {
 	}
 	return app
 }
+
+// TestHostWithOnlyAnApp: a host that runs only app db (no default app at
+// the root): 'agentd enable --app db' with a systemd unit reads db's plan
+// and installs db's target at once into apps/db (not the default app's
+// target, not at the root); 'agentd update --app db' finds it up to date;
+// 'agentd status --app db' shows it, and apps lists db alone; 'agentd run'
+// runs db alone, and refuses a default-app setting with no app to save it in.
+func TestHostWithOnlyAnApp(t *testing.T) {
+	bin := buildAgentd(t)
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	fleet, err := kv.Ensure(ctx, srv.JetStream("admin"), kv.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setAppPlan(t, ctx, fleet, kv.AppNS{}, "blue", "1.0.0", "2.0.0", 100*time.Millisecond)
+	setAppPlan(t, ctx, fleet, kv.OtherNS("db"), "blue", "5.0.0", "6.0.0", 100*time.Millisecond)
+	dbRel := releases.NewServer(nil)
+	if err := dbRel.Add("6.0.0", releases.Good); err != nil {
+		t.Fatal(err)
+	}
+	dbSite := httptest.NewServer(dbRel)
+	t.Cleanup(dbSite.Close)
+	root := t.TempDir()
+	agentdOut := func(args ...string) (string, int) {
+		t.Helper()
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	out, code := agentdOut("enable", "--root", root, "--app", "db", "--nats", srv.URL(), "--group", "blue",
+		"--url-template", releases.URLTemplate(dbSite.URL), "--systemd-unit", "db.service", "--systemctl", fakeSystemctl(t),
+		"--bin-dir", filepath.Join(root, "dbbin"))
+	if code != 0 || !strings.Contains(out, "installed 6.0.0") {
+		t.Fatalf("enable --app db: exit %d\n%s", code, out)
+	}
+	if hasFile(filepath.Join(root, install.UpdateFileName)) || hasFile(filepath.Join(root, "versions")) {
+		t.Errorf("enable --app db wrote the default app's tree at the root")
+	}
+	if out, code := agentdOut("update", "--root", root, "--app", "db"); code != 0 || !strings.Contains(out, "up to date: 6.0.0") {
+		t.Errorf("update --app db: exit %d\n%s", code, out)
+	}
+	outb, err := exec.Command(bin, "status", "--root", root, "--app", "db").Output()
+	var rep agentd.StatusReport
+	if err != nil || json.Unmarshal(outb, &rep) != nil || rep.Installed != "6.0.0" || rep.Desired != "6.0.0" ||
+		len(rep.Apps) != 1 || rep.Apps[0].App != "db" || rep.Apps[0].Default {
+		t.Errorf("status --app db: %v\n%s", err, outb)
+	}
+	if out, code := agentdOut("run", "--root", root, "--hostname", "web-1"); code != 2 || !strings.Contains(out, "--hostname: this host has no default app") {
+		t.Errorf("run --hostname on a host without a default app: exit %d, want 2\n%s", code, out)
+	}
+	d := startAgentd(t, bin, "run", "--root", root, "--heartbeat-interval", "1s")
+	natstest.Eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(d.output(), `msg="agent started" app=db`) {
+			return fmt.Errorf("db not started:\n%s", d.output())
+		}
+		return nil
+	})
+	if n := strings.Count(d.output(), "agent started"); n != 1 {
+		t.Errorf("%d apps started, want db alone:\n%s", n, d.output())
+	}
+}
+
+func hasFile(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
