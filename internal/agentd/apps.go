@@ -166,6 +166,18 @@ func (f *flags) legacyApp(cmd *cobra.Command) error {
 // checkAppExists refuses --app NAME for an app that is not set up on this
 // host, for the commands that do not set one up (all but enable and run).
 func (f *flags) checkAppExists() error {
+	if f.o.Name == "" && f.holder != "" && f.holder != "agentd enable" && f.holder != "agentd run" {
+		// update, disable, link, unlink of the default app on a host
+		// that runs only other apps: name them rather than "no group".
+		root, err := filepath.Abs(f.o.Root)
+		if err != nil || hasUpdateFile(root) {
+			return nil //nolint:nilerr // load reports the bad root
+		}
+		if apps, _ := listApps(root); len(apps) > 0 {
+			return cliutil.Usagef("this host has no default app (no %s), only apps %v: pass --app NAME", filepath.Join(root, install.UpdateFileName), apps)
+		}
+		return nil
+	}
 	if f.o.Name == "" || f.holder == "agentd enable" || f.holder == "agentd run" {
 		return nil
 	}

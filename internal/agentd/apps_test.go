@@ -788,6 +788,9 @@ func TestHostWithOnlyAnApp(t *testing.T) {
 		len(rep.Apps) != 1 || rep.Apps[0].App != "db" || rep.Apps[0].Default {
 		t.Errorf("status --app db: %v\n%s", err, outb)
 	}
+	if out, code := agentdOut("update", "--root", root); code != 2 || !strings.Contains(out, "this host has no default app") || !strings.Contains(out, "[db]") {
+		t.Errorf("update without --app on a host without a default app: exit %d, want 2 naming db\n%s", code, out)
+	}
 	if out, code := agentdOut("run", "--root", root, "--hostname", "web-1"); code != 2 || !strings.Contains(out, "--hostname: this host has no default app") {
 		t.Errorf("run --hostname on a host without a default app: exit %d, want 2\n%s", code, out)
 	}
