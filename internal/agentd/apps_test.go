@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -438,7 +439,8 @@ func TestPlanFollowerOfAnApp(t *testing.T) {
 	save(kv.GroupKey("blue"), status("9.0.0"))
 	specRev := save(db.Spec(), rollout.DefaultSpec("1.0.0", "2.0.0"))
 	clk := clock.NewManual(time.Now())
-	dbF := &agentd.PlanFollower{NC: srv.Conn("agent"), Group: "blue", NS: db, Clock: clk, Log: natstest.Logger(t)}
+	var logs natstest.Buffer
+	dbF := &agentd.PlanFollower{NC: srv.Conn("agent"), Group: "blue", NS: db, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	defF := &agentd.PlanFollower{NC: srv.Conn("agent2"), Group: "blue", Clock: clk, Log: natstest.Logger(t)}
 	for _, f := range []*agentd.PlanFollower{dbF, defF} {
 		go func() { _ = f.Run(ctx) }()
@@ -467,6 +469,26 @@ func TestPlanFollowerOfAnApp(t *testing.T) {
 		}
 		return nil
 	})
+	// Reflection: the default app's stored spec (target 9.1.0) and web's
+	// status answered onto db's subjects: their Nats-Subject headers name
+	// spec and web.group.blue, not db's keys.
+	attacker := srv.Conn("attacker")
+	for _, r := range []struct{ key, onto string }{{kv.KeySpec, db.Spec()}, {web.Group("blue"), db.Group("blue")}} {
+		if err := attacker.PublishRequest("$JS.API.DIRECT.GET."+kv.PlanStream+"."+kv.KeySubject(kv.BucketPlan, r.key),
+			kv.PlanRepublish+r.onto, nil); err != nil {
+			t.Fatal(err)
+		}
+		natstest.Eventually(t, 10*time.Second, func() error {
+			if !strings.Contains(logs.String(), `for key \"`+r.key+`\"`) {
+				return fmt.Errorf("db's follower does not say it ignored %s:\n%s", r.key, logs.String())
+			}
+			return nil
+		})
+		clk.Advance(time.Minute) // past the log's rate limit
+	}
+	if p := dbF.Plan(); p.Spec.TargetVersion != "2.0.0" || p.Status.TargetVersion != "2.0.0" {
+		t.Errorf("db's plan moved by another app's values: %+v", p)
+	}
 	specRev = save(db.Spec(), rollout.DefaultSpec("1.0.0", "2.1.0"))
 	natstest.Eventually(t, 10*time.Second, func() error {
 		if p := dbF.Plan(); p.SpecRev != specRev || p.Spec.TargetVersion != "2.1.0" {
