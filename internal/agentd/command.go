@@ -39,6 +39,11 @@ its group's plan, and installs (and, when unhealthy, rolls back) the app's relea
 
 A host is set up once with 'agentd enable', then 'agentd run' keeps it current
 (or 'agentd update' from cron or a systemd timer, without a daemon).
+
+A host may run several of the fleet's apps: the default app lives at --root,
+every other app NAME under <root>/apps/NAME ('agentd enable --app NAME');
+every command takes --app NAME, and 'agentd run' runs all of them in one
+process, installing one app at a time.
 ` + cliutil.ExitCodesHelp,
 		Version: version.Version,
 	}
@@ -578,9 +583,15 @@ what the plan on the bus gives this host, as JSON, with the site its
 heartbeats name (site_from: "update.yaml" for --site, "jetstream domain"
 for the domain of the NATS server it reached). It creates and changes
 nothing: on a root where agentd has not run yet the id is empty and updates
-are disabled; a --root that does not exist is an error.`,
+are disabled; a --root that does not exist is an error.
+
+On a host with several apps, the top-level fields are the app --app
+selects (default: the default app, at the root), and "apps" lists every
+app with the same fields; -o table prints one row per app.`,
 		Example: `  agentd status | jq .installed
-  agentd status --root /tmp/agent1`,
+  agentd status --root /tmp/agent1
+  agentd status -o table
+  agentd status --app db | jq '.apps[] | {app, installed, desired}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "json" && output != "table" {
