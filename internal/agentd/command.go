@@ -273,6 +273,12 @@ NATS server agentd is connected to (an edge site's leaf node has its own,
 deploy/nats/leaf-edge.conf), or none. fleetctl status counts agents by site,
 and a halt names the sites its failures came from.
 
+It runs every app of the host in this one process, with one NATS
+connection: the default app (at the root) and each <root>/apps/NAME with an
+update.yaml ('agentd enable --app NAME' sets one up). The settings given
+here are saved in the app --app names (default: the default app); the
+others run on their saved settings. Installs of two apps run one at a time.
+
 It holds <root>/lock for its whole life: another agentd run, enable,
 disable, update, link or unlink on the same --root exits 1 naming its pid
 ('agentd status' works beside it).`,
