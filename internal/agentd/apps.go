@@ -330,7 +330,12 @@ func runHost(ctx context.Context, agents []*Agent) error {
 			Log:      a.o.Log,
 			Status:   a.Heartbeat,
 			Timeout:  a.o.AckTimeout,
-			OnAck:    bus.acked,
+		}
+		if i == 0 {
+			// The host's heartbeats alone judge the bus: "2 heartbeats
+			// in a row without an ack" stays what it says whatever the
+			// number of apps (they share the connection).
+			a.pub.OnAck = bus.acked
 		}
 		followers[i] = &PlanFollower{Group: a.Group(), NS: a.ns(), Clock: a.o.Clock, Log: a.o.Log,
 			OnRead: func(p Plan) { a.noteGroup(ctx, p) }}
