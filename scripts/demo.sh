@@ -145,14 +145,14 @@ for group in canary canary prod prod prod prod; do
 	i=$((i + 1))
 	root="$work/agents/$i"
 	agentd enable --root "$root" --group "$group" --nats "$url" --url-template "$template" \
-		--app app --bin-dir "$root/bin" "${verify[@]}" --log-level error >/dev/null
+		--process app --bin-dir "$root/bin" "${verify[@]}" --log-level error >/dev/null
 	creds=()
 	if $secure; then
 		# Creds for this host alone: its heartbeat subject, its group's plan.
 		fleetctl auth agent --dir "$work/auth" --group "$group" --id "$(cat "$root/agent_id")" >/dev/null
 		creds=(--creds "$work/auth/agents/$(cat "$root/agent_id").creds")
 	fi
-	agentd run --root "$root" --app app --bin-dir "$root/bin" --hostname "host-$i" "${creds[@]}" \
+	agentd run --root "$root" --process app --bin-dir "$root/bin" --hostname "host-$i" "${creds[@]}" \
 		--heartbeat-interval 1s --heartbeat-jitter 100ms >"$work/agent-$i.log" 2>&1 &
 	pids+=($!)
 done

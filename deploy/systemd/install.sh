@@ -18,7 +18,7 @@
 # which this script writes to <root>/agent_id before agentd ever starts.
 #
 # Arguments after "--" are agentd flags for how the app runs and is judged
-# (--systemd-unit or --app, --health-url, --health-command, --db, --bin-dir,
+# (--systemd-unit or --process, --health-url, --health-command, --db, --bin-dir,
 # --find-url, --public-key): they go to 'agentd enable', which saves them in
 # update.yaml for later commands, and, through AGENTD_ARGS in
 # /etc/fleetwave/agentd.env, to every 'agentd run'.

@@ -364,7 +364,7 @@ func TestStagedHostStatus(t *testing.T) {
 	dest := t.TempDir()
 	out, err := exec.Command("bash", "install.sh", "--tarball", tarball, "--nats", "nats://127.0.0.1:1", "--group", "prod",
 		"--creds", creds, "--destdir", dest, "--url-template", "https://dl.example/app/{{.Version}}/app.tar.gz",
-		"--", "--app", "app", "--health-url", "http://127.0.0.1:8080/healthz").CombinedOutput()
+		"--", "--process", "app", "--health-url", "http://127.0.0.1:8080/healthz").CombinedOutput()
 	if err != nil {
 		t.Fatalf("install.sh: %v\n%s", err, out)
 	}

@@ -25,17 +25,20 @@ import (
 	"github.com/fleetwave/fleetwave/internal/cliutil"
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
-	"github.com/fleetwave/fleetwave/internal/run"
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
-	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
 // Options configure an agent.
 type Options struct {
-	Root     string
+	// Root is the host's root (--root): agent_id, the lock, and the
+	// default app's tree; every other app's tree is Root/apps/<Name>.
+	Root string
+	// Name is the app this agent runs (agentd --app, apps.go): "" is the
+	// host's default app, at Root exactly as before apps existed.
+	Name     string
 	Group    string // overrides (and is saved into) update.yaml's spec.group
 	NATSURL  string // overrides update.yaml's spec.nats
 	Creds    string
@@ -189,6 +192,9 @@ type Agent struct {
 
 	metrics      *agentMetrics
 	textfileKick chan struct{}
+	// gate is the host-wide install lock shared by the apps of one
+	// agentd run (apps.go); nil: this agent installs alone.
+	gate installGate
 
 	mu     sync.Mutex
 	update *install.UpdateFile
@@ -318,6 +324,9 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 			return nil, fmt.Errorf("--root %s is not a directory", o.Root)
 		}
 	}
+	if o.Name != "" && o.Log != nil {
+		o.Log = o.Log.With(slog.String("app", o.Name))
+	}
 	a := &Agent{o: o, textfileKick: make(chan struct{}, 1)}
 	a.metrics = newAgentMetrics(a)
 	switch a.id, err = install.LoadAgentID(o.Root); {
@@ -333,10 +342,18 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	case err != nil:
 		return nil, err
 	}
-	uf, err := install.LoadUpdateFile(o.Root)
+	if o.Name != "" {
+		if err := rollout.ValidateAppName(o.Name); err != nil {
+			return nil, cliutil.UsageError{Err: fmt.Errorf("--app: %w", err)}
+		}
+	}
+	uf, err := install.LoadUpdateFile(appDir(o.Root, o.Name))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		uf = install.NewUpdateFile(o.Group)
+		if o.Name != "" {
+			inheritHost(o.Root, uf)
+		}
 	case err != nil:
 		return nil, err
 	default:
@@ -413,7 +430,10 @@ func (a *Agent) save() error {
 	if a.stored && reflect.DeepEqual(a.loaded, a.update.Spec) {
 		return nil
 	}
-	if err := a.update.Save(a.o.Root); err != nil {
+	if err := os.MkdirAll(a.dir(), 0o755); err != nil {
+		return err
+	}
+	if err := a.update.Save(a.dir()); err != nil {
 		return err
 	}
 	if from, to := a.loaded.Group, a.update.Spec.Group; a.stored && from != "" && from != to {
@@ -437,7 +457,7 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 	if given == nil {
 		given = func(flag string) bool {
 			switch flag {
-			case "app":
+			case "process":
 				return o.Process != ""
 			case "app-arg":
 				return len(o.ProcessArgs) > 0
@@ -473,13 +493,13 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 		return nil
 	}
 	s := stored
-	if given("app") || given("systemd-unit") {
+	if given("process") || given("systemd-unit") {
 		// The app runs one way: a new one replaces the stored one.
 		if o.Process != "" && o.SystemdUnit != "" {
-			return s, cliutil.Usagef("--app and --systemd-unit exclude each other: the app runs one way")
+			return s, cliutil.Usagef("--process and --systemd-unit exclude each other: the app runs one way")
 		}
 		if o.Process != "" && !install.ValidBinaryName(o.Process) {
-			return s, cliutil.Usagef("--app %q: want the name of a binary in the release's bin/", o.Process)
+			return s, cliutil.Usagef("--process %q: want the name of a binary in the release's bin/", o.Process)
 		}
 		s.Process, s.Args, s.SystemdUnit = o.Process, o.ProcessArgs, o.SystemdUnit
 	}
@@ -611,7 +631,7 @@ func (a *Agent) setupInstaller() error {
 			PIDFile: tree.AppPIDPath(), Log: a.o.Log,
 		}
 	default:
-		return cliutil.Usagef("a url_template is set but nothing runs the app: pass --app NAME (agentd supervises bin/NAME) or --systemd-unit UNIT")
+		return cliutil.Usagef("a url_template is set but nothing runs the app: pass --process NAME (agentd supervises bin/NAME) or --systemd-unit UNIT")
 	}
 	clk := a.o.Clock
 	a.installer = &install.Installer{
@@ -670,6 +690,16 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 		UpdatingTo:     a.updatingTo,
 		UpdaterVersion: version.Version,
 	}
+	if a.o.Name != "" {
+		// Another app than the default: its own subject and body
+		// (kv.AppNS.HBSubject); the default app's are as before apps.
+		hb.App = a.o.Name
+		if hb.Installer == "" && a.installer != nil {
+			// (The script installer's branch names every app's installer;
+			// until then an app that installs uses tarballs.)
+			hb.Installer = rollout.InstallerTarball
+		}
+	}
 	hb.Site, _ = a.siteLocked()
 	if b := a.blocked; st.Error == "" && a.updatingTo != "" && b.target == a.updatingTo {
 		// A retry of an infrastructure failure is under way and has not
@@ -692,7 +722,7 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 func (a *Agent) SetStatus(st install.Status) error {
 	a.mu.Lock()
 	a.update.Status = st
-	err := a.update.Save(a.o.Root)
+	err := a.update.Save(a.dir())
 	a.mu.Unlock()
 	if err != nil {
 		return err
@@ -712,101 +742,8 @@ func (a *Agent) Status() install.Status {
 
 // Run connects to the bus, heartbeats, follows the plan and installs what it
 // says, until ctx is done. The bus being down at start or going away later
-// is logged and waited out, never fatal.
+// is logged and waited out, never fatal. It runs this one app; 'agentd run'
+// runs every app of the host in one process (runHost, apps.go).
 func (a *Agent) Run(ctx context.Context) error {
-	if a.o.NATSURL == "" {
-		return errNoNATS
-	}
-	if a.installer != nil {
-		if pr, ok := a.runner.(*install.ProcessRunner); ok {
-			// An agentd killed before it could stop its app left it
-			// running: stop it before anything acts on the app.
-			if err := pr.StopOrphan(ctx); err != nil {
-				a.o.Log.Error("stopping the app an earlier agentd left running failed", slog.Any("err", err))
-			}
-		}
-		// Finish what a crash interrupted, then bring the app up.
-		if _, err := a.installer.Repair(ctx, a.Status()); err != nil {
-			a.o.Log.Error("repairing an interrupted install failed", slog.Any("err", err))
-		}
-		if pr, ok := a.runner.(*install.ProcessRunner); ok {
-			// agentd supervises the app: it lives as long as agentd.
-			defer pr.Stop(context.Background())
-			if a.Status().ActiveVersion != "" {
-				if err := pr.Restart(ctx); err != nil {
-					a.o.Log.Error("starting the app failed", slog.Any("err", err))
-				}
-			}
-		}
-	}
-	a.pub = &heartbeat.Publisher{
-		Interval: a.o.Interval,
-		Jitter:   a.o.Jitter,
-		Clock:    a.o.Clock,
-		Log:      a.o.Log,
-		Status:   a.Heartbeat,
-		Timeout:  a.o.AckTimeout,
-	}
-	// The bus is lost when the connection is down or heartbeats go
-	// unacked: a silent cut stops the acks long before the client's pings
-	// notice (docs/agent.md).
-	var conn atomic.Pointer[nats.Conn]
-	a.bus = newBusWatch(a.o.Clock, a.o.Log, a.o.MaxMissedAcks, func() (bool, string) {
-		nc := conn.Load()
-		if nc == nil {
-			return false, "CONNECTING"
-		}
-		return nc.IsConnected(), nc.Status().String()
-	})
-	a.pub.OnAck = a.bus.acked
-	follower := &PlanFollower{Group: a.Group(), Clock: a.o.Clock, Log: a.o.Log,
-		OnRead: func(p Plan) { a.noteGroup(ctx, p) }}
-	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
-		URL:        a.o.NATSURL,
-		Name:       "fleetwave-agentd " + string(a.id),
-		Creds:      a.o.Creds,
-		Log:        a.o.Log,
-		NoBuffer:   true,
-		RetryFirst: true,
-		// The agent's credentials allow replies on this prefix only.
-		TLS: a.o.TLS, InboxPrefix: kv.AgentInboxPrefix(string(a.id)),
-		OnReconnect: func() {
-			a.bus.check()
-			a.pub.Kick()
-			follower.Refresh()
-		},
-		Extra: []nats.Option{nats.PingInterval(a.o.PingInterval), nats.MaxPingsOutstanding(a.o.MaxPingsOut)},
-	})
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	conn.Store(nc)
-	a.busConn.Store(nc)
-	a.pub.JS = js
-	follower.NC = nc
-	a.metrics.setBus(a.bus)
-	a.mu.Lock()
-	enabled := a.update.Spec.Enabled
-	a.mu.Unlock()
-	a.o.Log.Info("agent started", slog.String("agent_id", string(a.id)), slog.String("group", a.Group()),
-		slog.String("active_version", a.Status().ActiveVersion), slog.Bool("installs", a.installer != nil), slog.Bool("updates_enabled", enabled))
-	if !enabled {
-		a.o.Log.Warn("updates are disabled on this host: it heartbeats but installs nothing; 'agentd enable' turns them on")
-	}
-	a.bus.check() // a bus down at start is lost from now
-
-	// The loops; the first to end stops the others.
-	busPoll := max(min(time.Second, a.o.FallbackAfter/4), 10*time.Millisecond)
-	loops := append([]func(context.Context) error{
-		a.pub.Run, follower.Run,
-		func(ctx context.Context) error { return a.bus.run(ctx, busPoll) },
-	}, a.metricsLoops()...)
-	if a.installer != nil {
-		answers := make(chan decision, 1)
-		loops = append(loops,
-			func(ctx context.Context) error { return a.updateLoop(ctx, follower, answers) },
-			func(ctx context.Context) error { return a.fallbackLoop(ctx, answers) })
-	}
-	return run.All(ctx, loops...)
+	return runHost(ctx, []*Agent{a})
 }

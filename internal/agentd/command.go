@@ -23,7 +23,6 @@ import (
 	"github.com/fleetwave/fleetwave/internal/escape"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
 	"github.com/fleetwave/fleetwave/internal/version"
-	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -40,6 +39,11 @@ its group's plan, and installs (and, when unhealthy, rolls back) the app's relea
 
 A host is set up once with 'agentd enable', then 'agentd run' keeps it current
 (or 'agentd update' from cron or a systemd timer, without a daemon).
+
+A host may run several of the fleet's apps: the default app lives at --root,
+every other app NAME under <root>/apps/NAME ('agentd enable --app NAME');
+every command takes --app NAME, and 'agentd run' runs all of them in one
+process, installing one app at a time.
 ` + cliutil.ExitCodesHelp,
 		Version: version.Version,
 	}
@@ -56,6 +60,8 @@ type flags struct {
 	// unlock.
 	holder string
 	lock   *install.Lock
+	// appLocks are the locks of app trees taken beside the root's.
+	appLocks []*install.Lock
 	// lockLater: load does not take the lock; the command calls
 	// lockAndLoad once its own checks passed (enable reads the plan first,
 	// so that an unreachable bus leaves the root as it was, lock included).
@@ -78,8 +84,9 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	// The app settings: enable and run save those given in update.yaml
 	// (spec.app); every command uses the saved ones it is not given.
 	fl.StringVar(&f.o.App.BinDir, "bin-dir", DefaultBinDir, "where links to the active version's binaries go (a relative path is made absolute; saved)")
-	fl.StringVar(&f.o.App.Process, "app", "", "run bin/NAME of the active version as a child of agentd (hosts and containers without systemd; saved)")
-	fl.StringArrayVar(&f.o.App.ProcessArgs, "app-arg", nil, "argument for --app (repeat for several; saved)")
+	fl.StringVar(&f.o.Name, "app", "", "the app this command acts on: its tree is <root>/apps/NAME ([a-z][a-z0-9-]{0,31}); absent: the host's default app, at <root>")
+	fl.StringVar(&f.o.App.Process, "process", "", "run bin/NAME of the active version as a child of agentd (hosts and containers without systemd; saved; was --app before apps)")
+	fl.StringArrayVar(&f.o.App.ProcessArgs, "app-arg", nil, "argument for --process (repeat for several; saved)")
 	fl.StringVar(&f.o.App.SystemdUnit, "systemd-unit", "", "restart this systemd unit to run a new version (saved)")
 	fl.StringVar(&f.o.App.Systemctl, "systemctl", "", "absolute path of systemctl, never in the bin dir (saved; default: the first in "+install.SystemPath+"; never looked up in PATH)")
 	fl.StringVar(&f.o.App.AppName, "app-name", "", "the app's name, which release signatures name ([a-z][a-z0-9-]{0,31}; saved; default: the release file's name without .tar.gz, e.g. app.tar.gz: app)")
@@ -124,6 +131,12 @@ func (f *flags) load(cmd *cobra.Command, acc access, saveApp bool) (*Agent, erro
 	}
 	f.o.Log = log
 	f.o.given = cmd.Flags().Changed
+	if err := f.legacyApp(cmd); err != nil {
+		return nil, err
+	}
+	if err := f.checkAppExists(); err != nil {
+		return nil, err
+	}
 	if !f.o.given("bin-dir") {
 		f.o.App.BinDir = ""
 	}
@@ -185,11 +198,41 @@ func (f *flags) lockRoot() error {
 		return err
 	}
 	f.lock = l
+	if f.o.Name != "" {
+		// The app's own lock too, as its tree had it before apps.
+		if err := f.lockApp(root, f.o.Name); err != nil {
+			f.unlock()
+			return err
+		}
+	}
 	return nil
 }
 
-// unlock releases the root lock, if taken.
+// lockApp takes the lock of app name's tree (<root>/apps/NAME/lock) for the
+// command's life, beside the root lock.
+func (f *flags) lockApp(root, name string) error {
+	dir := appDir(root, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("app %s: %w", name, err)
+	}
+	l, err := install.AcquireLock(install.Tree{Root: dir}.LockPath(), f.holder)
+	var le *install.LockedError
+	if errors.As(err, &le) {
+		return fmt.Errorf("app %s (%s) is in use by %s", name, dir, le.Who())
+	}
+	if err != nil {
+		return err
+	}
+	f.appLocks = append(f.appLocks, l)
+	return nil
+}
+
+// unlock releases the root lock and the apps' locks, if taken.
 func (f *flags) unlock() {
+	for _, l := range f.appLocks {
+		_ = l.Release()
+	}
+	f.appLocks = nil
 	_ = f.lock.Release()
 	f.lock = nil
 }
@@ -230,12 +273,18 @@ NATS server agentd is connected to (an edge site's leaf node has its own,
 deploy/nats/leaf-edge.conf), or none. fleetctl status counts agents by site,
 and a halt names the sites its failures came from.
 
+It runs every app of the host in this one process, with one NATS
+connection: the default app (at the root) and each <root>/apps/NAME with an
+update.yaml ('agentd enable --app NAME' sets one up). The settings given
+here are saved in the app --app names (default: the default app); the
+others run on their saved settings. Installs of two apps run one at a time.
+
 It holds <root>/lock for its whole life: another agentd run, enable,
 disable, update, link or unlink on the same --root exits 1 naming its pid
 ('agentd status' works beside it).`,
 		Example: `  agentd run --nats nats://controller.example:4222 --group staging
   agentd run --nats nats://edge-berlin.example:4222 --group prod --site edge-berlin
-  agentd run --root /tmp/agent1 --app app --bin-dir /tmp/agent1/bin --health-url http://127.0.0.1:8080/healthz`,
+  agentd run --root /tmp/agent1 --process app --bin-dir /tmp/agent1/bin --health-url http://127.0.0.1:8080/healthz`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("heartbeat-jitter") && f.o.Interval > 0 {
@@ -280,13 +329,13 @@ disable, update, link or unlink on the same --root exits 1 naming its pid
 				metricsLn = ln
 				defer ln.Close()
 			}
-			a, err := f.agent(cmd)
+			agents, err := f.hostAgents(cmd)
 			if err != nil {
 				return err
 			}
 			defer f.unlock()
-			a.o.MetricsListener = metricsLn
-			err = a.Run(cmd.Context())
+			agents[0].o.MetricsListener = metricsLn
+			err = runHost(cmd.Context(), agents)
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 				f.o.Log.Info("agent stopping")
 				return nil
@@ -311,7 +360,7 @@ func newEnableCmd() *cobra.Command {
 		Use:   "enable",
 		Short: "Set this host up for automatic updates and install the current version now",
 		Long: `Write update.yaml (bus URL, group, release URL template, and how the app runs and
-is judged: --app or --systemd-unit, --systemctl, --bin-dir, --health-url,
+is judged: --process or --systemd-unit, --systemctl, --bin-dir, --health-url,
 --health-command, --db, --public-key, --app-name) with updates enabled, then install the version the plan
 gives this host's group at once: a new host gets the version its group runs,
 whether or not a rollout is in progress. Later commands (run, update, status,
@@ -385,17 +434,41 @@ as they were.`,
 
 func newDisableCmd() *cobra.Command {
 	f := &flags{holder: "agentd disable"}
+	var remove, purge bool
 	cmd := &cobra.Command{
-		Use:     "disable",
-		Short:   "Stop automatic updates on this host (the agent keeps reporting)",
-		Example: `  agentd disable --root /var/lib/fleetwave`,
-		Args:    cobra.NoArgs,
+		Use:   "disable",
+		Short: "Stop automatic updates on this host (the agent keeps reporting), or stop running an app (--remove)",
+		Long: `Without --remove: turn automatic updates off in the app's update.yaml; agentd
+keeps heartbeating its status.
+
+With --app NAME --remove: this host no longer runs app NAME. agentd sends
+the app's last heartbeat, marked left, so that the controllers drop the
+host from that app's inventory at once, then removes
+<root>/apps/NAME/update.yaml: the next 'agentd run' does not run the app.
+The installed versions stay under <root>/apps/NAME unless --purge is given,
+and the app itself (its systemd unit, its links) is left as it is. When the
+bus cannot be reached (10 s), the config is removed all the same and the
+controllers drop the host once its last heartbeat expires (the fleet's
+agent expiry, 1 h by default). Stop 'agentd run' first: it holds the root.`,
+		Example: `  agentd disable --root /var/lib/fleetwave
+  agentd disable --app db --remove
+  agentd disable --app db --remove --purge`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if purge && !remove {
+				return cliutil.Usagef("--purge goes with --remove")
+			}
+			if remove && f.o.Name == "" {
+				return cliutil.Usagef("--remove needs --app NAME: the default app at the root also holds the host's settings; to stop updating it, 'agentd disable'")
+			}
 			a, err := f.load(cmd, accessWrite, false)
 			if err != nil {
 				return err
 			}
 			defer f.unlock()
+			if remove {
+				return a.removeApp(cmd.Context(), cmd.OutOrStdout(), purge)
+			}
 			a.mu.Lock()
 			a.update.Spec.Enabled = false
 			a.mu.Unlock()
@@ -406,6 +479,8 @@ func newDisableCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&remove, "remove", false, "with --app NAME: this host stops running the app: send its last heartbeat (left) and remove <root>/apps/NAME/update.yaml")
+	cmd.Flags().BoolVar(&purge, "purge", false, "with --remove: remove <root>/apps/NAME entirely, installed versions included")
 	f.register(cmd, false)
 	return cmd
 }
@@ -430,7 +505,7 @@ back from.`,
 			}
 			defer f.unlock()
 			if a.supervised() {
-				return cliutil.Usagef("update with --app (given or saved by enable): the app is a child of agentd and would stop with this command; use 'agentd run', or --systemd-unit")
+				return cliutil.Usagef("update with --process (given or saved by enable): the app is a child of agentd and would stop with this command; use 'agentd run', or --systemd-unit")
 			}
 			if err := a.save(); err != nil {
 				return err
@@ -489,10 +564,23 @@ type StatusReport struct {
 	// "fetch" has got, as last recorded (every --progress-interval).
 	Download     *install.DownloadProgress `json:"download,omitempty"`
 	JournalError string                    `json:"journal_error,omitempty"`
+	// Apps are every app of the host (apps.go), the default app first:
+	// the top-level fields are the one --app selects (default: the
+	// default app), as before apps.
+	Apps []AppStatus `json:"apps,omitempty"`
+}
+
+// AppStatus is one app's entry of StatusReport.Apps: its name ("" and
+// default true for the host's default app, at <root>) and its report.
+type AppStatus struct {
+	App     string `json:"app"`
+	Default bool   `json:"default,omitempty"`
+	StatusReport
 }
 
 func newStatusCmd() *cobra.Command {
 	f := &flags{}
+	var output string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show this host's installed and desired version as JSON",
@@ -501,49 +589,31 @@ what the plan on the bus gives this host, as JSON, with the site its
 heartbeats name (site_from: "update.yaml" for --site, "jetstream domain"
 for the domain of the NATS server it reached). It creates and changes
 nothing: on a root where agentd has not run yet the id is empty and updates
-are disabled; a --root that does not exist is an error.`,
+are disabled; a --root that does not exist is an error.
+
+On a host with several apps, the top-level fields are the app --app
+selects (default: the default app, at the root), and "apps" lists every
+app with the same fields; -o table prints one row per app.`,
 		Example: `  agentd status | jq .installed
-  agentd status --root /tmp/agent1`,
+  agentd status --root /tmp/agent1
+  agentd status -o table
+  agentd status --app db | jq '.apps[] | {app, installed, desired}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "json" && output != "table" {
+				return cliutil.Usagef("-o %q: want json or table", output)
+			}
 			a, err := f.load(cmd, accessRead, false)
 			if err != nil {
 				return err
 			}
-			st := a.Status()
-			rep := StatusReport{AgentID: string(a.id), Hostname: a.o.Hostname, Group: a.Group(), Enabled: a.enabled(), Installed: st.ActiveVersion,
-				LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error,
-				ErrorClass: string(st.ErrorClass), ErrorCause: st.ErrorCause, ErrorOutput: heartbeat.CleanOutput(st.ErrorOutput)}
-			if len(st.VersionHistory) > 0 {
-				rep.Previous = st.VersionHistory[0]
+			rep, err := f.hostStatus(cmd.Context(), a)
+			if err != nil {
+				return err
 			}
-			if j, err := install.LoadJournal(a.tree()); err != nil {
-				rep.JournalError = err.Error()
-			} else if j != nil && j.Step != install.StepUndone {
-				rep.InstallStep, rep.InstallTarget = string(j.Step), j.Target
-				if j.Step == install.StepFetch {
-					rep.Download = j.Download
-				}
+			if output == "table" {
+				return writeStatusTable(cmd.OutOrStdout(), rep)
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-			defer cancel()
-			if a.id == "" {
-				rep.DesiredError = "no agent id yet ('agentd enable' or 'agentd run' draws one)"
-			} else {
-				p, err := a.readPlan(ctx)
-				if err != nil {
-					rep.DesiredError = err.Error()
-				} else {
-					rep.Desired, rep.ShouldUpdate = p.Decide(a.id)
-					rep.Jitter = p.Status.JitterSeconds
-				}
-				var plan *Plan
-				if err == nil {
-					plan = &p
-				}
-				rep.GroupError, _ = a.groupProblem(ctx, plan)
-			}
-			rep.Site, rep.SiteFrom = a.site()
 			// The plan's reasons and the app's error texts are free text:
 			// runes a terminal acts on go out as \u escapes.
 			enc := json.NewEncoder(escape.NewJSONWriter(cmd.OutOrStdout()))
@@ -551,6 +621,7 @@ are disabled; a --root that does not exist is an error.`,
 			return enc.Encode(rep)
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "json", "json (the selected app's fields at the top, every app in apps) or table (one row per app)")
 	f.register(cmd, false)
 	return cmd
 }
@@ -602,7 +673,7 @@ func (a *Agent) readPlan(ctx context.Context) (Plan, error) {
 	a.mu.Lock()
 	a.noteDomain(nc.ConnectedDomain())
 	a.mu.Unlock()
-	f := &PlanFollower{NC: nc, Group: a.Group(), Log: a.o.Log}
+	f := &PlanFollower{NC: nc, Group: a.Group(), NS: a.ns(), Log: a.o.Log}
 	if err := f.read(ctx); err != nil {
 		return Plan{}, fmt.Errorf("read the plan: %w", err)
 	}
@@ -620,7 +691,7 @@ var errNoPlan = errors.New("no plan yet (fleetctl plan set)")
 // host gets what its group runs even before the rollout reaches it).
 func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error {
 	if a.installer == nil {
-		return errors.New("no url_template configured: pass --url-template (and --app or --systemd-unit)")
+		return errors.New("no url_template configured: pass --url-template (and --process or --systemd-unit)")
 	}
 	// Finish what a crash interrupted before deciding anything: the
 	// decision reads the active version, which the repair may change.
@@ -789,7 +860,7 @@ func (a *Agent) tree() install.Tree {
 	if bin == "" {
 		bin = DefaultBinDir
 	}
-	return install.Tree{Root: a.o.Root, BinDir: bin}
+	return install.Tree{Root: a.dir(), BinDir: bin}
 }
 
 // checkTextfile checks --metrics-textfile before anything starts: a file

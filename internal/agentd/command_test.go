@@ -128,10 +128,10 @@ func TestEnableUpdateStatusWithSystemd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Enabled {
 		t.Errorf("after disable: %+v (%v)", rep, err)
 	}
-	if _, code := runAgentd(t, append([]string{"update", "--app", "app", "--systemd-unit", "app.service"}, common...)...); code != cliutil.ExitUsage {
+	if _, code := runAgentd(t, append([]string{"update", "--process", "app", "--systemd-unit", "app.service"}, common...)...); code != cliutil.ExitUsage {
 		t.Errorf("update with both --app and --systemd-unit: exit %d, want %d", code, cliutil.ExitUsage)
 	}
-	if _, code := runAgentd(t, append([]string{"update", "--app", "app"}, common...)...); code != cliutil.ExitUsage {
+	if _, code := runAgentd(t, append([]string{"update", "--process", "app"}, common...)...); code != cliutil.ExitUsage {
 		t.Errorf("update with --app over the saved --systemd-unit: exit %d, want %d (use agentd run)", code, cliutil.ExitUsage)
 	}
 }

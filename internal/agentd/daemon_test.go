@@ -72,12 +72,21 @@ type daemon struct {
 // a pipe), and kills it when the test ends if it still runs.
 func startAgentd(t *testing.T, bin string, args ...string) *daemon {
 	t.Helper()
+	return startAgentdEnv(t, bin, nil, args...)
+}
+
+// startAgentdEnv is startAgentd with env added to the environment.
+func startAgentdEnv(t *testing.T, bin string, env []string, args ...string) *daemon {
+	t.Helper()
 	d := &daemon{log: filepath.Join(t.TempDir(), "agentd.log"), exited: make(chan struct{})}
 	logFile, err := os.Create(d.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.cmd = exec.Command(bin, args...)
+	if env != nil {
+		d.cmd.Env = append(os.Environ(), env...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

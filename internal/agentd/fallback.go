@@ -24,9 +24,7 @@ const (
 // find_urls) every FindInterval (± 20%) and hands the answers to the update
 // loop; when the bus is back, it stops asking and the plan rules again.
 func (a *Agent) fallbackLoop(ctx context.Context, answers chan<- decision) error {
-	a.mu.Lock()
-	urls := append([]string(nil), a.update.Spec.FindURLs...)
-	a.mu.Unlock()
+	urls := a.findURLs()
 	if len(urls) == 0 {
 		<-ctx.Done()
 		return ctx.Err()

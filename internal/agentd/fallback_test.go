@@ -3,11 +3,14 @@ package agentd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,5 +91,68 @@ func TestFallbackReportsUnknownGroup(t *testing.T) {
 		t.Errorf("an unknown group logged as an outage:\n%s", out)
 	}
 	cancel()
+	<-done
+}
+
+// TestFallbackAsksForTheApp (issue 26): with the bus gone, another app's
+// agent asks the find endpoint for its own app (app=NAME), keeping the
+// URL's own query; the default app's asks as before, without app.
+func TestFallbackAsksForTheApp(t *testing.T) {
+	srv := natstest.Start(t)
+	store := &httpfind.Store{}
+	store.SetSpec(rollout.DefaultSpec("1.0.0", "1.0.0"))
+	store.SetConfigured([]string{"blue"})
+	h := &httpfind.Handler{Store: store}
+	var mu sync.Mutex
+	apps := map[string]string{} // query app → the URL's own parameter
+	find := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		apps[r.URL.Query().Get("app")] = r.URL.Query().Get("token")
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(find.Close)
+	rel := httptest.NewServer(releases.NewServer(nil))
+	t.Cleanup(rel.Close)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := t.TempDir()
+	done := make(chan error, 2)
+	for _, name := range []string{"", "db"} {
+		dir := root
+		if name != "" {
+			dir = filepath.Join(root, "apps", name)
+		}
+		uf := install.NewUpdateFile("blue")
+		uf.Spec.Enabled = true
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := uf.Save(dir); err != nil {
+			t.Fatal(err)
+		}
+		a, err := agentd.New(agentd.Options{
+			Root: root, Name: name, NATSURL: srv.URL(), Interval: time.Hour,
+			FindURLs: []string{find.URL + httpfind.PathFind + "?token=t1"}, FallbackAfter: 50 * time.Millisecond, FindInterval: 50 * time.Millisecond,
+			Log: natstest.Logger(t),
+			App: agentd.AppOptions{URLTemplate: releases.URLTemplate(rel.URL), BinDir: filepath.Join(dir, "bin"), Process: "app"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- a.Run(ctx) }()
+	}
+	srv.Shutdown()
+	natstest.Eventually(t, 20*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if apps[""] != "t1" || apps["db"] != "t1" || len(apps) != 2 {
+			return fmt.Errorf("find asked for apps %v (app → token), want the default app's (no app) and db's, token kept", apps)
+		}
+		return nil
+	})
+	cancel()
+	<-done
 	<-done
 }

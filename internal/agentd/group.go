@@ -45,9 +45,7 @@ func (a *Agent) groupProblem(ctx context.Context, p *Plan) (problem string, conf
 	if p != nil && (p.SpecRev == 0 || p.StatusRev != 0) {
 		return "", false // no plan to tell by, or the group has its status
 	}
-	a.mu.Lock()
-	urls := slices.Clone(a.update.Spec.FindURLs)
-	a.mu.Unlock()
+	urls := a.findURLs()
 	if len(urls) > 0 && a.id != "" {
 		ctx, cancel := context.WithTimeout(ctx, groupCheckTimeout)
 		client := &httpfind.Client{URLs: urls, HTTP: &http.Client{Timeout: groupCheckTimeout}}

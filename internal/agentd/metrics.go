@@ -34,7 +34,14 @@ const (
 // agentMetrics are agentd's Prometheus metrics (docs/metrics.md), in a
 // registry of the agent's own.
 type agentMetrics struct {
+	// reg holds this app's series; regr registers into it, with the label
+	// app="NAME" for another app than the default (whose series are as
+	// before apps). gatherer is what /metrics and the textfile show: reg,
+	// or every app's (runHost).
 	reg        *prometheus.Registry
+	regr       prometheus.Registerer
+	gatherer   prometheus.Gatherer
+	busOnce    sync.Once
 	installs   *prometheus.CounterVec
 	rollbacks  prometheus.Counter
 	lastResult prometheus.Gauge
@@ -96,11 +103,32 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 		}),
 		received: -1,
 	}
+	m.regr, m.gatherer = m.reg, m.reg
+	if a.o.Name != "" {
+		m.regr = prometheus.WrapRegistererWith(prometheus.Labels{"app": a.o.Name}, m.reg)
+	}
 	for _, r := range []string{installOK, installFailed, installAbandoned} {
 		m.installs.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.installs, m.rollbacks, m.download, infoCollector{a},
+	m.regr.MustRegister(m.installs, m.rollbacks, m.download, infoCollector{a},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fleetwave_agent_fallback",
+			Help: "1 while the bus has been lost for --fallback-after and the agent follows the find endpoint instead.",
+		}, func() float64 {
+			if a.fallback.Load() {
+				return 1
+			}
+			return 0
+		}),
+	)
+	return m
+}
+
+// registerBus adds fleetwave_agent_bus_connected, the host's (one
+// connection for every app: no app label), once.
+func (m *agentMetrics) registerBus() {
+	m.busOnce.Do(func() {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fleetwave_agent_bus_connected",
 			Help: "1 while the NATS bus is reachable: connected, and heartbeats acked.",
 		}, func() float64 {
@@ -114,18 +142,8 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 				return 0
 			}
 			return 1
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "fleetwave_agent_fallback",
-			Help: "1 while the bus has been lost for --fallback-after and the agent follows the find endpoint instead.",
-		}, func() float64 {
-			if a.fallback.Load() {
-				return 1
-			}
-			return 0
-		}),
-	)
-	return m
+		}))
+	})
 }
 
 // setBus makes bus_connected follow bus (nil: off the bus).
@@ -168,12 +186,12 @@ func (m *agentMetrics) installed(result string, took time.Duration, end time.Tim
 		m.rollbacks.Inc()
 	}
 	// Gauges of the last install appear only once there was one.
-	m.regOnce.Do(func() { m.reg.MustRegister(m.lastResult, m.lastTime, m.lastDur) })
+	m.regOnce.Do(func() { m.regr.MustRegister(m.lastResult, m.lastTime, m.lastDur) })
 }
 
 // text is the registry in the Prometheus text format.
 func (m *agentMetrics) text() ([]byte, error) {
-	fams, err := m.reg.Gather()
+	fams, err := m.gatherer.Gather()
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +291,7 @@ func (a *Agent) kickTextfile() {
 
 // metricsHandler serves GET /metrics.
 func (a *Agent) metricsHandler() http.Handler {
-	h := promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
+	h := promhttp.HandlerFor(a.metrics.gatherer, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
 			http.Error(w, "not found; metrics are at /metrics", http.StatusNotFound)

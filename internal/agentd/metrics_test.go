@@ -110,7 +110,7 @@ func TestAgentdMetrics(t *testing.T) {
 	textfile := filepath.Join(t.TempDir(), "agentd.prom")
 	addr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	d := startAgentd(t, bin, "run", "--root", root, "--nats", srv.URL(), "--url-template", releases.URLTemplate(rel.URL),
-		"--bin-dir", filepath.Join(root, "bin"), "--app", "app", "--metrics-addr", addr, "--metrics-textfile", textfile)
+		"--bin-dir", filepath.Join(root, "bin"), "--process", "app", "--metrics-addr", addr, "--metrics-textfile", textfile)
 	url := "http://" + addr + "/metrics"
 
 	natstest.Eventually(t, 30*time.Second, func() error {

@@ -68,7 +68,7 @@ func (a *Agent) passRetry(d decision) {
 		return
 	}
 	a.update.Status.RetryToken = d.retry.Token
-	if err := a.update.Save(a.o.Root); err != nil {
+	if err := a.update.Save(a.dir()); err != nil {
 		a.update.Status = st
 		a.o.Log.Warn("recording an operator retry request failed", slog.String("token", d.retry.Token), slog.Any("err", err))
 		return

@@ -117,7 +117,7 @@ func TestKilledAgentdLeavesOneApp(t *testing.T) {
 	// exit in *err.
 	start := func() (cmd *exec.Cmd, exited <-chan struct{}, err *error) {
 		t.Helper()
-		cmd = exec.Command(bin, "run", "--root", root, "--app", "app", "--bin-dir", tree.BinDir, "--app-arg", token,
+		cmd = exec.Command(bin, "run", "--root", root, "--process", "app", "--bin-dir", tree.BinDir, "--app-arg", token,
 			"--nats", srv.URL(), "--heartbeat-interval", "1h")
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		if err := cmd.Start(); err != nil {

@@ -367,7 +367,7 @@ func TestAgentdNoticesCutsFast(t *testing.T) {
 		a.d = startAgentd(t, bin, "run", "--root", root, "--group", "blue", "--nats", url,
 			"--heartbeat-interval", "1s", "--heartbeat-jitter", "100ms",
 			"--fallback-after", fallbackAfter.String(), "--find-interval", "1h", "--find-url", find.URL+httpfind.PathFind,
-			"--url-template", releases.URLTemplate(rel.URL), "--app", "app", "--bin-dir", filepath.Join(root, "bin"))
+			"--url-template", releases.URLTemplate(rel.URL), "--process", "app", "--bin-dir", filepath.Join(root, "bin"))
 		natstest.Eventually(t, 20*time.Second, func() error {
 			id, err := install.LoadAgentID(root)
 			a.id = string(id)

@@ -64,6 +64,9 @@ func (p Plan) HealthTimes() (timeout, minHealthy time.Duration) {
 type PlanFollower struct {
 	NC    *nats.Conn
 	Group string
+	// NS is the app whose plan keys it follows (ns.Spec(), ns.Group(g));
+	// the zero value is the default app's: spec and group.<g>.
+	NS    kv.AppNS
 	Clock clock.Clock
 	Log   *slog.Logger
 	// OnRead, if set, is called with the plan after every full read
@@ -151,7 +154,7 @@ func (f *PlanFollower) Run(ctx context.Context) error {
 }
 
 // keys are the plan keys this agent may read: the spec and its group's.
-func (f *PlanFollower) keys() []string { return []string{kv.KeySpec, kv.GroupKey(f.Group)} }
+func (f *PlanFollower) keys() []string { return []string{f.NS.Spec(), f.NS.Group(f.Group)} }
 
 // read does the direct gets of both keys.
 func (f *PlanFollower) read(ctx context.Context) error {
@@ -215,8 +218,8 @@ func (f *PlanFollower) accept(m kv.StoredMsg) (bool, error) {
 	switch {
 	case m.Stream != kv.PlanStream:
 		err = fmt.Errorf("from stream %q, not %s", m.Stream, kv.PlanStream)
-	case key != kv.KeySpec && key != kv.GroupKey(f.Group):
-		err = fmt.Errorf("for key %q, not %s or %s", key, kv.KeySpec, kv.GroupKey(f.Group))
+	case key != f.NS.Spec() && key != f.NS.Group(f.Group):
+		err = fmt.Errorf("for key %q, not %s or %s", key, f.NS.Spec(), f.NS.Group(f.Group))
 	case m.Foreign:
 		err = fmt.Errorf("key %s at revision %d is not a plan value (it carries JetStream's own headers): repair it with fleetctl", key, m.Sequence)
 	}
@@ -258,7 +261,7 @@ func (f *PlanFollower) apply(key string, value []byte, rev uint64) (bool, error)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch key {
-	case kv.KeySpec:
+	case f.NS.Spec():
 		if rev <= f.plan.SpecRev {
 			return false, nil
 		}

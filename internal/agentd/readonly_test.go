@@ -142,8 +142,8 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 		{"enable", "--help", "--root", missing},
 		{"status", "--root", missing, "--log-level", "loud"},
 		{"status", "--root", empty, "--group", "Bad.Group"},
-		{"enable", "--root", missing, "--group", "blue", "--app", "app", "--systemd-unit", "app.service", "--url-template", "https://dl.example/{{.Version}}.tar.gz"},
-		{"enable", "--root", empty, "--group", "blue", "--url-template", "https://dl.example/{{.Version}.tar.gz", "--app", "app"},
+		{"enable", "--root", missing, "--group", "blue", "--process", "app", "--systemd-unit", "app.service", "--url-template", "https://dl.example/{{.Version}}.tar.gz"},
+		{"enable", "--root", empty, "--group", "blue", "--url-template", "https://dl.example/{{.Version}.tar.gz", "--process", "app"},
 		{"enable", "--root", empty, "--group", "blue", "--public-key", filepath.Join(parent, "no-such-key")},
 		{"enable", "--root", empty, "--group", "blue", "--nats", closedPort(t), "--url-template", "https://dl.example/{{.Version}}.tar.gz", "--systemd-unit", "app.service"},
 		{"disable", "--root", missing},
@@ -191,13 +191,13 @@ func TestFailedEnableChangesNothing(t *testing.T) {
 		code int
 		args []string
 	}{
-		{"--app and --systemd-unit", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green",
-			"--url-template", "https://new.example/{{.Version}}.tar.gz", "--systemd-unit", "app.service", "--app", "app"}},
+		{"--process and --systemd-unit", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green",
+			"--url-template", "https://new.example/{{.Version}}.tar.gz", "--systemd-unit", "app.service", "--process", "app"}},
 		{"unreachable bus", cliutil.ExitFailure, []string{"--nats", closedPort(t), "--group", "green",
 			"--url-template", "https://new.example/{{.Version}}.tar.gz", "--systemd-unit", "other.service"}},
 		{"no bus at all", cliutil.ExitUsage, []string{"--group", "green"}},
 		{"bad url template", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green", "--url-template", "https://new.example/{{.Version"}},
-		{"--app not a name in bin/", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green", "--app", "../escape"}},
+		{"--process not a name in bin/", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green", "--process", "../escape"}},
 		{"--app-name not a name", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green", "--app-name", "Billing API"}},
 		{"--systemctl in the bin dir", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green", "--systemctl", "/usr/local/bin/systemctl"}},
 		{"--systemctl under the root", cliutil.ExitUsage, []string{"--nats", srv.URL(), "--group", "green",
@@ -243,7 +243,7 @@ func TestLaterCommandsUseStoredAppSettings(t *testing.T) {
 	binDir := filepath.Join(root, "bin")
 
 	stdout, stderr, code := execAgentd(t, bin, "enable", "--root", root, "--nats", srv.URL(), "--group", "blue",
-		"--url-template", releases.URLTemplate(rel.URL), "--app", "app", "--app-arg", "--port=0", "--bin-dir", binDir,
+		"--url-template", releases.URLTemplate(rel.URL), "--process", "app", "--app-arg", "--port=0", "--bin-dir", binDir,
 		"--health-url", "http://127.0.0.1:1/healthz", "--health-command", "true", "--app-name", "web", "--systemctl", "/usr/bin/systemctl",
 		"--log-level", "error")
 	if code != 0 {

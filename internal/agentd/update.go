@@ -174,6 +174,20 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 		last, moved := a.watchPlan(f, answers, cur.ActiveVersion, target, abandon, stop)
 		result <- watched{last, moved}
 	}()
+	// One app installs at a time on a host (apps.go): waiting for another
+	// app's install is neither a failure nor an install under way.
+	if err := a.gate.acquire(ctx, abandon, func() {
+		a.o.Log.Info("waiting for another app's install on this host to end", slog.String("version", target))
+	}); err != nil {
+		close(stop)
+		w := <-result
+		if errors.Is(err, install.ErrAbandoned) {
+			a.o.Log.Info("the plan moved on while waiting for another app's install; not installing", slog.String("version", target),
+				slog.String("plan_version", w.moved.version), slog.String("source", w.moved.source))
+		}
+		return w.last, time.Time{}
+	}
+	defer a.gate.release()
 	in := *a.installer // a copy, for this install's own Abandon
 	in.Abandon = abandon
 	// Heartbeats say "updating to target" for as long as the install runs.
@@ -197,7 +211,9 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 			a.o.Log.Info("the plan moved on after the release was downloaded; finished installing it first", slog.String("version", target),
 				slog.String("plan_version", w.moved.version), slog.Bool("update", w.moved.update), slog.String("source", w.moved.source))
 		}
-		if a.o.SelfUpdate {
+		if a.o.SelfUpdate && a.o.Name == "" {
+			// Only the default app's release may carry the host's
+			// agentd (apps.go: one agentd for every app).
 			a.selfUpdate(ctx)
 		}
 	case errors.Is(err, install.ErrAbandoned):

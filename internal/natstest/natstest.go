@@ -277,3 +277,17 @@ var (
 	portsMu    sync.Mutex
 	portsGiven = map[int]bool{}
 )
+
+// ClientNames are the names of the clients connected now (nats.Name), one
+// per connection.
+func (s *Server) ClientNames() []string {
+	cz, err := s.ns.Connz(&server.ConnzOptions{Limit: 10000})
+	if err != nil {
+		s.t.Fatalf("connz: %v", err)
+	}
+	names := make([]string, 0, len(cz.Conns))
+	for _, c := range cz.Conns {
+		names = append(names, c.Name)
+	}
+	return names
+}

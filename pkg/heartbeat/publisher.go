@@ -124,7 +124,7 @@ func (p *Publisher) publish(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err = p.JS.Publish(ctx, SubjectFor(hb.Group, hb.AgentID), data)
+	_, err = p.JS.Publish(ctx, SubjectForApp(hb.App, hb.Group, hb.AgentID), data)
 	return err
 }
 

@@ -242,7 +242,7 @@ func (h *host) args(cmd string) []string {
 			`v=$(readlink "$CRASH_ROOT/bin/app"); v=${v%/bin/app}; [ "$(cat "$CRASH_DB.ready" 2>/dev/null)" = "${v##*/}" ] && : >"$d/healthy"`}
 	a = append(a, h.extra...)
 	if h.daemon && !h.unit {
-		return append(a, "--app", "app")
+		return append(a, "--process", "app")
 	}
 	return append(a, "--systemd-unit", "app", "--systemctl", filepath.Join(h.sysd, "systemctl"))
 }

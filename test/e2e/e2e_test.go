@@ -373,7 +373,7 @@ func (f *fleet) startAgent(group string, cut bool, extra ...string) *agent {
 	creds := filepath.Join(f.authDir, "agents", string(id)+".creds")
 	runCmd(t, "fleetctl", "auth", "agent", "--dir", f.authDir, "--group", group, "--id", string(id))
 	a.args = []string{"run", "--root", a.root, "--creds", creds,
-		"--app", "app", "--bin-dir", filepath.Join(a.root, "bin"), "--hostname", fmt.Sprintf("host-%d", i),
+		"--process", "app", "--bin-dir", filepath.Join(a.root, "bin"), "--hostname", fmt.Sprintf("host-%d", i),
 		"--heartbeat-interval", "1s", "--heartbeat-jitter", "100ms",
 		"--fallback-after", "2s", "--find-interval", "1s", "--log-level", "debug"}
 	a.args = append(a.args, f.agentFlags...)

@@ -120,7 +120,7 @@ func startHost(ctx context.Context, bin string, healthTimeout time.Duration) (h 
 
 	flags := []string{"--root", h.root, "--bin-dir", filepath.Join(h.root, "bin"), "--nats", url, "--log-format", "json"}
 	enable := append([]string{"enable", "--group", "bench", "--url-template", releases.URLTemplate(siteSrv.URL),
-		"--app", "app", "--health-url", "http://" + h.appAddr + "/healthz"}, flags...)
+		"--process", "app", "--health-url", "http://" + h.appAddr + "/healthz"}, flags...)
 	if out, err := exec.CommandContext(ctx, bin, enable...).CombinedOutput(); err != nil {
 		return h, fmt.Errorf("agentd enable: %w: %s", err, out)
 	}
