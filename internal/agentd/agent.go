@@ -149,6 +149,14 @@ type AppOptions struct {
 	DownloadDeadline time.Duration
 	// ProgressInterval is install.Fetcher's ProgressEvery (0: its default).
 	ProgressInterval time.Duration
+	// Installer is rollout.InstallerScript for the script installer
+	// (InstallCmd, VersionCmd, ScriptTimeout: --installer script,
+	// --install-cmd, --version-cmd, --script-timeout, kept in update.yaml;
+	// script.go); "" or tarball for releases from URLTemplate.
+	Installer     string
+	InstallCmd    string
+	VersionCmd    string
+	ScriptTimeout time.Duration
 }
 
 // Defaults.
@@ -457,6 +465,14 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 				return o.DBPath != ""
 			case "public-key":
 				return o.PublicKeyFile != ""
+			case "installer":
+				return o.Installer != ""
+			case "install-cmd":
+				return o.InstallCmd != ""
+			case "version-cmd":
+				return o.VersionCmd != ""
+			case "script-timeout":
+				return o.ScriptTimeout != 0
 			}
 			return false
 		}
@@ -503,6 +519,9 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 			return s, err
 		}
 		s.BinDir = o.BinDir
+	}
+	if err := o.resolveScript(&s, given); err != nil {
+		return s, err
 	}
 	if given("health-url") {
 		if o.HealthURL != "" {
@@ -594,6 +613,9 @@ func checkHTTPURL(raw string) error {
 // app can be run.
 func (a *Agent) setupInstaller() error {
 	app := a.o.App
+	if app.scripted() {
+		return a.setupScriptInstaller()
+	}
 	if a.update.Spec.URLTemplate == "" {
 		return nil
 	}
@@ -669,6 +691,7 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 		Error:          heartbeat.CleanText(st.Error, heartbeat.MaxErrorLen),
 		UpdatingTo:     a.updatingTo,
 		UpdaterVersion: version.Version,
+		Installer:      a.installerName(),
 	}
 	hb.Site, _ = a.siteLocked()
 	if b := a.blocked; st.Error == "" && a.updatingTo != "" && b.target == a.updatingTo {
@@ -802,6 +825,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.pub.Run, follower.Run,
 		func(ctx context.Context) error { return a.bus.run(ctx, busPoll) },
 	}, a.metricsLoops()...)
+	if a.installer != nil && a.installer.Script != nil {
+		loops = append(loops, a.versionLoop)
+	}
 	if a.installer != nil {
 		answers := make(chan decision, 1)
 		loops = append(loops,

@@ -95,6 +95,7 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.Var(&f.o.App.KeepFree, "keep-free", "leave at least this much free on the root's file system (e.g. 512MiB, 2GiB) on top of what a release needs; an install that would leave less waits, blocked on \"disk full\", and is retried")
 	fl.DurationVar(&f.o.App.ProgressInterval, "progress-interval", install.DefaultProgressEvery,
 		"how often a release download's progress is logged (when stderr is not a terminal) and recorded for 'agentd status'")
+	registerScriptFlags(fl, &f.o.App)
 	if withHeartbeat {
 		fl.DurationVar(&f.o.Interval, "heartbeat-interval", DefaultInterval, "time between heartbeats; must match the controller's --heartbeat-interval")
 		fl.DurationVar(&f.o.Jitter, "heartbeat-jitter", DefaultJitter, "random spread (±) around the heartbeat interval (default: a tenth of it, at most 3s)")
@@ -450,6 +451,9 @@ type StatusReport struct {
 	// system's).
 	Hostname string `json:"hostname"`
 	Group    string `json:"group"`
+	// Installer is how the app is installed: "tarball", "script", or ""
+	// (no url_template: the agent only reports).
+	Installer string `json:"installer,omitempty"`
 	// GroupError says why the group gets nothing from the rollout: the
 	// controllers' find endpoint says the config does not name it, or the
 	// plan on the bus has no status for it (agentd's group.go).
@@ -511,7 +515,7 @@ are disabled; a --root that does not exist is an error.`,
 				return err
 			}
 			st := a.Status()
-			rep := StatusReport{AgentID: string(a.id), Hostname: a.o.Hostname, Group: a.Group(), Enabled: a.enabled(), Installed: st.ActiveVersion,
+			rep := StatusReport{AgentID: string(a.id), Hostname: a.o.Hostname, Group: a.Group(), Installer: a.installerName(), Enabled: a.enabled(), Installed: st.ActiveVersion,
 				LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error,
 				ErrorClass: string(st.ErrorClass), ErrorCause: st.ErrorCause, ErrorOutput: heartbeat.CleanOutput(st.ErrorOutput)}
 			if len(st.VersionHistory) > 0 {
@@ -620,7 +624,7 @@ var errNoPlan = errors.New("no plan yet (fleetctl plan set)")
 // host gets what its group runs even before the rollout reaches it).
 func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error {
 	if a.installer == nil {
-		return errors.New("no url_template configured: pass --url-template (and --app or --systemd-unit)")
+		return errors.New("no url_template configured: pass --url-template (and --app or --systemd-unit), or --installer script")
 	}
 	// Finish what a crash interrupted before deciding anything: the
 	// decision reads the active version, which the repair may change.

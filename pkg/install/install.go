@@ -277,6 +277,9 @@ func (in *Installer) rollback(ctx context.Context, st Status, j *Journal, cause 
 		// (The script installer's command killed at its timeout is not
 		// the version's fault, and its last lines say why it hung.)
 		st.ErrorOutput = in.failureOutput(ctx, cause)
+		if in.Script != nil {
+			j.Output = st.ErrorOutput
+		}
 	}
 	in.Log.Warn("rolling back", slog.String("from", j.Target), slog.String("to", j.From), slog.Any("cause", cause))
 	var errs []error

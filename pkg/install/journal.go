@@ -90,6 +90,10 @@ type Journal struct {
 	// installer ("" for a tarball's): its steps are undone by the install
 	// command, not by links.
 	Installer string `json:"installer,omitempty"`
+	// Output is the failure's last output lines (Status.ErrorOutput), for
+	// a rollback a crash interrupted: the script installer's repair
+	// records them as the uninterrupted rollback would have.
+	Output string `json:"output,omitempty"`
 	// Attempts counts crash-interrupted installs of Target in a row.
 	Attempts int `json:"interrupted_attempts,omitempty"`
 	// Download is how far step fetch's download had got when last

@@ -196,7 +196,7 @@ func (s *Script) run(ctx context.Context, command string, env []string, w io.Wri
 	cmd.Env = env
 	cmd.Dir = "/"
 	dst := w
-	if s.Output != nil {
+	if s.Output != nil && record { // not the version command's, every heartbeat period
 		dst = io.MultiWriter(w, ignoreErrors{s.Output})
 	}
 	cmd.Stdout, cmd.Stderr = dst, dst
@@ -356,6 +356,9 @@ func (in *Installer) rollBackScript(ctx context.Context, st Status, j *Journal) 
 	ctx = context.WithoutCancel(ctx)
 	s := in.Script
 	from, target := j.From, j.Target
+	if j.Output != "" {
+		st.ErrorOutput = j.Output // a repair's: update.yaml did not get it yet
+	}
 	var errs []error
 	if from != "" {
 		in.Log.Info("running the install command to roll back", slog.String("version", from), slog.String("from", target))
@@ -411,17 +414,19 @@ func (in *Installer) rollBackScript(ctx context.Context, st Status, j *Journal) 
 // script installer's source of truth for active_version) and records it
 // when it changed: a host upgraded or downgraded by hand is counted on the
 // version it really runs. It does nothing for a tarball installer, while an
-// install runs, or while an interrupted one waits for its repair. changed
-// says whether it recorded a new version.
-func (in *Installer) Refresh(ctx context.Context, cur Status) (st Status, changed bool, err error) {
+// install runs, or while an interrupted one waits for its repair. status
+// is the status to start from, read once no install runs; changed says
+// whether it recorded a new version.
+func (in *Installer) Refresh(ctx context.Context, status func() Status) (st Status, changed bool, err error) {
 	s := in.Script
 	if s == nil {
-		return cur, false, nil
+		return status(), false, nil
 	}
 	if !s.mu.TryLock() {
-		return cur, false, nil // an install is running: it reads the version itself
+		return status(), false, nil // an install is running: it reads the version itself
 	}
 	defer s.mu.Unlock()
+	cur := status()
 	if j, err := LoadJournal(in.Tree); err != nil || j != nil && j.Step != StepUndone {
 		return cur, false, err
 	}

@@ -51,7 +51,7 @@ func newScriptHost(t *testing.T) *scriptHost {
 		Tree: install.Tree{Root: root, BinDir: filepath.Join(d, "bin")},
 		Script: &install.Script{App: "db", Install: fmt.Sprintf(fakePM, d),
 			Version: fmt.Sprintf(`cat %q 2>/dev/null || true`, filepath.Join(d, "installed")),
-			Timeout: 10 * time.Second, PIDFile: filepath.Join(root, "script.json")},
+			Timeout: 10 * time.Second, PIDFile: install.Tree{Root: root}.ScriptPIDPath()},
 		Health: install.Health{Command: []string{install.ShellPath, "-c", fmt.Sprintf(`v=$(cat %q); [ "$v" != 1.2.0 ] || { echo "1.2.0: config invalid"; exit 1; }`, filepath.Join(d, "installed"))},
 			Interval: 200 * time.Millisecond},
 		Log:  slog.New(slog.DiscardHandler),
@@ -199,7 +199,7 @@ func TestScriptVersionCommandIsTheTruth(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.d, "installed"), []byte("1.1.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, changed, err := h.in.Refresh(context.Background(), h.status)
+	st, changed, err := h.in.Refresh(context.Background(), func() install.Status { return h.status })
 	if err != nil || !changed || st.ActiveVersion != "1.1.0" || h.status.ActiveVersion != "1.1.0" || st.VersionHistory[0] != "1.0.0" {
 		t.Fatalf("refresh: %+v %v %v", st, changed, err)
 	}
@@ -208,7 +208,7 @@ func TestScriptVersionCommandIsTheTruth(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.d, "installed"), []byte("1.1.0-1ubuntu\x1b[31m garbage\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, changed, err = h.in.Refresh(context.Background(), h.status)
+	_, changed, err = h.in.Refresh(context.Background(), func() install.Status { return h.status })
 	if !errors.Is(err, install.ErrVersionCommand) || changed || h.status.ActiveVersion != "1.1.0" {
 		t.Fatalf("refresh of garbage: %v %v %+v", err, changed, h.status)
 	}
