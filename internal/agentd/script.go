@@ -65,6 +65,9 @@ func (o *AppOptions) resolveScript(s *install.AppSpec, given func(flag string) b
 		}
 		s.Script.Timeout = o.ScriptTimeout
 	}
+	if script && s.Process != "" {
+		return cliutil.Usagef("--installer script and --app %q exclude each other: --app runs a tarball release's binary, and a script-installed app is run by its package (a systemd unit: --systemd-unit, for the health check); --app= clears the saved one", s.Process)
+	}
 	if script && (s.Script.Install == "" || s.Script.Version == "") {
 		return cliutil.Usagef("--installer script needs --install-cmd (installs $FLEETWAVE_VERSION) and --version-cmd (prints the installed version); see docs/agent.md \"The script installer\"")
 	}
