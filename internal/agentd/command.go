@@ -711,6 +711,9 @@ linked. The app is not restarted.`,
 				return err
 			}
 			defer f.unlock()
+			if a.o.App.scripted() {
+				return cliutil.Usagef("the script installer keeps no links: the host's package manager installs the app ('agentd unlink' removes links an earlier tarball install left)")
+			}
 			if err := a.save(); err != nil {
 				return err
 			}

@@ -78,3 +78,23 @@ func TestScriptInstallerFlags(t *testing.T) {
 		t.Fatalf("report-only heartbeat installer %q", hb.Installer)
 	}
 }
+
+// TestScriptInstallerHasNoLinks: 'agentd link' on a script-installed app
+// says why it has nothing to do (exit 2), changing nothing.
+func TestScriptInstallerHasNoLinks(t *testing.T) {
+	root := t.TempDir()
+	if _, err := agentd.New(agentd.Options{Root: root, Group: "g", App: agentd.AppOptions{Installer: "script", InstallCmd: "true", VersionCmd: "echo 1.0.0"}}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(root, install.UpdateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, code := runAgentd(t, "link", "--root", root, "--version", "1.0.0")
+	if code != 2 || !strings.Contains(out, "keeps no links") {
+		t.Fatalf("link: exit %d\n%s", code, out)
+	}
+	if after, _ := os.ReadFile(filepath.Join(root, install.UpdateFileName)); string(after) != string(before) {
+		t.Fatalf("update.yaml changed:\n%s\n---\n%s", before, after)
+	}
+}
