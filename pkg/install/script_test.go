@@ -261,3 +261,28 @@ func TestScriptCrashDuringTheCommandIsUndone(t *testing.T) {
 		t.Fatalf("tarball repair of a script journal: %v", err)
 	}
 }
+
+type upRunner struct{}
+
+func (upRunner) Restart(context.Context) error { return nil }
+func (upRunner) Stop(context.Context) error    { return nil }
+func (upRunner) Alive(context.Context) error   { return nil }
+
+// TestHealthReportsTheLastAnsweredFailure: when the last probe before
+// health_timeout is cut off (a loaded host, or a check that starts to
+// hang), the failure reported is the last one the check gave, with its
+// output, not "signal: killed". (On a loaded machine the last probe, left
+// with one interval, was cut off and the rollback lost why the version
+// failed: TestScriptInstallUpgradeAndRollback under -race.)
+func TestHealthReportsTheLastAnsweredFailure(t *testing.T) {
+	d := t.TempDir()
+	cmd := fmt.Sprintf(`if [ -e %[1]q ]; then exec sleep 600; fi; : >%[1]q; echo "listen_adress: unknown key"; exit 1`, filepath.Join(d, "answered"))
+	h := install.Health{Command: []string{install.ShellPath, "-c", cmd}, Interval: 100 * time.Millisecond}
+	err := install.WaitHealthy(context.Background(), h, upRunner{}, time.Second, 0, install.Clock{})
+	if !errors.Is(err, install.ErrUnhealthy) || !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("got %v, want the answered failure", err)
+	}
+	if !strings.Contains(err.Error(), "listen_adress: unknown key") {
+		t.Fatalf("got %v, want the check's output", err)
+	}
+}

@@ -321,6 +321,13 @@ func (h *aptHost) stop() {
 // setPlan tells the group to run target now.
 func (h *aptHost) setPlan(target string) {
 	h.t.Helper()
+	h.setPlanMode(target, rollout.ModeEnabled)
+}
+
+// setPlanMode sets the plan to target with the group in mode (paused: the
+// group runs target, and nobody is moved to it).
+func (h *aptHost) setPlanMode(target string, mode rollout.Mode) {
+	h.t.Helper()
 	spec := rollout.DefaultSpec(target, target)
 	var rev uint64
 	if e, err := kv.Get[rollout.Spec](h.ctx, h.fleet.Plan, kv.KeySpec); err == nil {
@@ -330,7 +337,7 @@ func (h *aptHost) setPlan(target string) {
 		h.t.Fatal(err)
 	}
 	st := rollout.GroupStatus{V: 1, Group: group, State: rollout.StateDone, TargetVersion: target, StartVersion: target,
-		Progress: 1, Mode: rollout.ModeEnabled, HealthTimeout: rollout.Duration(3 * time.Second), MinHealthyTime: rollout.Duration(300 * time.Millisecond)}
+		Progress: 1, Mode: mode, HealthTimeout: rollout.Duration(8 * time.Second), MinHealthyTime: rollout.Duration(300 * time.Millisecond)}
 	rev = 0
 	if e, err := kv.Get[rollout.GroupStatus](h.ctx, h.fleet.Plan, kv.GroupKey(group)); err == nil {
 		rev = e.Revision
@@ -498,7 +505,9 @@ func TestAptScriptInstaller(t *testing.T) {
 	h.converged("1.4.0")
 
 	// Upgraded by hand with apt: counted on 1.5.0 within a heartbeat
-	// period or two, while the plan still says 1.4.0.
+	// period or two, while the plan still says 1.4.0 (the group paused:
+	// otherwise agentd's next decision would move the host back).
+	h.setPlanMode("1.4.0", rollout.ModePaused)
 	h.must("apt-get", "install", "-y", "-q", "fwdemo=1.5.0")
 	h.converged("1.5.0")
 	h.stop()
