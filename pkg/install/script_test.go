@@ -185,7 +185,7 @@ func TestScriptTempFailIsInfrastructure(t *testing.T) {
 	if !errors.Is(err, install.ErrScriptTempFail) || install.ClassOf(err) != install.ClassInfrastructure {
 		t.Fatalf("got %v (%s)", err, install.ClassOf(err))
 	}
-	if h.status.Rollback || h.status.ActiveVersion != "" {
+	if h.status.Rollback || h.status.ActiveVersion != "" || h.status.ErrorOutput != "mirror unreachable" {
 		t.Fatalf("status %+v", h.status)
 	}
 }
