@@ -152,6 +152,14 @@ type AppOptions struct {
 	DownloadDeadline time.Duration
 	// ProgressInterval is install.Fetcher's ProgressEvery (0: its default).
 	ProgressInterval time.Duration
+	// Installer is rollout.InstallerScript for the script installer
+	// (InstallCmd, VersionCmd, ScriptTimeout: --installer script,
+	// --install-cmd, --version-cmd, --script-timeout, kept in update.yaml;
+	// script.go); "" or tarball for releases from URLTemplate.
+	Installer     string
+	InstallCmd    string
+	VersionCmd    string
+	ScriptTimeout time.Duration
 }
 
 // Defaults.
@@ -477,6 +485,14 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 				return o.DBPath != ""
 			case "public-key":
 				return o.PublicKeyFile != ""
+			case "installer":
+				return o.Installer != ""
+			case "install-cmd":
+				return o.InstallCmd != ""
+			case "version-cmd":
+				return o.VersionCmd != ""
+			case "script-timeout":
+				return o.ScriptTimeout != 0
 			}
 			return false
 		}
@@ -523,6 +539,9 @@ func (o *AppOptions) resolve(stored install.AppSpec, given func(flag string) boo
 			return s, err
 		}
 		s.BinDir = o.BinDir
+	}
+	if err := o.resolveScript(&s, given); err != nil {
+		return s, err
 	}
 	if given("health-url") {
 		if o.HealthURL != "" {
@@ -614,6 +633,9 @@ func checkHTTPURL(raw string) error {
 // app can be run.
 func (a *Agent) setupInstaller() error {
 	app := a.o.App
+	if app.scripted() {
+		return a.setupScriptInstaller()
+	}
 	if a.update.Spec.URLTemplate == "" {
 		return nil
 	}
@@ -689,16 +711,12 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 		Error:          heartbeat.CleanText(st.Error, heartbeat.MaxErrorLen),
 		UpdatingTo:     a.updatingTo,
 		UpdaterVersion: version.Version,
+		Installer:      a.installerName(),
 	}
 	if a.o.Name != "" {
 		// Another app than the default: its own subject and body
 		// (kv.AppNS.HBSubject); the default app's are as before apps.
 		hb.App = a.o.Name
-		if hb.Installer == "" && a.installer != nil {
-			// (The script installer's branch names every app's installer;
-			// until then an app that installs uses tarballs.)
-			hb.Installer = rollout.InstallerTarball
-		}
 	}
 	hb.Site, _ = a.siteLocked()
 	if b := a.blocked; st.Error == "" && a.updatingTo != "" && b.target == a.updatingTo {

@@ -393,6 +393,11 @@ func runHost(ctx context.Context, agents []*Agent) error {
 	for i, a := range agents {
 		follower := followers[i]
 		loops = append(loops, a.pub.Run, follower.Run)
+		if a.installer != nil && a.installer.Script != nil {
+			// The script installer's version command is the truth of
+			// what is installed: re-read every heartbeat period.
+			loops = append(loops, a.versionLoop)
+		}
 		if a.installer != nil {
 			answers := make(chan decision, 1)
 			loops = append(loops,
@@ -516,7 +521,7 @@ func (f *flags) plainOptions(name string) Options {
 // journal, and what the plan on the bus gives it (read within 5 s).
 func (a *Agent) report(ctx context.Context) StatusReport {
 	st := a.Status()
-	rep := StatusReport{AgentID: string(a.id), Hostname: a.o.Hostname, Group: a.Group(), Enabled: a.enabled(), Installed: st.ActiveVersion,
+	rep := StatusReport{AgentID: string(a.id), Hostname: a.o.Hostname, Group: a.Group(), Installer: a.installerName(), Enabled: a.enabled(), Installed: st.ActiveVersion,
 		LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error,
 		ErrorClass: string(st.ErrorClass), ErrorCause: st.ErrorCause, ErrorOutput: heartbeat.CleanOutput(st.ErrorOutput)}
 	if len(st.VersionHistory) > 0 {

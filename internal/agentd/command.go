@@ -102,6 +102,7 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.Var(&f.o.App.KeepFree, "keep-free", "leave at least this much free on the root's file system (e.g. 512MiB, 2GiB) on top of what a release needs; an install that would leave less waits, blocked on \"disk full\", and is retried")
 	fl.DurationVar(&f.o.App.ProgressInterval, "progress-interval", install.DefaultProgressEvery,
 		"how often a release download's progress is logged (when stderr is not a terminal) and recorded for 'agentd status'")
+	registerScriptFlags(fl, &f.o.App)
 	if withHeartbeat {
 		fl.DurationVar(&f.o.Interval, "heartbeat-interval", DefaultInterval, "time between heartbeats; must match the controller's --heartbeat-interval")
 		fl.DurationVar(&f.o.Jitter, "heartbeat-jitter", DefaultJitter, "random spread (±) around the heartbeat interval (default: a tenth of it, at most 3s)")
@@ -525,6 +526,9 @@ type StatusReport struct {
 	// system's).
 	Hostname string `json:"hostname"`
 	Group    string `json:"group"`
+	// Installer is how the app is installed: "tarball", "script", or ""
+	// (no url_template: the agent only reports).
+	Installer string `json:"installer,omitempty"`
 	// GroupError says why the group gets nothing from the rollout: the
 	// controllers' find endpoint says the config does not name it, or the
 	// plan on the bus has no status for it (agentd's group.go).
@@ -691,7 +695,7 @@ var errNoPlan = errors.New("no plan yet (fleetctl plan set)")
 // host gets what its group runs even before the rollout reaches it).
 func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error {
 	if a.installer == nil {
-		return errors.New("no url_template configured: pass --url-template (and --process or --systemd-unit)")
+		return errors.New("no url_template configured: pass --url-template (and --process or --systemd-unit), or --installer script")
 	}
 	// Finish what a crash interrupted before deciding anything: the
 	// decision reads the active version, which the repair may change.
@@ -778,6 +782,9 @@ linked. The app is not restarted.`,
 				return err
 			}
 			defer f.unlock()
+			if a.o.App.scripted() {
+				return cliutil.Usagef("the script installer keeps no links: the host's package manager installs the app ('agentd unlink' removes links an earlier tarball install left)")
+			}
 			if err := a.save(); err != nil {
 				return err
 			}

@@ -88,6 +88,16 @@ func classify(err error) (FailureClass, string) {
 		return ClassArtifact, "bad signature"
 	case errors.Is(err, ErrHostileArchive):
 		return ClassArtifact, "archive rejected"
+	case errors.Is(err, ErrScriptTempFail):
+		return ClassInfrastructure, "install command: temporary failure"
+	case errors.Is(err, ErrScriptTimeout):
+		return ClassInfrastructure, "install command timed out"
+	case errors.Is(err, ErrScriptVersion):
+		return ClassRelease, "installed another version"
+	case errors.Is(err, ErrScriptFailed):
+		return ClassRelease, "install command failed"
+	case errors.Is(err, ErrVersionCommand):
+		return ClassRelease, "version command failed"
 	case errors.Is(err, ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return ClassInfrastructure, "disk full"
 	case errors.Is(err, ErrLocked):

@@ -58,6 +58,11 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 	}
 	start := clk.Now()
 	var healthySince time.Time
+	// answered is the last probe failure that was not cut off by its
+	// deadline: when the last probe, which gets what is left of timeout
+	// (at least an interval), is cut off on a loaded host, the failure
+	// reported is the one the check itself gave (its output included).
+	var answered error
 	for {
 		now := clk.Now()
 		err := r.Alive(ctx)
@@ -87,12 +92,18 @@ func WaitHealthy(ctx context.Context, h Health, r Runner, timeout, minHealthy ti
 				return ierr
 			}
 		}
+		if err != nil && !timedOut {
+			answered = err
+		}
 		switch {
 		case err == nil && healthySince.IsZero():
 			healthySince = now
 		case err != nil && !healthySince.IsZero():
 			return withOutput(fmt.Errorf("%w: failed after %s healthy: %v", ErrUnhealthy, now.Sub(healthySince).Round(time.Millisecond), err), err)
 		case err != nil && clk.Now().Sub(start) >= timeout:
+			if timedOut && answered != nil {
+				err = answered
+			}
 			return withOutput(fmt.Errorf("%w: not healthy within health_timeout %s: %v", ErrUnhealthy, timeout, err), err)
 		}
 		if !healthySince.IsZero() && now.Sub(healthySince) >= minHealthy {

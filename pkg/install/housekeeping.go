@@ -75,7 +75,7 @@ func (in *Installer) sweep(next string) {
 	if in.DBPath != "" {
 		add(filepath.Join(filepath.Dir(in.DBPath), "."+filepath.Base(in.DBPath)+".restore-*"))
 	}
-	for _, name := range []string{UpdateFileName, JournalName, AgentIDFileName, LinksFileName, AppPIDName} {
+	for _, name := range []string{UpdateFileName, JournalName, AgentIDFileName, LinksFileName, AppPIDName, ScriptPIDName} {
 		add(filepath.Join(in.Tree.Root, "."+name+"[0-9]*"))
 	}
 	// renameio.Symlink's work dirs: ".<name><digits>/tmp.symlink".

@@ -41,6 +41,12 @@ type Installer struct {
 	// alone. agentd closes it when the plan moves away from the version
 	// being downloaded. nil: never.
 	Abandon <-chan struct{}
+	// Script, when set, installs with the host's own commands (the script
+	// installer, script.go) instead of downloading tarballs: Fetcher, DBPath
+	// and the bin dir are not used, and Runner (optional: nil means the
+	// health check alone judges the app) is only asked whether the app is
+	// alive and what it printed.
+	Script *Script
 	// LockHeld says the caller holds the root lock (AcquireLock on
 	// Tree.LockPath) for as long as it uses the Installer, as agentd's
 	// commands do: Install and Repair then do not take it themselves (a
@@ -64,6 +70,10 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 	if err := checkVersion(target); err != nil {
 		return cur, err
 	}
+	if in.Script != nil {
+		in.Script.mu.Lock()
+		defer in.Script.mu.Unlock()
+	}
 	release, err := in.lock()
 	if err != nil {
 		return cur, err
@@ -80,6 +90,9 @@ func (in *Installer) Install(ctx context.Context, cur Status, target string, hea
 		return cur, fmt.Errorf("%w: %s", ErrSkipped, target)
 	}
 	in.keepReserve()
+	if in.Script != nil {
+		return in.installScript(ctx, cur, prior, target, healthTimeout, minHealthy)
+	}
 
 	clk := in.Clock.orReal()
 	from := cur.ActiveVersion
@@ -232,7 +245,9 @@ func (in *Installer) commit(cur Status, j *Journal) (Status, error) {
 	if err := removeJournal(in.Tree); err != nil {
 		return st, err
 	}
-	in.prune(j.Target, j.From)
+	if in.Script == nil {
+		in.prune(j.Target, j.From)
+	}
 	in.sweep("")
 	in.Log.Info("installed", slog.String("version", j.Target), slog.String("previous", j.From))
 	return st, nil
@@ -258,8 +273,13 @@ func (in *Installer) rollback(ctx context.Context, st Status, j *Journal, cause 
 	// What the app printed last, before it is stopped and the old version
 	// started (only for a failure of the version: a cancelled install's
 	// output says nothing about it).
-	if !interrupted {
+	if !interrupted || in.Script != nil && !errors.Is(cause, ErrInterrupted) {
+		// (The script installer's command killed at its timeout is not
+		// the version's fault, and its last lines say why it hung.)
 		st.ErrorOutput = in.failureOutput(ctx, cause)
+		if in.Script != nil {
+			j.Output = st.ErrorOutput
+		}
 	}
 	in.Log.Warn("rolling back", slog.String("from", j.Target), slog.String("to", j.From), slog.Any("cause", cause))
 	var errs []error
@@ -277,6 +297,9 @@ func (in *Installer) rollback(ctx context.Context, st Status, j *Journal, cause 
 // target is marked rolled back), then ends the journal. Every part is
 // idempotent: Repair runs it again after a crash in the middle.
 func (in *Installer) rollBack(ctx context.Context, st Status, j *Journal) (Status, error) {
+	if in.Script != nil {
+		return in.rollBackScript(ctx, st, j)
+	}
 	// Restoring must finish even when the install was cancelled (agentd
 	// stopping): a half-restored host is worse than a slow stop.
 	ctx = context.WithoutCancel(ctx)
@@ -457,6 +480,10 @@ func (in *Installer) prune(keep ...string) {
 // interrupted work leaves. Every command that can install runs it first. It
 // returns the status to record (and records it).
 func (in *Installer) Repair(ctx context.Context, cur Status) (Status, error) {
+	if in.Script != nil {
+		in.Script.mu.Lock()
+		defer in.Script.mu.Unlock()
+	}
 	release, err := in.lock()
 	if err != nil {
 		return cur, err
@@ -482,9 +509,21 @@ func (in *Installer) lock() (release func(), err error) {
 // be installed ("" for none): its partial download is kept for a resume.
 // It returns the journal it found.
 func (in *Installer) repairLocked(ctx context.Context, cur Status, next string) (*Journal, Status, error) {
+	if in.Script != nil {
+		// An install command a killed agentd left running is ended
+		// before anything is run again.
+		if err := in.Script.StopOrphan(ctx); err != nil {
+			return nil, cur, err
+		}
+	}
 	j, err := LoadJournal(in.Tree)
 	if err != nil {
 		return nil, cur, err
+	}
+	if j != nil {
+		if err := in.checkInstaller(j); err != nil {
+			return nil, cur, err
+		}
 	}
 	if j == nil || j.Step == StepUndone {
 		in.sweep(next)
@@ -534,6 +573,12 @@ func (in *Installer) repairLocked(ctx context.Context, cur Status, next string) 
 // links into another version than the active one mean it died between the
 // swap and recording the outcome, and the attempt is rolled back.
 func (in *Installer) repairUnjournaled(ctx context.Context, cur Status) (Status, error) {
+	if in.Script != nil {
+		// The version command is the truth: a host changed by hand (or
+		// by a crash nobody journaled) is counted on what it runs.
+		st, _, err := in.refreshLocked(ctx, cur)
+		return st, err
+	}
 	linked, err := in.Tree.LinkedVersion()
 	if err != nil || linked == "" || cur.ActiveVersion == "" || linked == cur.ActiveVersion {
 		return cur, err
@@ -546,6 +591,9 @@ func (in *Installer) repairUnjournaled(ctx context.Context, cur Status) (Status,
 
 // ensureRunning starts the app if it is not running.
 func (in *Installer) ensureRunning(ctx context.Context) error {
+	if in.Script != nil {
+		return nil // the install command started it (its package's job)
+	}
 	if in.Runner.Alive(ctx) == nil {
 		return nil
 	}
@@ -566,6 +614,8 @@ func stepDoing(s Step) string {
 		return "starting the new version"
 	case StepHealth:
 		return "checking health"
+	case StepScript:
+		return "running the install command"
 	case StepCommit:
 		return "recording success"
 	case StepRollback:

@@ -51,6 +51,9 @@ const (
 	StepHealth Step = "health"
 	// StepCommit: the target was healthy; recording it in update.yaml.
 	StepCommit Step = "commit"
+	// StepScript: the script installer's install command runs (it may
+	// have changed the host partly or wholly).
+	StepScript Step = "script"
 	// StepRollback: going back to From (links, database, app) because of
 	// Cause; Bad says whether the target is to be marked rolled back.
 	StepRollback Step = "rollback"
@@ -83,6 +86,14 @@ type Journal struct {
 	// infrastructure).
 	Class  FailureClass `json:"class,omitempty"`
 	Reason string       `json:"reason,omitempty"`
+	// Installer is rollout.InstallerScript for an install by the script
+	// installer ("" for a tarball's): its steps are undone by the install
+	// command, not by links.
+	Installer string `json:"installer,omitempty"`
+	// Output is the failure's last output lines (Status.ErrorOutput), for
+	// a rollback a crash interrupted: the script installer's repair
+	// records them as the uninterrupted rollback would have.
+	Output string `json:"output,omitempty"`
 	// Attempts counts crash-interrupted installs of Target in a row.
 	Attempts int `json:"interrupted_attempts,omitempty"`
 	// Download is how far step fetch's download had got when last
@@ -224,6 +235,7 @@ var recoveryRules = map[Step]Recovery{
 	StepBackup:        RecoverForget,
 	StepRestoreTarget: RecoverUndo,
 	StepSwap:          RecoverUndo,
+	StepScript:        RecoverUndo,
 	StepStart:         RecoverUndo,
 	StepHealth:        RecoverUndo,
 	StepCommit:        RecoverCommit,

@@ -74,6 +74,11 @@ func (e *outputError) Unwrap() error { return e.err }
 // because of cause: the app's own last lines (the runner's), else the
 // failing health command's output; "" when neither said anything.
 func (in *Installer) failureOutput(ctx context.Context, cause error) string {
+	var oe *outputError
+	if in.Script != nil && !errors.Is(cause, ErrUnhealthy) && errors.As(cause, &oe) {
+		// The install command's own last lines (apt's error).
+		return LastLines(oe.output)
+	}
 	if src, ok := in.Runner.(OutputSource); ok {
 		// Bounded: a journal that does not answer must not hold the
 		// rollback.
@@ -84,7 +89,6 @@ func (in *Installer) failureOutput(ctx context.Context, cause error) string {
 			return out
 		}
 	}
-	var oe *outputError
 	if errors.As(cause, &oe) {
 		return LastLines(oe.output)
 	}

@@ -50,6 +50,13 @@ func (t Tree) AppPIDPath() string { return filepath.Join(t.Root, AppPIDName) }
 // AppPIDName is the supervised app's record under the root.
 const AppPIDName = "app.pid"
 
+// ScriptPIDName is the running install command's record under the root
+// (the script installer: Script.PIDFile).
+const ScriptPIDName = "script.pid"
+
+// ScriptPIDPath is the running install command's record.
+func (t Tree) ScriptPIDPath() string { return filepath.Join(t.Root, ScriptPIDName) }
+
 // checkVersion guards every path built from a version string: a version
 // from the network must never become "../../etc".
 func checkVersion(v string) error {

@@ -87,7 +87,62 @@ type AppSpec struct {
 	// PublicKey is the file (absolute) with the key that must have signed
 	// every release checksum.
 	PublicKey string `yaml:"public_key,omitempty"`
+	// Installer is how the app is installed: rollout.InstallerTarball
+	// (also "": releases downloaded from url_template) or
+	// rollout.InstallerScript (Script's commands).
+	Installer string `yaml:"installer,omitempty"`
+	// Script is the script installer's commands (agentd --install-cmd,
+	// --version-cmd, --script-timeout); set only with installer: script.
+	Script ScriptSpec `yaml:"script,omitempty"`
 }
+
+// ScriptSpec is update.yaml's spec.app.script.
+type ScriptSpec struct {
+	// Install is run by /bin/sh -c to install FLEETWAVE_VERSION (or, with
+	// FLEETWAVE_ACTION=rollback, to go back to it).
+	Install string `yaml:"install,omitempty"`
+	// Version is run by /bin/sh -c and prints the installed version
+	// (nothing when none is).
+	Version string `yaml:"version,omitempty"`
+	// Timeout bounds one run of Install (0: DefaultScriptTimeout).
+	Timeout time.Duration `yaml:"timeout,omitempty"`
+}
+
+// IsScript reports whether the app is installed by the script installer.
+func (s AppSpec) IsScript() bool { return s.Installer == rollout.InstallerScript }
+
+// validateScript checks the installer and its commands.
+func (s AppSpec) validateScript() error {
+	switch s.Installer {
+	case "", rollout.InstallerTarball, rollout.InstallerScript:
+	default:
+		return fmt.Errorf("installer %.40q: want %s or %s", s.Installer, rollout.InstallerTarball, rollout.InstallerScript)
+	}
+	if !s.IsScript() {
+		if s.Script != (ScriptSpec{}) {
+			return errors.New("script is set but the installer is not script: set installer: script, or remove script")
+		}
+		return nil
+	}
+	switch {
+	case strings.TrimSpace(s.Script.Install) == "":
+		return errors.New("installer script needs script.install, the command that installs $FLEETWAVE_VERSION (agentd --install-cmd)")
+	case strings.TrimSpace(s.Script.Version) == "":
+		return errors.New("installer script needs script.version, the command that prints the installed version (agentd --version-cmd)")
+	case strings.ContainsRune(s.Script.Install, 0) || strings.ContainsRune(s.Script.Version, 0):
+		return errors.New("script commands cannot hold a NUL byte")
+	case len(s.Script.Install) > MaxScriptLen || len(s.Script.Version) > MaxScriptLen:
+		return fmt.Errorf("script commands longer than %d bytes: put them in a file and run that", MaxScriptLen)
+	case s.Script.Timeout < 0:
+		return fmt.Errorf("script.timeout %s: want a positive duration (0: %s)", s.Script.Timeout, DefaultScriptTimeout)
+	case s.Process != "":
+		return fmt.Errorf("installer script installs the app with the host's own command, and process %q runs a tarball release's binary: pass a systemd unit (or nothing) instead", s.Process)
+	}
+	return nil
+}
+
+// MaxScriptLen bounds each script command in update.yaml.
+const MaxScriptLen = 4096
 
 // Validate checks what agentd relies on: one way to run the app, a plain
 // binary name, absolute paths.
@@ -97,6 +152,9 @@ func (s AppSpec) Validate() error {
 	}
 	if s.Process != "" && !ValidBinaryName(s.Process) {
 		return fmt.Errorf("process %q: want the name of a file in the release's bin/", s.Process)
+	}
+	if err := s.validateScript(); err != nil {
+		return err
 	}
 	if s.Name != "" && !ValidAppName(s.Name) {
 		return fmt.Errorf("name %q: want a lowercase app name ([a-z][a-z0-9-]{0,31})", s.Name)

@@ -396,3 +396,38 @@ func TestSaveInvalidKeepsFile(t *testing.T) {
 		})
 	}
 }
+
+func TestUpdateFileScriptInstaller(t *testing.T) {
+	root := t.TempDir()
+	f := install.NewUpdateFile("prod")
+	f.Spec.App = install.AppSpec{Installer: "script", SystemdUnit: "app.service",
+		Script: install.ScriptSpec{Install: "apt-get install -y \"app=$FLEETWAVE_VERSION\"", Version: "dpkg-query -W -f='${Version}' app", Timeout: 90 * time.Second}}
+	if err := f.Save(root); err != nil {
+		t.Fatal(err)
+	}
+	data := string(readFile(t, filepath.Join(root, install.UpdateFileName)))
+	if !strings.Contains(data, "installer: script") || !strings.Contains(data, "timeout: 1m30s") {
+		t.Fatalf("update.yaml:\n%s", data)
+	}
+	g, err := install.LoadUpdateFile(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(f.Spec.App, g.Spec.App); diff != "" {
+		t.Fatalf("read back %+v, want %+v", g.Spec.App, f.Spec.App)
+	}
+	for name, app := range map[string]install.AppSpec{
+		"no install command":  {Installer: "script", Script: install.ScriptSpec{Version: "v"}},
+		"no version command":  {Installer: "script", Script: install.ScriptSpec{Install: "i"}},
+		"a process":           {Installer: "script", Process: "app", Script: install.ScriptSpec{Install: "i", Version: "v"}},
+		"script, not chosen":  {Script: install.ScriptSpec{Install: "i", Version: "v"}},
+		"negative timeout":    {Installer: "script", Script: install.ScriptSpec{Install: "i", Version: "v", Timeout: -time.Second}},
+		"unknown installer":   {Installer: "docker"},
+		"NUL in the command":  {Installer: "script", Script: install.ScriptSpec{Install: "i\x00", Version: "v"}},
+		"a command too large": {Installer: "script", Script: install.ScriptSpec{Install: strings.Repeat("x", install.MaxScriptLen+1), Version: "v"}},
+	} {
+		if err := app.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
