@@ -239,14 +239,15 @@ type timelineRow struct {
 }
 
 // timelineRowOf renders e and tells what app it is about: an event by its
-// app (rollout.Event.App); an operator's write of fleet_plan by its key's
-// app (kv.ParsePlanKey); any other write (the config) is the whole
-// fleet's.
+// app (rollout.Event.App; one that names neither an app nor a group, such
+// as an unattributed change of the config, is the whole fleet's); an
+// operator's write of fleet_plan by its key's app (kv.ParsePlanKey); any
+// other write (the config) is the whole fleet's.
 func timelineRowOf(e kv.TimelineEntry) timelineRow {
 	r := timelineRow{TimelineRow: view.TimelineRowOf(e)}
 	switch {
 	case e.Event != nil:
-		r.app = e.Event.App
+		r.app, r.fleetWide = e.Event.App, e.Event.App == "" && e.Event.Group == ""
 	case e.Audit != nil && e.Audit.Bucket == kv.BucketPlan:
 		pk := kv.ParsePlanKey(e.Audit.Key)
 		r.app, r.fleetWide = pk.App, pk.Kind == ""

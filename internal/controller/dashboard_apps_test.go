@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -43,7 +44,7 @@ func newTwoApps(t *testing.T) *twoApps {
 	cfg.Groups = []rollout.GroupConfig{g}
 	cfg.Apps = []rollout.AppConfig{
 		{Name: "web", Installer: rollout.InstallerTarball},
-		{Name: "db", Installer: rollout.InstallerScript, Overrides: map[string]json.RawMessage{"blue": json.RawMessage(`{"failure_threshold": 10}`)}},
+		{Name: "db", Installer: rollout.InstallerScript, Overrides: map[string]json.RawMessage{"blue": json.RawMessage(`{"failure_threshold": "10%"}`)}},
 	}
 	if _, err := kv.Save(f.ctx, f.fleet.Config, kv.KeyConfig, cfg, 0); err != nil {
 		t.Fatal(err)
@@ -431,6 +432,14 @@ func TestDashboardAppParam(t *testing.T) {
 	event("web", "web's halt")
 	event("db", "db's halt")
 	event("", "a halt of before apps")
+	// An event about no app and no group (an unattributed change): every app's.
+	data, err := json.Marshal(rollout.Event{V: 1, Kind: rollout.EventUnattributed, Reason: "a raw write", At: f.clk.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.srv.JetStream("events").Publish(f.ctx, kv.EventSubject(""), data); err != nil {
+		t.Fatal(err)
+	}
 	reasons := func(app string) []string {
 		var rows []view.TimelineRow
 		getJSON(t, srv.URL+controller.PathAPIHistory+"?app="+url.QueryEscape(app), http.StatusOK, &rows)
@@ -441,9 +450,9 @@ func TestDashboardAppParam(t *testing.T) {
 		return out
 	}
 	want := map[string][]string{
-		"":    {"web's write", "the fleet's config", "web's halt", "a halt of before apps"},
-		"web": {"web's write", "the fleet's config", "web's halt", "a halt of before apps"},
-		"db":  {"db's write", "db's plan", "the fleet's config", "db's halt"},
+		"":    {"web's write", "the fleet's config", "web's halt", "a halt of before apps", "a raw write"},
+		"web": {"web's write", "the fleet's config", "web's halt", "a halt of before apps", "a raw write"},
+		"db":  {"db's write", "db's plan", "the fleet's config", "db's halt", "a raw write"},
 	}
 	natstest.Eventually(t, waitLong, func() error {
 		for app, want := range want {
@@ -469,5 +478,101 @@ func TestDashboardAppParam(t *testing.T) {
 	next(t, ch, "timeline", &row)
 	if row.Reason != "db's second halt" {
 		t.Errorf("db's stream: timeline entry %q, want db's second halt (not web's)", row.Reason)
+	}
+}
+
+// TestDashboardAppsInBrowser (issue 26 point 1, the dashboard): in headless
+// Chromium, with two apps rolled out by the real controller (web done, db
+// halted), the page opened on ?app=db shows db's group halted with its
+// reason and db's agents; the all-apps overview shows web done and db
+// halted with its halt's banner; picking web in the selector shows web's
+// group done, the choice kept in the address, and db's halt is still in
+// sight. Screenshots apps-db.png and apps-web.png.
+func TestDashboardAppsInBrowser(t *testing.T) {
+	e := newTwoApps(t)
+	b := newBrowser(t)
+	srv, _ := servePage(t, e.f, e.rc)
+	e.rollOut()
+
+	// overview checks the all-apps overview on the page of app shown: db's
+	// halt under db's row, unless db's page is shown (its banners have it).
+	overview := func(shown string) string {
+		return fmt.Sprintf(`((shown) => {
+		const card = document.getElementById("apps-card");
+		if (card.hidden) return "the overview is hidden";
+		const rows = [...document.querySelectorAll("#apps tr.app-row")];
+		if (rows.map(r => r.dataset.app).join(",") !== "web,db") return "apps " + rows.map(r => r.dataset.app).join(",");
+		const web = rows[0], db = rows[1];
+		if (web.dataset.state !== "done") return "web " + web.dataset.state;
+		if (!web.querySelector(".target").textContent.includes("2.0.0")) return "web's target " + web.querySelector(".target").textContent;
+		if (web.querySelector(".groups-done").textContent !== "1 / 1") return "web's groups done " + web.querySelector(".groups-done").textContent;
+		if (web.querySelector(".on-target").textContent !== "10 / 10") return "web on target " + web.querySelector(".on-target").textContent;
+		if (db.dataset.state !== "halted") return "db " + db.dataset.state;
+		if (db.querySelector(".failed").textContent !== "2") return "db failed " + db.querySelector(".failed").textContent;
+		if (document.querySelector('#apps tr.current').dataset.app !== shown) return "current " + document.querySelector('#apps tr.current').dataset.app;
+		const news = document.querySelector('#apps tr.app-news[data-app="db"] .app-banner[data-kind="halt"][data-group="blue"]');
+		if (shown === "db") {
+			if (news) return "db's halt under its row and in the banners";
+			const b = document.querySelector('#banners .banner[data-kind="halt"][data-group="blue"]');
+			return b && b.textContent.includes("blue halted") ? "" : "no halt banner on db's page";
+		}
+		if (!news || !news.textContent.includes("blue halted")) return "no halt banner under db";
+		if (document.querySelector('#apps tr.app-news[data-app="web"]')) return "bad news under web";
+		return "";
+	})(%q)`, shown)
+	}
+
+	b.run(chromedp.Navigate(srv.URL + "/?app=db"))
+	b.expect("db's page", `(() => {
+		if (document.getElementById("app-pick").hidden) return "no app selector";
+		if (document.getElementById("app-select").value !== "db") return "selector on " + document.getElementById("app-select").value;
+		const top = document.getElementById("fleet-state");
+		if (top.dataset.state !== "halted") return "top: " + top.textContent;
+		const row = document.querySelector('tr.group-row[data-group="blue"]');
+		if (!row || row.dataset.halted !== "true") return "blue not halted";
+		const note = document.querySelector('tr.notes-row[data-group="blue"] .halt-reason');
+		if (!note || !note.textContent.includes("1.1.0")) return "halt reason: " + (note && note.textContent);
+		if (!document.getElementById("plan-version").textContent.includes("1.0.0 → 1.1.0")) return "plan " + document.getElementById("plan-version").textContent;
+		const t = document.getElementById("agents");
+		if (t.dataset.total !== "10") return "agents " + t.dataset.total;
+		if (document.getElementById("f-version").textContent.includes("2.0.0")) return "web's 2.0.0 among db's versions";
+		return document.querySelector('#timeline li[data-what="halt"][data-group="blue"]') ? "" : "no halt in db's timeline";
+	})()`)
+	b.expect("the overview from db's page", overview("db"))
+	b.screenshot(t, "apps-db.png", "")
+
+	var v string
+	b.run(chromedp.Evaluate(setSelect("app-select", "web"), &v))
+	b.expect("web's page", `(() => {
+		if (new URLSearchParams(location.search).get("app") !== "web") return "address " + location.search;
+		if (document.getElementById("app-select").value !== "web") return "selector on " + document.getElementById("app-select").value;
+		const top = document.getElementById("fleet-state");
+		if (top.dataset.state !== "done") return "top: " + top.textContent;
+		const row = document.querySelector('tr.group-row[data-group="blue"]');
+		if (!row || row.dataset.state !== "done" || row.dataset.halted !== "false") return "blue " + (row && row.dataset.state);
+		if (document.querySelector('#banners .banner')) return "web's page has banners: " + document.getElementById("banners").textContent;
+		if (document.querySelector('#timeline li[data-what="halt"]')) return "db's halt in web's timeline";
+		const v = document.querySelector('.vrow[data-group="blue"] .vitem[data-version="2.0.0"]');
+		return v && v.textContent.includes("10") ? "" : "web's versions: " + document.getElementById("versions").textContent;
+	})()`)
+	b.expect("the overview from web's page", overview("web"))
+	b.screenshot(t, "apps-web.png", "")
+
+	if errs := b.pageErrors(); len(errs) > 0 {
+		t.Errorf("the page logged errors:\n  %q", errs)
+	}
+
+	// An app the config does not list: said, not a blank page.
+	b.clearErrors()
+	b.run(chromedp.Navigate(srv.URL + "/?app=nope"))
+	b.expect("an unknown app", `(() => {
+		const ready = document.getElementById("ready");
+		if (ready.hidden || !ready.textContent.includes("web, db")) return "ready: " + ready.textContent;
+		return document.getElementById("fleet-state").dataset.state === "error" ? "" : "top " + document.getElementById("fleet-state").textContent;
+	})()`)
+	for _, e := range b.pageErrors() { // the refused requests are logged; nothing else may be
+		if !strings.Contains(e, "400 (Bad Request)") {
+			t.Errorf("the page of an unknown app logged %q", e)
+		}
 	}
 }

@@ -76,9 +76,9 @@
         el("td", "num on-target", a.on_target + " / " + a.agents),
         el("td", "num failed" + (a.failed > 0 ? " bad" : ""), a.failed));
       out.appendChild(tr);
-      const news = (a.banners || []).map((b) => b.text);
-      if (a.error) news.unshift(a.error);
-      if (news.length) {
+      // The app shown has its bad news in the banners below: the
+      // others' go under their rows, so that no app's halt is out of sight.
+      if (a.app !== current && ((a.banners || []).length || a.error)) {
         const nr = el("tr", "app-news");
         nr.dataset.app = a.app;
         const td = el("td");
