@@ -30,6 +30,9 @@ func registerCompletions(c *cobra.Command, g *Global) {
 			_ = c.RegisterFlagCompletionFunc(name, g.completeGroups)
 		}
 	}
+	if c.Flags().Lookup("app") != nil {
+		_ = c.RegisterFlagCompletionFunc("app", g.completeApps)
+	}
 	for _, name := range versionFlags {
 		if c.Flags().Lookup(name) != nil {
 			_ = c.RegisterFlagCompletionFunc(name, g.completeVersions)
@@ -61,7 +64,11 @@ func (g *Global) completeGroups(cmd *cobra.Command, _ []string, prefix string) (
 // completeVersions offers the plan's target and start versions, described.
 func (g *Global) completeVersions(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
 	var out []string
-	g.completeFrom(cmd.Context(), func(ctx context.Context, f *kv.Fleet) {
+	g.completeFrom(cmd.Context(), func(ctx context.Context, kf *kv.Fleet) {
+		f, err := g.resolveApp(ctx, kf)
+		if err != nil {
+			return
+		}
 		spec, err := f.ReadSpec(ctx)
 		if err != nil {
 			return
@@ -103,4 +110,27 @@ func (g *Global) completeFrom(ctx context.Context, read func(context.Context, *k
 		return
 	}
 	read(ctx, f)
+}
+
+// completeApps offers the apps of the stored config, described by their
+// installer.
+func (g *Global) completeApps(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	var out []string
+	g.completeFrom(cmd.Context(), func(ctx context.Context, f *kv.Fleet) {
+		cfg, _, err := f.ReadConfig(ctx)
+		if err != nil {
+			return
+		}
+		for i, a := range cfg.Value.AppList() {
+			if !strings.HasPrefix(a.Name, prefix) {
+				continue
+			}
+			desc := a.EffectiveInstaller()
+			if i == 0 {
+				desc += ", the default app"
+			}
+			out = append(out, a.Name+"\t"+desc)
+		}
+	})
+	return out, cobra.ShellCompDirectiveNoFileComp
 }

@@ -142,6 +142,9 @@ type ConfigSetOptions struct {
 	AlertOnApprovalWait *bool
 	// Output is text or json (a WriteResult).
 	Output string
+	// ForApp is config set's --app: the group settings are that app's own
+	// (its overrides of the group), not the fleet's.
+	ForApp string
 }
 
 func (o *ConfigSetOptions) groupSettings() []string {
@@ -178,7 +181,13 @@ A group that is rolling out (canary or active) cannot be changed until it is
 done, rolled back or reset by a new target.
 
 --depends-on takes group names separated by commas; '' means no dependency,
-'-' the default (the group listed before this one).`,
+'-' the default (the group listed before this one).
+
+--app NAME changes that app's own settings of the group (its overrides,
+docs/cli.md "Apps") instead of the fleet's: the other apps keep the fleet's.
+Refused, like any change, while that app's group is rolling out. The order
+(--depends-on) and the mode, time zone and other fleet-wide settings are the
+fleet's.`,
 		Example: `  fleetctl config set --group staging --start-hour 3 --jitter-seconds 60
   fleetctl config set --group prod --days Mon,Tue,Wed,Thu --max-in-flight 10% --depends-on staging
   fleetctl config set --group canary --depends-on ''
@@ -186,7 +195,8 @@ done, rolled back or reset by a new target.
   fleetctl config set --mode paused
   fleetctl config set --timezone Europe/Berlin
   fleetctl config set --quarantine-after 5
-  fleetctl config set --mode enabled -o json | jq .revision`,
+  fleetctl config set --mode enabled -o json | jq .revision
+  fleetctl config set --app db --group prod --max-in-flight 5%   # db's own setting of prod`,
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -215,6 +225,10 @@ done, rolled back or reset by a new target.
 	}
 	setters = append(setters, groupSettingFlags(cmd, o)...)
 	writeOutputFlag(cmd, &o.Output)
+	// Its own variable, no FLEETCTL_APP: an app named in the shell's
+	// environment must not turn a change of the fleet's group into one
+	// app's override.
+	cmd.Flags().StringVar(&o.ForApp, "app", "", "change this app's own settings of --group (its overrides), not the fleet's")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkWriteOutput(o.Output); err != nil {
 			return err
@@ -326,6 +340,16 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	if err := checkGroupFilter(o.Group); err != nil {
 		return err
 	}
+	if o.ForApp != "" {
+		switch {
+		case o.Add:
+			return cliutil.Usagef("--app: config add-group adds a group to the fleet, for every app; give an app its own settings of it with config set --app %s --group %s", o.ForApp, o.Group)
+		case o.Group == "" || o.Mode != nil || o.Timezone != nil || o.RequireReason != nil || o.QuarantineAfter != nil:
+			return cliutil.Usagef("--app %s changes the app's own settings of one group: give --group and its settings (--mode, --timezone, --require-reason and --quarantine-after are the fleet's); nothing written", o.ForApp)
+		case o.DependsOn != nil:
+			return cliutil.Usagef("--depends-on is the fleet's: the groups' order is the same for every app; leave out --app; nothing written")
+		}
+	}
 	edit, err := o.parse()
 	if err != nil {
 		return err
@@ -364,7 +388,13 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		case i < 0:
 			return unknownGroupError(o.Group, next, st.ConfigDefault)
 		}
-		edit(&next.Groups[i])
+		if o.ForApp != "" {
+			if err := setOverride(&next, o.ForApp, i, edit); err != nil {
+				return err
+			}
+		} else {
+			edit(&next.Groups[i])
+		}
 	}
 	if reflect.DeepEqual(next, st.Config.Value) && !st.ConfigDefault {
 		if o.Output == "json" {
@@ -377,7 +407,7 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	if o.Add {
 		command = "config add-group"
 	}
-	return writeConfig(ctx, o.Global, f, st, next, command, o.Output)
+	return writeConfig(ctx, o.Global, f, st, next, command, o.Output, false)
 }
 
 // unknownGroupError is "config set" of a group that is not in cfg: a typo
@@ -537,26 +567,18 @@ func configUnchanged(command string, st *kv.State) WriteResult {
 
 // writeConfig validates next against the stored state and writes it with
 // the revision st was read at; command and output say how to report it.
-func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next rollout.Config, command, output string) error {
+// Every app's change is checked with that app's view of both configs and
+// its own statuses (checkAppsConfig); force lets an app with a plan be
+// removed.
+func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next rollout.Config, command, output string, force bool) error {
 	if err := validateConfig(next); err != nil {
 		return err
 	}
-	statuses := st.Plan().Groups
-	var unreadable []string
-	for _, p := range st.Problems {
-		if group, ok := kv.GroupFromKey(p.Key); ok && p.Bucket == kv.BucketPlan {
-			// Nobody knows where this group stands: protect it as if it
-			// were rolling out.
-			statuses[group] = rollout.GroupStatus{V: rollout.SchemaVersion, Group: group, State: rollout.StateActive}
-			unreadable = append(unreadable, group)
-		}
-	}
-	if err := rollout.CheckConfigChange(st.Config.Value, next, statuses); err != nil {
-		if len(unreadable) > 0 {
-			err = fmt.Errorf("%w\n(a group whose stored status is not valid counts as active: %s; fleetctl reset --group G replaces it)",
-				err, strings.Join(unreadable, ", "))
-		}
+	if err := checkAppsConfig(st, next); err != nil {
 		return fmt.Errorf("%w\nnothing was written", err)
+	}
+	if err := checkRemovedApps(st, next, force); err != nil {
+		return err
 	}
 	var before any
 	if !st.ConfigDefault {
@@ -568,6 +590,12 @@ func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next
 	}
 	prev := st.Config.Value
 	changes := describeConfigChange(prev, next)
+	// Notes go to stderr with -o json, which keeps stdout one object.
+	notes := g.Out
+	if output == "json" {
+		notes = g.ErrOut
+	}
+	defer writeAppNotes(notes, st, next)
 	if output == "json" {
 		return writeJSON(g.Out, WriteResult{Command: command, Written: true, Bucket: kv.BucketConfig, Key: kv.KeyConfig,
 			Revision: rev, PreviousRevision: st.Config.Revision, Value: next, Changes: changes})
@@ -594,6 +622,8 @@ type ConfigApplyOptions struct {
 	In   io.Reader
 	// Output is text or json (a WriteResult).
 	Output string
+	// Force removes an app that has a plan (checkRemovedApps).
+	Force bool
 }
 
 func newConfigApplyCmd(g *Global) *cobra.Command {
@@ -604,7 +634,13 @@ func newConfigApplyCmd(g *Global) *cobra.Command {
 		Long: `Replace the rollout config with the one in FILE (YAML or JSON, "-" for stdin).
 Fields are the JSON fields of docs/rollout.md; omitted fields take their
 defaults and unknown fields are an error. The file is validated as a whole and
-checked against the groups rolling out before anything is written.`,
+checked against the groups rolling out before anything is written: for every
+app, with that app's overrides and its own group statuses.
+
+apps: lists the fleet's apps, the default app first (docs/cli.md "Apps"). A
+fleet without apps names its one app by listing it first: it keeps its plan,
+group statuses and hosts as they are. The default app cannot change once
+named. Removing an app that has a plan is refused unless --force.`,
 		Example: `  fleetctl config apply -f fleet.yaml
   fleetctl config show -o json | jq '.groups[0].start_hour = 4' | fleetctl config apply -f -`,
 		Args: cobra.NoArgs,
@@ -620,6 +656,7 @@ checked against the groups rolling out before anything is written.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", `YAML or JSON config file ("-" for stdin)`)
+	cmd.Flags().BoolVar(&o.Force, "force", false, "remove an app that has a plan (its keys stay in fleet_plan; see the refusal)")
 	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
@@ -656,7 +693,7 @@ func RunConfigApply(ctx context.Context, o *ConfigApplyOptions) error {
 		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the file matches the stored config; nothing written\n", configKeyName, st.Config.Revision)
 		return err
 	}
-	return writeConfig(ctx, o.Global, f, st, next, "config apply", o.Output)
+	return writeConfig(ctx, o.Global, f, st, next, "config apply", o.Output, o.Force)
 }
 
 // parseConfigFile decodes a YAML or JSON config with rollout's own decoder:
@@ -753,6 +790,12 @@ func RunConfigReset(ctx context.Context, o *ConfigResetOptions) error {
 		return err
 	}
 	next := rollout.DefaultConfig()
+	// The apps stay (the default app cannot change); their overrides name
+	// groups the default config does not have.
+	for _, a := range st.Config.Value.Apps {
+		a.Overrides = nil
+		next.Apps = append(next.Apps, a)
+	}
 	if reflect.DeepEqual(next, st.Config.Value) {
 		if o.Output == "json" {
 			return writeJSON(o.Out, configUnchanged("config reset", st))
@@ -760,7 +803,7 @@ func RunConfigReset(ctx context.Context, o *ConfigResetOptions) error {
 		_, err := fmt.Fprintf(o.Out, "%s is already the default; nothing written\n", configKeyName)
 		return err
 	}
-	return writeConfig(ctx, o.Global, f, st, next, "config reset", o.Output)
+	return writeConfig(ctx, o.Global, f, st, next, "config reset", o.Output, false)
 }
 
 // ConfigDeleteGroupOptions are the flags of "fleetctl config delete-group".
@@ -814,7 +857,7 @@ func RunConfigDeleteGroup(ctx context.Context, o *ConfigDeleteGroupOptions) erro
 		return cliutil.Usagef("%s\nnothing written", notInConfig(o.Group, st.Config.Value, st.ConfigDefault))
 	}
 	next.Groups = slices.Delete(next.Groups, i, i+1)
-	return writeConfig(ctx, o.Global, f, st, next, "config delete-group", o.Output)
+	return writeConfig(ctx, o.Global, f, st, next, "config delete-group", o.Output, false)
 }
 
 // checkGroupFlag checks a required --group value.

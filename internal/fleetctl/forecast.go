@@ -2,7 +2,6 @@ package fleetctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -52,6 +51,7 @@ asked; a paused rollout is assumed resumed now. The forecast stops two weeks
 after its start. It writes nothing.`,
 		Example: `  fleetctl plan forecast
   fleetctl plan forecast --target 1.5.0 --install-time 5m
+  fleetctl plan forecast --app db
   fleetctl plan forecast --at 2026-11-27T15:00:00+01:00
   TZ=America/New_York fleetctl plan forecast
   fleetctl plan forecast -o json | jq -r '.groups[] | "\(.group) \(.done)"'`,
@@ -65,6 +65,7 @@ after its start. It writes nothing.`,
 	fs.DurationVar(&o.InstallTime, "install-time", rollout.DefaultInstallTime, "how long one agent takes to install (before min_healthy_time)")
 	fs.StringVar(&o.At, "at", "", "start the simulation at this RFC 3339 time instead of now")
 	outputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -94,7 +95,7 @@ func RunPlanForecast(ctx context.Context, o *PlanForecastOptions) error {
 	if local == nil {
 		local = time.Local
 	}
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func RunPlanForecast(ctx context.Context, o *PlanForecastOptions) error {
 // forecastInput reads what the forecast starts from: config, spec (with
 // --target), group statuses, quarantine and fresh agent counts. notes are
 // warnings about what it read.
-func forecastInput(ctx context.Context, f *kv.Fleet, o *PlanForecastOptions, from time.Time) (rollout.ForecastInput, []string, error) {
+func forecastInput(ctx context.Context, f appFleet, o *PlanForecastOptions, from time.Time) (rollout.ForecastInput, []string, error) {
 	var in rollout.ForecastInput
 	st, err := f.ReadState(ctx)
 	if err != nil {
@@ -131,9 +132,9 @@ func forecastInput(ctx context.Context, f *kv.Fleet, o *PlanForecastOptions, fro
 	switch {
 	case !st.HasSpec && o.Target == "":
 		if p, bad := st.Problem(kv.BucketPlan, kv.KeySpec); bad {
-			return in, nil, fmt.Errorf("cannot forecast: %w; or give --target VERSION to forecast a rollout of VERSION", p)
+			return in, nil, fmt.Errorf("cannot forecast: %w; or give --target VERSION to forecast a rollout of VERSION", f.stored(p))
 		}
-		return in, nil, errors.New("no plan: nothing is being rolled out; give --target VERSION to forecast a rollout of VERSION (fleetctl plan set --start VERSION --target VERSION creates a plan)")
+		return in, nil, fmt.Errorf("no plan%s: nothing is being rolled out; give --target VERSION to forecast a rollout of VERSION (fleetctl plan set%s --start VERSION --target VERSION creates a plan)", f.appNote(), f.appArg())
 	case !st.HasSpec:
 		// The start version does not change the schedule: groups hold
 		// what they hold until their turn.
