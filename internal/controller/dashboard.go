@@ -652,9 +652,10 @@ func (d *Dashboard) Timeline() []view.TimelineRow {
 func (d *Dashboard) TimelineOf(ns kv.AppNS) []view.TimelineRow {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	cfg := d.config(d.plan)
 	out := []view.TimelineRow{}
 	for _, r := range d.timeline {
-		if r.of(ns) {
+		if r.of(ns, cfg) {
 			out = append(out, r.TimelineRow)
 		}
 	}
@@ -806,8 +807,14 @@ func (d *Dashboard) broadcast(event string, v any, to func(app kv.AppNS) bool) {
 // broadcastTimeline sends each of rows to the streams of the apps it is
 // about.
 func (d *Dashboard) broadcastTimeline(rows []timelineRow) {
+	if len(rows) == 0 {
+		return
+	}
+	d.mu.Lock()
+	cfg := d.config(d.plan)
+	d.mu.Unlock()
 	for _, r := range rows {
-		d.broadcast("timeline", r.TimelineRow, r.of)
+		d.broadcast("timeline", r.TimelineRow, func(app kv.AppNS) bool { return r.of(app, cfg) })
 	}
 }
 

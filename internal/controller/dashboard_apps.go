@@ -257,7 +257,20 @@ func timelineRowOf(e kv.TimelineEntry) timelineRow {
 	return r
 }
 
-// of reports whether r is to be shown with ns's app.
-func (r timelineRow) of(ns kv.AppNS) bool {
-	return r.fleetWide || r.app == ns.Name || r.app == "" && ns.IsDefault()
+// of reports whether r is to be shown with ns's app of cfg. The default
+// app's entries are also those that name no app (made before apps) and
+// those that name rollout.DefaultAppName when no app has that name (made
+// by a fleet without apps, before it named its app): as fleetctl history
+// --app sees them.
+func (r timelineRow) of(ns kv.AppNS, cfg rollout.Config) bool {
+	switch {
+	case r.fleetWide || r.app == ns.Name:
+		return true
+	case !ns.IsDefault():
+		return false
+	case r.app == "":
+		return true
+	}
+	_, named := cfg.App(rollout.DefaultAppName)
+	return r.app == rollout.DefaultAppName && !named
 }

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/fleetwave/fleetwave/internal/controller"
+	"github.com/fleetwave/fleetwave/internal/fleetctl"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/internal/view"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
@@ -192,6 +194,28 @@ func (e *twoApps) appStatus(ns kv.AppNS) view.StatusReport {
 	return view.BuildRolloutStatus(entries, plan, f.clk.Now())
 }
 
+// fleetctl status runs "fleetctl status --app NAME -o json" against the
+// fixture's bus at the clock's now, once the controller wrote the app's
+// counts at it.
+func (e *twoApps) fleetctlStatus(ns kv.AppNS) view.StatusReport {
+	f := e.f
+	f.t.Helper()
+	e.appStatus(ns) // the counts at now are written
+	var out, errOut bytes.Buffer
+	o := &fleetctl.StatusOptions{
+		Global: &fleetctl.Global{NATSURL: f.srv.URL(), Timeout: waitLong, Out: &out, ErrOut: &errOut, Now: f.clk.Now, App: ns.Name},
+		Output: "json",
+	}
+	if err := fleetctl.RunStatus(f.ctx, o); err != nil {
+		f.t.Fatalf("fleetctl status --app %s: %v (stderr: %s)", ns.Name, err, errOut.String())
+	}
+	var rep view.StatusReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		f.t.Fatalf("fleetctl status --app %s -o json: %v\n%s", ns.Name, err, out.String())
+	}
+	return rep
+}
+
 // TestDashboardApps (issue 26 point 1, the dashboard): two apps on the same
 // hosts rolled out at once by the real controller, web to done and db
 // halted. Every API path answers for the app it is asked (?app=, absent:
@@ -274,18 +298,27 @@ func TestDashboardApps(t *testing.T) {
 		t.Errorf("db's line: %+v", b)
 	}
 
-	// fleetctl status --app and the dashboard agree, at one instant.
+	// fleetctl status --app and the dashboard agree, at one instant: the
+	// report fleetctl status --app -o json prints, which is what the view
+	// code makes of the app's counts and plan in the store.
 	for _, ns := range []kv.AppNS{e.web, e.db} {
 		f.advance(statsEvery)
-		want := e.appStatus(ns)
+		fromStore := e.appStatus(ns)
+		want := e.fleetctlStatus(ns)
+		if diff := cmp.Diff(fromStore, want, cmpopts.IgnoreFields(view.GroupReport{}, "Failures", "FailuresTotal")); diff != "" {
+			t.Errorf("app %s: fleetctl status --app is not the view of the app's counts and plan (-view +fleetctl):\n%s", ns.Name, diff)
+		}
+		if ns == e.db && (len(want.Groups) != 1 || want.Groups[0].FailuresTotal != 2) {
+			t.Errorf("fleetctl status --app db: %+v, want blue's 2 failures", want.Groups)
+		}
 		now := f.clk.Now()
 		natstest.Eventually(t, waitLong, func() error {
 			ov := status(ns.Name)
 			if !ov.At.Equal(now) {
 				return fmt.Errorf("numbers at %v, want %v", ov.At, now)
 			}
-			if diff := cmp.Diff(want, ov.Status, cmpopts.IgnoreFields(view.GroupReport{}, "Failures", "FailuresTotal")); diff != "" {
-				return fmt.Errorf("app %s: the dashboard's report differs from fleetctl status --app's (-fleetctl +dashboard):\n%s", ns.Name, diff)
+			if diff := cmp.Diff(want, ov.Status); diff != "" {
+				return fmt.Errorf("app %s: the dashboard's report differs from fleetctl status --app -o json (-fleetctl +dashboard):\n%s", ns.Name, diff)
 			}
 			appCfg, err := e.cfg.ForApp(ns.Name)
 			if err != nil {
@@ -432,6 +465,7 @@ func TestDashboardAppParam(t *testing.T) {
 	event("web", "web's halt")
 	event("db", "db's halt")
 	event("", "a halt of before apps")
+	event(rollout.DefaultAppName, "a halt of before the app was named")
 	// An event about no app and no group (an unattributed change): every app's.
 	data, err := json.Marshal(rollout.Event{V: 1, Kind: rollout.EventUnattributed, Reason: "a raw write", At: f.clk.Now().UTC()})
 	if err != nil {
@@ -450,8 +484,8 @@ func TestDashboardAppParam(t *testing.T) {
 		return out
 	}
 	want := map[string][]string{
-		"":    {"web's write", "the fleet's config", "web's halt", "a halt of before apps", "a raw write"},
-		"web": {"web's write", "the fleet's config", "web's halt", "a halt of before apps", "a raw write"},
+		"":    {"web's write", "the fleet's config", "web's halt", "a halt of before apps", "a halt of before the app was named", "a raw write"},
+		"web": {"web's write", "the fleet's config", "web's halt", "a halt of before apps", "a halt of before the app was named", "a raw write"},
 		"db":  {"db's write", "db's plan", "the fleet's config", "db's halt", "a raw write"},
 	}
 	natstest.Eventually(t, waitLong, func() error {
