@@ -279,12 +279,14 @@ func (d *Dashboard) Overview(now time.Time) Overview {
 // plan as last read. An app the config does not list is an error naming
 // the apps it does.
 func (d *Dashboard) AppOverview(app string, now time.Time) (Overview, error) {
-	s := d.numbersAt(now)
-	ns, err := s.resolve(app)
+	d.mu.Lock()
+	st := d.plan
+	d.mu.Unlock()
+	ns, err := resolveApp(d.config(st), app)
 	if err != nil {
 		return Overview{}, err
 	}
-	return s.overview(ns), nil
+	return d.numbersAt(now).overview(ns), nil
 }
 
 // groupVersions is g's versions with their roles.
@@ -868,13 +870,12 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		d.readPlan(ctx)
 		cancel()
-		s := d.numbersAt(now)
-		ns, err := s.resolve(r.URL.Query().Get("app"))
+		ns, err := d.appOf(r)
 		if err != nil {
 			writeJSONError(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		writeJSON(w, s.overview(ns))
+		writeJSON(w, d.numbersAt(now).overview(ns))
 	case p == PathAPIAgents:
 		ns, err := d.appOf(r)
 		if err != nil {

@@ -149,12 +149,9 @@ func (d *Dashboard) appNumbersOf(ns kv.AppNS, st *kv.State, now time.Time) appNu
 	return n
 }
 
-// resolve is the namespace of app ("": the default app). An app the
-// config does not list is an error naming the ones it does.
-func (s *numbers) resolve(app string) (kv.AppNS, error) {
-	return resolveApp(s.cfg, app)
-}
-
+// resolveApp is the namespace of app ("": the default app) in cfg. An app
+// the config does not list, or a name that is not an app's, is an error
+// naming the ones it does.
 func resolveApp(cfg rollout.Config, app string) (kv.AppNS, error) {
 	if app != "" {
 		if err := rollout.ValidateAppName(app); err != nil {
