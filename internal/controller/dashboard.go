@@ -320,8 +320,9 @@ func groupVersions(g view.GroupReport, p *view.PlanReport) GroupVersions {
 
 // badNews is the rollout's state in a word and the banners of rep, with
 // the versions quarantined (qErr: why the quarantine list could not be
-// read).
-func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr string, now time.Time) (FleetState, []Banner) {
+// read). appFlag goes after the fleetctl commands the banners name
+// (" --app db" on a fleet with several apps, where fleetctl asks for it).
+func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr, appFlag string, now time.Time) (FleetState, []Banner) {
 	banners := []Banner{}
 	p := rep.Plan
 	if p == nil {
@@ -364,7 +365,7 @@ func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr strin
 			what += fmt.Sprintf(" after %d agents rolled back from it", q.AgentCount)
 		}
 		banners = append(banners, Banner{Kind: "quarantine", Version: q.Version,
-			Text: fmt.Sprintf("%s %s, %s ago: %s (no group rolls it out or holds it; lift: fleetctl quarantine rm %s)", q.Version, what, view.Age(now, q.At), q.Reason, q.Version)})
+			Text: fmt.Sprintf("%s %s, %s ago: %s (no group rolls it out or holds it; lift: fleetctl quarantine rm%s %s)", q.Version, what, view.Age(now, q.At), q.Reason, appFlag, q.Version)})
 	}
 	if qErr != "" {
 		banners = append(banners, Banner{Kind: "quarantine_unknown", Text: "cannot read the quarantined versions: " + qErr})
@@ -378,7 +379,7 @@ func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr strin
 		// Whichever of the two set it is where to lift it.
 		var fixes []string
 		if p.PlanMode != rollout.ModeEnabled {
-			fixes = append(fixes, "fleetctl resume")
+			fixes = append(fixes, "fleetctl resume"+appFlag)
 		}
 		if p.ConfigMode != rollout.ModeEnabled {
 			fixes = append(fixes, "set mode: enabled in the config (fleetctl config apply)")

@@ -91,7 +91,7 @@ func (d *Dashboard) numbersAt(now time.Time) *numbers {
 		if err != nil {
 			continue // not in the config it came from: cannot be
 		}
-		s.apps = append(s.apps, d.appNumbersOf(ns, st, now))
+		s.apps = append(s.apps, d.appNumbersOf(s.cfg, ns, st, now))
 	}
 	return s
 }
@@ -112,8 +112,9 @@ func (d *Dashboard) config(st *kv.State) rollout.Config {
 	return rollout.DefaultConfig()
 }
 
-// appNumbersOf computes ns's numbers at now from st (nil: not read).
-func (d *Dashboard) appNumbersOf(ns kv.AppNS, st *kv.State, now time.Time) appNumbers {
+// appNumbersOf computes the numbers of cfg's app ns at now from st (nil:
+// not read).
+func (d *Dashboard) appNumbersOf(cfg rollout.Config, ns kv.AppNS, st *kv.State, now time.Time) appNumbers {
 	c := d.C
 	n := appNumbers{ns: ns, inv: c.AppInventory(ns.Name)}
 	var entries []kv.Stats
@@ -145,7 +146,11 @@ func (d *Dashboard) appNumbersOf(ns kv.AppNS, st *kv.State, now time.Time) appNu
 		n.quarantined = []rollout.Quarantine{}
 	}
 	n.rep = view.BuildRolloutStatus(entries, n.plan, now)
-	n.fleet, n.banners = badNews(n.rep, n.quarantined, n.qErr, now)
+	appFlag := ""
+	if len(cfg.AppList()) > 1 {
+		appFlag = " --app " + ns.Name
+	}
+	n.fleet, n.banners = badNews(n.rep, n.quarantined, n.qErr, appFlag, now)
 	return n
 }
 

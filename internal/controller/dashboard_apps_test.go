@@ -441,6 +441,27 @@ func TestDashboardAppParam(t *testing.T) {
 		t.Errorf("?app=web: %q, no app: %q with apps %+v", byName.App, none.App, none.Apps)
 	}
 
+	// db paused: its banner names the command with --app db (fleetctl
+	// asks for --app on a fleet with several apps), on db's page and in
+	// db's line of the overview.
+	dbNS, err := kv.NS(cfg, "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := rollout.DefaultSpec("1.0.0", "1.1.0")
+	spec.Mode = rollout.ModePaused
+	if _, err := kv.Save(f.ctx, f.fleet.Plan, dbNS.Spec(), spec, 0); err != nil {
+		t.Fatal(err)
+	}
+	var dbOv controller.Overview
+	getJSON(t, srv.URL+controller.PathAPIStatus+"?app=db", http.StatusOK, &dbOv)
+	if dbOv.Fleet.State != "paused" || len(dbOv.Banners) != 1 || !strings.Contains(dbOv.Banners[0].Text, "To go on: fleetctl resume --app db") {
+		t.Errorf("db paused: %+v, banners %+v; want a paused banner naming fleetctl resume --app db", dbOv.Fleet, dbOv.Banners)
+	}
+	if b := dbOv.Apps[1].Banners; len(b) != 1 || b[0].Kind != "paused" || dbOv.Apps[0].Fleet.State == "paused" {
+		t.Errorf("overview: web %+v, db %+v; want db alone paused", dbOv.Apps[0], dbOv.Apps[1])
+	}
+
 	// The timeline, per app.
 	audit := func(key, reason string, bucket string) {
 		rec := kv.AuditRecord{V: 1, At: f.clk.Now().UTC(), Actor: "alice", Reason: reason, Command: "test", Bucket: bucket, Key: key}

@@ -34,8 +34,11 @@
   // state in a word, target, groups done, agents on the target, failed,
   // and its bad news under it, whichever app the page shows. Both hidden
   // when the fleet has one app.
+  let manyApps = false, currentApp = "";
   function renderApps(apps, current) {
     const many = apps.length > 1;
+    manyApps = many;
+    currentApp = current;
     const pick = $("app-pick"), sel = $("app-select"), card = $("apps-card");
     pick.hidden = !many;
     card.hidden = !many;
@@ -163,7 +166,7 @@
     a.dataset.count = pending.length;
     a.textContent = pending.length === 0 ? "" : (pending.length === 1 ? "1 approval pending: " : pending.length + " approvals pending: ") +
       pending.map((p) => p.group + " (" + p.stage.replace("_", " ") + ", " + p.for + ")").join(", ");
-    a.title = "fleetctl approve --group G --reason TEXT";
+    a.title = "fleetctl approve" + (manyApps && currentApp ? " --app " + currentApp : "") + " --group G --reason TEXT";
   }
 
   // The bad news at the top of the page: a paused or disabled rollout,
