@@ -396,10 +396,13 @@ func TestDashboardApps(t *testing.T) {
 // TestDashboardAppParam: ?app= on every API path. An app the config does
 // not list, or a name that is not one, answers a JSON 400 that names the
 // apps, and opens no stream; the default app's name is the same as no
-// app. The timeline of an app has the events and the operators' writes of
-// that app, and the fleet-wide writes (the config), not another app's: an
-// event names its app (an event of before apps, none: the default app's),
-// a write of fleet_plan its key's app.
+// app. A paused app's banner names fleetctl resume --app NAME, and only
+// its line of the overview says paused. The timeline of an app has the
+// events and the operators' writes of that app, and the fleet-wide ones
+// (the config, an unattributed change), not another app's: an event names
+// its app (an event of before apps, none, or "default" before the app was
+// named: the default app's), a write of fleet_plan its key's app; the live
+// stream of an app sends its entries only.
 func TestDashboardAppParam(t *testing.T) {
 	f := newFixture(t)
 	cfg := rollout.DefaultConfig()
