@@ -154,7 +154,7 @@ func TestApprovalGate(t *testing.T) {
 	if err := metricsMatchStatus(samples, rep); err != nil {
 		t.Error(err)
 	}
-	if got := samples[`fleetwave_group_awaiting_approval{group="prod",stage="start"}`]; got != 1 {
+	if got := samples[`fleetwave_group_awaiting_approval{app="default",group="prod",stage="start"}`]; got != 1 {
 		t.Errorf("fleetwave_group_awaiting_approval{stage=start} = %v, want 1", got)
 	}
 

@@ -2,7 +2,10 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
@@ -187,15 +191,25 @@ func TestAppsRollOutAtOnce(t *testing.T) {
 	web, _ := kv.NS(cfg, "web")
 	db, _ := kv.NS(cfg, "db")
 	c1 := f.startController("c1")
+	base := f.serveMetrics(c1) // metrics and find, as controller run serves them
 	af := newAppFleet(t, f, 3)
 	af.beatAll()
 	// A heartbeat for an app the config does not list.
 	stray := &appHost{id: "0b000000-0000-4000-8000-999999999999", group: "prod", version: map[string]string{"cache": "1.0.0"}}
 	af.beat(stray, "cache")
+	// And a heartbeat whose body claims app db on web's subject.
+	forged, err := heartbeat.Encode(&heartbeat.Heartbeat{V: heartbeat.SchemaVersion, AgentID: stray.id, Hostname: "forger", Group: "prod",
+		ActiveVersion: "9.9.9", UpdaterVersion: "0.1.0", At: f.clk.Now().UTC(), App: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := af.js.Publish(f.ctx, heartbeat.SubjectFor("prod", stray.id), forged); err != nil {
+		t.Fatal(err)
+	}
 	af.waitInventories(c1)
 	natstest.Eventually(t, waitLong, func() error {
-		if _, rejected := c1.c.Counters(); rejected != 1 {
-			return fmt.Errorf("%d heartbeats rejected, want the one of app cache", rejected)
+		if _, rejected := c1.c.Counters(); rejected != 2 {
+			return fmt.Errorf("%d heartbeats rejected, want the one of app cache and the forged one", rejected)
 		}
 		return nil
 	})
@@ -334,6 +348,72 @@ func TestAppsRollOutAtOnce(t *testing.T) {
 		return nil
 	})
 
+	// Metrics: each app's groups and agents under its own app label.
+	f.waitMetrics(base, map[string]float64{
+		`fleetwave_group_halted{app="db",group="canary"}`:                                             1,
+		`fleetwave_group_halted{app="web",group="canary"}`:                                            0,
+		`fleetwave_group_state{app="web",group="prod",state="done"}`:                                  1,
+		`fleetwave_group_state{app="db",group="prod",state="unstarted"}`:                              1,
+		`fleetwave_group_info{app="db",group="canary",start_version="5.0.0",target_version="6.0.0"}`:  1,
+		`fleetwave_group_info{app="web",group="canary",start_version="1.0.0",target_version="2.0.0"}`: 1,
+		`fleetwave_agents{app="web",group="prod",state="ok",version="2.0.0"}`:                         3,
+		`fleetwave_agents{app="db",group="prod",state="ok",version="5.0.0"}`:                          3,
+		`fleetwave_heartbeats_rejected_total{reason="unknown_app"}`:                                   1,
+		`fleetwave_mode{app="db",mode="enabled"}`:                                                     1,
+	})
+
+	// Find: each app's own decision; an unknown app is a 404 naming the
+	// apps.
+	h := af.hosts[len(af.hosts)-1] // in prod
+	find := func(q string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(base + httpfind.PathFind + "?host=" + string(h.id) + "&group=prod" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body
+	}
+	dbView, err := state.AppView(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbVersion, dbUpdate := rollout.Decide(h.id, dbView.Spec.Value, dbView.Groups["prod"].Value, dbView.Groups["prod"].Value.Mode)
+	for _, tc := range []struct {
+		q       string
+		version string
+		update  bool
+	}{{"", "2.0.0", true}, {"&app=web", "2.0.0", true}, {"&app=", "2.0.0", true}, {"&app=db", dbVersion, dbUpdate}} {
+		code, body := find(tc.q)
+		if code != http.StatusOK {
+			t.Errorf("find%s: %d %s", tc.q, code, body)
+			continue
+		}
+		a, err := httpfind.DecodeAnswer(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Version != tc.version || a.Update != tc.update {
+			t.Errorf("find%s: %q update %v, want %q update %v", tc.q, a.Version, a.Update, tc.version, tc.update)
+		}
+	}
+	if dbVersion == "2.0.0" || dbVersion == "6.0.0" {
+		t.Errorf("db's answer %q is not db's decision after its halt", dbVersion)
+	}
+	code, body := find("&app=cache")
+	var e struct {
+		Field string   `json:"field"`
+		Apps  []string `json:"apps"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || code != http.StatusNotFound || e.Field != "app" || !slices.Equal(e.Apps, []string{"web", "db"}) {
+		t.Errorf("find for app cache: %d %s, want a 404 of field app naming [web db]", code, body)
+	}
+	f.waitMetrics(base, map[string]float64{`fleetwave_find_requests_total{outcome="unknown_app"}`: 1})
+
 	// A host leaves app db: out of db's inventory, still in web's.
 	leaver := af.hosts[0]
 	leaver.left["db"] = true
@@ -403,5 +483,92 @@ func TestAppAddedLater(t *testing.T) {
 	}
 	if _, ok := c2.c.AppInventory("web").Lookup(leaver.id, f.clk.Now()); !ok {
 		t.Errorf("host %s left app db and is not in app web's inventory of a controller started later", leaver.id)
+	}
+}
+
+// TestAppSpecUnattributed: every app's plan spec is held to the audit
+// trail, as the default app's is: a raw write of db.spec raises an
+// unattributed change that names the key and app db.
+func TestAppSpecUnattributed(t *testing.T) {
+	f := newFixture(t)
+	events := f.subscribeEvents()
+	cfg := twoAppConfig()
+	if _, err := kv.Save(f.ctx, f.fleet.Config, kv.KeyConfig, cfg, 0); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := kv.NS(cfg, "db")
+	f.startController("c1")
+	if _, err := kv.Save(f.ctx, f.fleet.Plan, db.Spec(), specCritical("5.0.0", "6.0.0"), 0); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, waitLong, func() error {
+		f.advance(reconcileEvery)
+		events.mu.Lock()
+		defer events.mu.Unlock()
+		for _, ev := range events.events {
+			if ev.Kind == rollout.EventUnattributed && strings.Contains(ev.Reason, "fleet_plan/db.spec revision") {
+				if ev.App != "db" {
+					return fmt.Errorf("db.spec's unattributed change names app %q", ev.App)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no unattributed change of fleet_plan/db.spec among %d events", len(events.events))
+	})
+}
+
+// TestAppBadValueStopsThatAppOnly: a plan spec or quarantine list of app
+// db that is not valid stops db's rollout (no status of db written, logged
+// once naming app db), while app web's groups are decided every pass; a
+// bad spec of an app the config does not list is not the rollout's and is
+// not logged.
+func TestAppBadValueStopsThatAppOnly(t *testing.T) {
+	for _, key := range []string{"db.spec", "db.quarantine"} {
+		t.Run(key, func(t *testing.T) {
+			f := newFixture(t)
+			cfg := twoAppConfig()
+			if _, err := kv.Save(f.ctx, f.fleet.Config, kv.KeyConfig, cfg, 0); err != nil {
+				t.Fatal(err)
+			}
+			db, _ := kv.NS(cfg, "db")
+			if _, err := kv.Save(f.ctx, f.fleet.Plan, kv.KeySpec, specCritical("1.0.0", "2.0.0"), 0); err != nil {
+				t.Fatal(err)
+			}
+			if key == "db.quarantine" {
+				if _, err := kv.Save(f.ctx, f.fleet.Plan, db.Spec(), specCritical("5.0.0", "6.0.0"), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := f.fleet.Plan.Put(f.ctx, key, []byte(`{"v":1,"bogus":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.fleet.Plan.Put(f.ctx, "cache.spec", []byte(`not json`)); err != nil {
+				t.Fatal(err)
+			}
+			var logs natstest.Buffer
+			f.startControllerLogging("c1", &logs)
+			for range 3 {
+				f.pass()
+			}
+			f.settle()
+			state, err := f.fleet.ReadState(f.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range []string{"canary", "prod"} {
+				if _, ok := state.Groups[g]; !ok {
+					t.Errorf("app web's group %s has no status: db's bad %s stopped web", g, key)
+				}
+				if st, ok := state.ForApp(db).Groups[g]; ok {
+					t.Errorf("app db's group %s was written (%s) while its %s is not valid", g, st.Value.State, key)
+				}
+			}
+			if n := strings.Count(logs.String(), "rollout stopped"); n != 1 || !strings.Contains(logs.String(), "app=db") {
+				t.Errorf("want one 'rollout stopped' line naming app=db, got %d:\n%s", n, logs.String())
+			}
+			if strings.Contains(logs.String(), "cache.spec") {
+				t.Errorf("a bad key of app cache, which the config does not list, was logged as the rollout's:\n%s", logs.String())
+			}
+		})
 	}
 }

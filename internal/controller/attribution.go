@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,10 @@ import (
 // FleetwaveUnattributedChange). The rollout follows the value all the same:
 // refusing it would let anyone who can write a stray revision stop the
 // fleet; a human decides.
+//
+// With apps (DESIGN §9) every app's plan spec is checked too: the default
+// app's is fleet_plan/spec, each other configured app's <app>.spec (its
+// key label, and its event's app, name it).
 //
 // Revisions stored before the audit trail reaches (kv.Fleet.AuditReach: the
 // stream is younger, or its oldest records have aged out) are passed
@@ -121,7 +126,8 @@ func (a *attribution) check(ctx context.Context, now time.Time) error {
 	var todo []pending
 	var oldest time.Time
 	var errs []error // one key's history unreadable: the other is checked
-	for _, k := range kv.AttributedKeys {
+	keys := a.keys()
+	for _, k := range keys {
 		revs, err := f.Revisions(ctx, k, a.state.Keys[k.String()].Checked)
 		if err != nil {
 			errs = append(errs, err)
@@ -150,7 +156,7 @@ func (a *attribution) check(ctx context.Context, now time.Time) error {
 			a.judge(p.k, p.revs, audited[p.k.String()], reach, now, grace)
 		}
 	}
-	for _, k := range kv.AttributedKeys {
+	for _, k := range keys {
 		st := a.state.Keys[k.String()]
 		v := 0.0
 		if st.Unattributed != 0 && st.Unattributed == st.Checked {
@@ -159,6 +165,18 @@ func (a *attribution) check(ctx context.Context, now time.Time) error {
 		a.current.WithLabelValues(k.String()).Set(v)
 	}
 	return errors.Join(append(errs, a.save(ctx))...)
+}
+
+// keys are the keys checked: kv.AttributedKeys (the config, the default
+// app's spec) and the spec of every other app the controller drives.
+func (a *attribution) keys() []kv.BucketKey {
+	keys := slices.Clone(kv.AttributedKeys)
+	for _, app := range a.c.apps.Load().list {
+		if !app.ns.IsDefault() {
+			keys = append(keys, kv.BucketKey{Bucket: kv.BucketPlan, Key: app.ns.Spec()})
+		}
+	}
+	return keys
 }
 
 // judge checks the revisions of k, oldest first, up to the first one still
@@ -194,6 +212,14 @@ func (a *attribution) raise(k kv.BucketKey, m kv.StoredMsg, now time.Time) {
 	a.changes.WithLabelValues(k.String()).Inc()
 	a.c.o.Log.Warn("unattributed change: "+reason, slog.String("key", k.String()), slog.Uint64("revision", m.Sequence))
 	ev := rollout.Event{V: rollout.SchemaVersion, Kind: rollout.EventUnattributed, Reason: reason, At: now.UTC()}
+	if k.Bucket == kv.BucketPlan {
+		// A plan spec is one app's: the event says whose.
+		if pk := kv.ParsePlanKey(k.Key); pk.App != "" {
+			ev.App = pk.App
+		} else {
+			ev.App = a.c.apps.Load().list[0].ns.Name
+		}
+	}
 	if err := a.c.fleet.PublishEvent(ev); err != nil {
 		a.c.o.Log.Warn("publishing event failed", slog.String("key", k.String()), slog.Any("err", err))
 	}

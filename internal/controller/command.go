@@ -346,7 +346,7 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 			}
 		}
 		guard, err := NewHostGuard(o.HTTPAllowedHosts, o.HTTPAddr,
-			c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready, Log: log}, dashHandler(dash)), log)
+			c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Apps: mirror.FindApp, Ready: mirror.Ready, Log: log}, dashHandler(dash)), log)
 		if err != nil {
 			return cliutil.Usagef("%v", err)
 		}

@@ -27,6 +27,11 @@ import (
 // disconnected is caught up. The revision decides which of two values of a
 // key is newer.
 //
+// It mirrors every app's plan (DESIGN §9): Store is the default app's (the
+// unprefixed keys), and each other app's keys (<app>.spec, <app>.group.<g>,
+// <app>.quarantine) go to a store of its own; FindApp picks the one a find
+// request names.
+//
 // It also reads the rollout config's group names (fleet_config/config, one
 // direct get) with every full read and every ConfigRefresh, so that find
 // answers a group the config does not name with 404 instead of "no update".
@@ -53,10 +58,112 @@ type PlanMirror struct {
 	// quarantine is the last good fleet_plan/quarantine taken (metrics);
 	// nil when there is none.
 	quarantine atomic.Pointer[rollout.QuarantineList]
+	// apps are the other apps' plans, by app name; replaced, never
+	// changed, under mu, so that a find request reads it without a lock.
+	apps atomic.Pointer[map[string]*appPlan]
+	// tooMany: an app's key was skipped because maxMirroredApps apps are
+	// mirrored already (logged once).
+	tooMany bool
 
 	// Only Run's goroutine uses these.
 	badConfigRev uint64 // revision of the bad config last logged
 	configErr    string // last failure to read the config, logged once
+}
+
+// appPlan is the mirror of one app's plan other than the default app's.
+type appPlan struct {
+	store      *httpfind.Store
+	quarantine atomic.Pointer[rollout.QuarantineList]
+}
+
+// maxMirroredApps bounds the apps whose keys the mirror holds: the apps of
+// any config (rollout.MaxApps), with room for apps removed from it whose
+// keys are still in the bucket. A key of one more app is skipped.
+const maxMirroredApps = 4 * rollout.MaxApps
+
+// appPlanOf is the mirror of the app with key token app ("" the default
+// app: nil), created when create is set (with m.mu held) and nil when it
+// is not mirrored.
+func (m *PlanMirror) appPlanOf(app string, create bool) *appPlan {
+	var cur map[string]*appPlan
+	if p := m.apps.Load(); p != nil {
+		cur = *p
+	}
+	if a, ok := cur[app]; ok || !create {
+		return a
+	}
+	if len(cur) >= maxMirroredApps {
+		if !m.tooMany {
+			m.tooMany = true
+			m.Log.Warn("find: the plan bucket holds keys of more apps than any config may list; the keys of the others are skipped",
+				slog.Int("mirrored", len(cur)), slog.String("app", app))
+		}
+		return nil
+	}
+	a := &appPlan{store: &httpfind.Store{}}
+	if cfg := m.config.Load(); cfg != nil {
+		a.store.SetConfigured(groupNames(*cfg))
+	}
+	next := make(map[string]*appPlan, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	next[app] = a
+	m.apps.Store(&next)
+	return a
+}
+
+// FindApp is httpfind.Handler.Apps: the store of the named app ("" and the
+// default app's name: Store), or the config's apps when it lists no such
+// app.
+func (m *PlanMirror) FindApp(app string) (*httpfind.Store, []string, bool) {
+	cfg := m.config.Load()
+	if cfg == nil {
+		// No config read yet (find is not ready then): the default app
+		// alone is known.
+		return m.Store, nil, app == ""
+	}
+	a, ok := cfg.App(app)
+	if !ok {
+		return nil, cfg.AppNames(), false
+	}
+	if cfg.IsDefaultApp(a.Name) {
+		return m.Store, cfg.AppNames(), true
+	}
+	if p := m.appPlanOf(a.Name, false); p != nil {
+		return p.store, cfg.AppNames(), true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.appPlanOf(a.Name, true); p != nil {
+		return p.store, cfg.AppNames(), true
+	}
+	return nil, cfg.AppNames(), false
+}
+
+// AppPlan is the mirrored plan and quarantine list of the app with key
+// token app ("" the default app): what the metrics read. plan is nil when
+// nothing of the app was read.
+func (m *PlanMirror) AppPlan(app string) (plan *httpfind.Plan, quarantine *rollout.QuarantineList) {
+	if app == "" {
+		return m.Store.Get(), m.quarantine.Load()
+	}
+	a := m.appPlanOf(app, false)
+	if a == nil {
+		return nil, nil
+	}
+	return a.store.Get(), a.quarantine.Load()
+}
+
+// Config is the last good config read, nil before one.
+func (m *PlanMirror) Config() *rollout.Config { return m.config.Load() }
+
+func groupNames(cfg rollout.Config) []string {
+	names := make([]string, len(cfg.Groups))
+	for i, g := range cfg.Groups {
+		names[i] = g.Name
+	}
+	return names
 }
 
 // Defaults of PlanMirror.
@@ -162,6 +269,23 @@ func (m *PlanMirror) reload(ctx context.Context) error {
 	if !seen[kv.KeyQuarantine] {
 		m.quarantine.Store(nil)
 	}
+	if p := m.apps.Load(); p != nil {
+		for app, a := range *p {
+			ns := kv.OtherNS(app)
+			ap := a.store.Get()
+			if ap.HasSpec && !seen[ns.Spec()] {
+				a.store.DeleteSpec()
+			}
+			for name := range ap.Groups {
+				if !seen[ns.Group(name)] {
+					a.store.DeleteGroup(name)
+				}
+			}
+			if !seen[ns.Quarantine()] {
+				a.quarantine.Store(nil)
+			}
+		}
+	}
 	return nil
 }
 
@@ -188,13 +312,17 @@ func (m *PlanMirror) readConfig(ctx context.Context) error {
 	}
 	cfg := e.Value
 	m.config.Store(&cfg)
-	names := make([]string, len(e.Value.Groups))
-	for i, g := range e.Value.Groups {
-		names[i] = g.Name
-	}
+	names := groupNames(cfg)
 	if !slices.Equal(names, m.Store.Get().Configured) {
 		m.Store.SetConfigured(names)
-		m.Log.Info("find answers the config's groups; others get 404", slog.Any("groups", names))
+		m.Log.Info("find answers the config's groups; others get 404", slog.Any("groups", names), slog.Any("apps", cfg.AppNames()))
+	}
+	if p := m.apps.Load(); p != nil {
+		for _, a := range *p {
+			if !slices.Equal(names, a.store.Get().Configured) {
+				a.store.SetConfigured(names)
+			}
+		}
 	}
 	return nil
 }
@@ -211,11 +339,12 @@ func (m *PlanMirror) onMessage(msg *nats.Msg) {
 
 // take applies one stored value of key if it is newer than what was taken:
 // the spec and the group statuses for find, the quarantine list for the
-// metrics. A value that is not what its key should hold (foreign,
-// kv.DecodeSpec, kv.DecodeGroupStatus, kv.DecodeQuarantine: undecodable,
-// invalid, a JetStream response, another group's status) is logged once and
-// skipped: find keeps answering from the last good value of that key, as
-// agents keep theirs.
+// metrics, each into its app's mirror (kv.ParsePlanKey). A value that is
+// not what its key should hold (foreign, kv.DecodeSpec,
+// kv.DecodeGroupStatus, kv.DecodeQuarantine: undecodable, invalid, a
+// JetStream response, another group's status) is logged once and skipped:
+// find keeps answering from the last good value of that key, as agents keep
+// theirs.
 func (m *PlanMirror) take(key string, sm kv.StoredMsg) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -225,45 +354,56 @@ func (m *PlanMirror) take(key string, sm kv.StoredMsg) {
 	if sm.Sequence <= m.revs[key] {
 		return
 	}
+	pk := kv.ParsePlanKey(key)
+	if pk.Kind == "" {
+		m.revs[key] = sm.Sequence
+		return
+	}
+	store, quarantine := m.Store, &m.quarantine
+	if pk.App != "" {
+		a := m.appPlanOf(pk.App, true)
+		if a == nil {
+			return // not taken: taken once the app is mirrored
+		}
+		store, quarantine = a.store, &a.quarantine
+	}
 	m.revs[key] = sm.Sequence
-	name, isGroup := kv.GroupFromKey(key)
 	skip := func(err error) {
 		p := &kv.Problem{Bucket: kv.BucketPlan, Key: key, Revision: sm.Sequence, Err: err}
 		m.Log.Warn("find skips a stored value that is not valid and keeps the last good one",
 			slog.String("key", p.Where()), slog.Uint64("revision", p.Revision), slog.String("err", err.Error()), slog.String("fix", p.Fix()))
 	}
 	switch {
-	case key == kv.KeyQuarantine && sm.Deleted:
-		m.quarantine.Store(nil)
-	case key == kv.KeyQuarantine && sm.Foreign:
+	case pk.Kind == kv.KeyQuarantine && sm.Deleted:
+		quarantine.Store(nil)
+	case pk.Kind == kv.KeyQuarantine && sm.Foreign:
 		skip(kv.ErrForeign)
-	case key == kv.KeyQuarantine:
+	case pk.Kind == kv.KeyQuarantine:
 		q, err := kv.DecodeQuarantine(sm.Data)
 		if err != nil {
 			skip(err)
 			return
 		}
-		m.quarantine.Store(&q)
-	case key != kv.KeySpec && !isGroup:
-	case sm.Deleted && key == kv.KeySpec:
-		m.Store.DeleteSpec()
+		quarantine.Store(&q)
+	case sm.Deleted && pk.Kind == kv.KeySpec:
+		store.DeleteSpec()
 	case sm.Deleted:
-		m.Store.DeleteGroup(name)
+		store.DeleteGroup(pk.Group)
 	case sm.Foreign:
 		skip(kv.ErrForeign)
-	case key == kv.KeySpec:
+	case pk.Kind == kv.KeySpec:
 		s, err := kv.DecodeSpec(sm.Data)
 		if err != nil {
 			skip(err)
 			return
 		}
-		m.Store.SetSpec(s)
+		store.SetSpec(s)
 	default:
 		st, err := kv.DecodeGroupStatus(key, sm.Data)
 		if err != nil {
 			skip(err)
 			return
 		}
-		m.Store.SetGroup(name, st)
+		store.SetGroup(pk.Group, st)
 	}
 }

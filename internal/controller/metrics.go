@@ -102,7 +102,7 @@ func newMetrics(c *Controller) *metrics {
 		}),
 		findReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetwave_find_requests_total",
-			Help: "GET /v1/find requests, by outcome (ok, bad_request, unknown_group, unavailable, other).",
+			Help: "GET /v1/find requests, by outcome (ok, bad_request, unknown_group, unknown_app, unavailable, other).",
 		}, []string{"outcome"}),
 		findLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fleetwave_find_request_duration_seconds",
@@ -123,7 +123,7 @@ func newMetrics(c *Controller) *metrics {
 	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished, rejectUnprintable, rejectUnknownApp} {
 		m.rejected.WithLabelValues(r)
 	}
-	for _, o := range []string{"ok", "bad_request", "unknown_group", "unavailable", "other"} {
+	for _, o := range []string{"ok", "bad_request", "unknown_group", "unknown_app", "unavailable", "other"} {
 		m.findReqs.WithLabelValues(o)
 	}
 	m.reg.MustRegister(
@@ -134,8 +134,14 @@ func newMetrics(c *Controller) *metrics {
 		}, func() float64 { return float64(c.received.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fleetwave_inventory_agents",
-			Help: "Agents in the controller's inventory, established or not, expired ones not yet pruned included.",
-		}, func() float64 { return float64(c.agg.Len()) }),
+			Help: "Agents in the controller's inventories of every app (a host running two apps counts in each), established or not, expired ones not yet pruned included.",
+		}, func() float64 {
+			n := 0
+			for _, a := range c.apps.Load().list {
+				n += a.agg.Len()
+			}
+			return float64(n)
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fleetwave_controller_leader",
 			Help: "1 while this controller holds the leader lease and drives the rollout, else 0.",
@@ -200,8 +206,11 @@ func (c *Controller) HTTPHandler(find http.Handler, dash ...http.Handler) http.H
 			find.ServeHTTP(rec, r)
 			c.m.findLatency.Observe(time.Since(start).Seconds())
 			outcome, ok := findOutcomes[rec.code]
-			if !ok {
+			switch {
+			case !ok:
 				outcome = "other"
+			case rec.code == http.StatusNotFound && c.unknownApp(r):
+				outcome = "unknown_app"
 			}
 			c.m.findReqs.WithLabelValues(outcome).Inc()
 		default:
@@ -212,6 +221,21 @@ func (c *Controller) HTTPHandler(find http.Handler, dash ...http.Handler) http.H
 			find.ServeHTTP(w, r)
 		}
 	})
+}
+
+// unknownApp reports whether the find request r names an app the
+// controller's config does not list (its 404 is the app's, not the
+// group's).
+func (c *Controller) unknownApp(r *http.Request) bool {
+	app := r.URL.Query().Get("app")
+	if app == "" {
+		return false
+	}
+	if m := c.mirror.Load(); m != nil {
+		_, _, ok := m.FindApp(app)
+		return !ok
+	}
+	return true
 }
 
 type statusRecorder struct {
@@ -233,58 +257,58 @@ type fleetCollector struct{ c *Controller }
 var (
 	descAgents = prometheus.NewDesc("fleetwave_agents",
 		"Counted agents (established, not expired: the agents of fleetctl status) per group, active version and state (ok, updating, blocked, failed, rolled_back, unreachable).",
-		[]string{"group", "version", "state"}, nil)
+		[]string{"app", "group", "version", "state"}, nil)
 	descGroupState = prometheus.NewDesc("fleetwave_group_state",
 		"1 for the group's rollout state (unstarted, canary, active, done, rolledback), 0 for the others.",
-		[]string{"group", "state"}, nil)
+		[]string{"app", "group", "state"}, nil)
 	descGroupInfo = prometheus.NewDesc("fleetwave_group_info",
 		"Always 1: the group's start and target versions as labels.",
-		[]string{"group", "start_version", "target_version"}, nil)
+		[]string{"app", "group", "start_version", "target_version"}, nil)
 	descProgress = prometheus.NewDesc("fleetwave_group_progress",
-		"Fraction of the group told to update to the target, 0 to 1.", []string{"group"}, nil)
+		"Fraction of the group told to update to the target, 0 to 1.", []string{"app", "group"}, nil)
 	descInFlight = prometheus.NewDesc("fleetwave_group_in_flight",
-		"Counted agents of the group installing a version right now.", []string{"group"}, nil)
+		"Counted agents of the group installing a version right now.", []string{"app", "group"}, nil)
 	descInFlightBound = prometheus.NewDesc("fleetwave_group_in_flight_bound",
-		"The most agents the group lets update at once: max_in_flight of the initial count, at least 1.", []string{"group"}, nil)
+		"The most agents the group lets update at once: max_in_flight of the initial count, at least 1.", []string{"app", "group"}, nil)
 	descInitial = prometheus.NewDesc("fleetwave_group_initial_count",
-		"Agents the group had when its rollout started.", []string{"group"}, nil)
+		"Agents the group had when its rollout started.", []string{"app", "group"}, nil)
 	descHalted = prometheus.NewDesc("fleetwave_group_halted",
-		"1 while the group is halted.", []string{"group"}, nil)
+		"1 while the group is halted.", []string{"app", "group"}, nil)
 	descAlerted = prometheus.NewDesc("fleetwave_group_alerted",
-		"1 while the group is in progress (not halted) and has been longer than its alert_after (or, with alert_on_approval_wait, has awaited its start approval that long); 0 for a halted, done or rolled back group.", []string{"group"}, nil)
+		"1 while the group is in progress (not halted) and has been longer than its alert_after (or, with alert_on_approval_wait, has awaited its start approval that long); 0 for a halted, done or rolled back group.", []string{"app", "group"}, nil)
 	descTargetQuarantined = prometheus.NewDesc("fleetwave_group_target_quarantined",
-		"1 while the group's target version is quarantined (fleetctl quarantine ls): a group rolling it out halts for that reason.", []string{"group"}, nil)
+		"1 while the group's target version is quarantined (fleetctl quarantine ls): a group rolling it out halts for that reason.", []string{"app", "group"}, nil)
 	descMode = prometheus.NewDesc("fleetwave_mode",
-		"1 for the effective rollout mode (enabled, paused, disabled: the lower of the config's and the plan's), 0 for the others.", []string{"mode"}, nil)
+		"1 for the app's effective rollout mode (enabled, paused, disabled: the lower of the config's and the app's plan's), 0 for the others.", []string{"app", "mode"}, nil)
 	descModeSetting = prometheus.NewDesc("fleetwave_mode_setting",
-		"1 for the mode each source sets (source config: fleetctl config set --mode; plan: fleetctl pause and resume), 0 for the others.", []string{"source", "mode"}, nil)
+		"1 for the mode each source sets (source config: fleetctl config set --mode; plan: fleetctl pause and resume), 0 for the others.", []string{"app", "source", "mode"}, nil)
 	descQuarantined = prometheus.NewDesc("fleetwave_version_quarantined",
-		"1 for each version quarantined fleet-wide (fleet_plan/quarantine); absent for the others.", []string{"version"}, nil)
+		"1 for each version quarantined in the app (its quarantine list: fleet_plan/quarantine for the default app, <app>.quarantine for the others); absent for the others.", []string{"app", "version"}, nil)
 	descStateSeconds = prometheus.NewDesc("fleetwave_group_state_seconds",
-		"Seconds since the group entered its current state.", []string{"group"}, nil)
+		"Seconds since the group entered its current state.", []string{"app", "group"}, nil)
 	descCanaries = prometheus.NewDesc("fleetwave_group_canaries",
-		"Canaries the group picked.", []string{"group"}, nil)
+		"Canaries the group picked.", []string{"app", "group"}, nil)
 	descCanariesHealthy = prometheus.NewDesc("fleetwave_group_canaries_healthy",
-		"Canaries healthy on the target.", []string{"group"}, nil)
+		"Canaries healthy on the target.", []string{"app", "group"}, nil)
 	descFailed = prometheus.NewDesc("fleetwave_group_failed",
-		"The controller's count of agents failing the target, towards failure_threshold.", []string{"group"}, nil)
+		"The controller's count of agents failing the target, towards failure_threshold.", []string{"app", "group"}, nil)
 	descHeld = prometheus.NewDesc("fleetwave_group_held",
-		"1 while the group's progress is held because more than infrastructure_hold of its agents in flight are blocked on infrastructure.", []string{"group"}, nil)
+		"1 while the group's progress is held because more than infrastructure_hold of its agents in flight are blocked on infrastructure.", []string{"app", "group"}, nil)
 	descBlocked = prometheus.NewDesc("fleetwave_group_blocked",
-		"The controller's count of the group's agents blocked on infrastructure (retrying by themselves; not failed).", []string{"group"}, nil)
+		"The controller's count of the group's agents blocked on infrastructure (retrying by themselves; not failed).", []string{"app", "group"}, nil)
 	descOffTarget = prometheus.NewDesc("fleetwave_group_agents_off_target",
-		"Counted agents of the group not on its target version.", []string{"group"}, nil)
+		"Counted agents of the group not on its target version.", []string{"app", "group"}, nil)
 	descAwaitingApproval = prometheus.NewDesc("fleetwave_group_awaiting_approval",
 		"1 while the group waits for an operator's approval (fleetctl approve) at the stage (start, after_canary), 0 for the other stages.",
-		[]string{"group", "stage"}, nil)
+		[]string{"app", "group", "stage"}, nil)
 	descCheckValue = prometheus.NewDesc("fleetwave_analysis_value",
-		"The last value a group's metric analysis check measured (absent before one, or when it had none).", []string{"group", "check"}, nil)
+		"The last value a group's metric analysis check measured (absent before one, or when it had none).", []string{"app", "group", "check"}, nil)
 	descCheckPasses = prometheus.NewDesc("fleetwave_analysis_passes",
-		"Successful measurements of a group's check in this rollout of its target.", []string{"group", "check"}, nil)
+		"Successful measurements of a group's check in this rollout of its target.", []string{"app", "group", "check"}, nil)
 	descCheckCount = prometheus.NewDesc("fleetwave_analysis_count",
-		"The successful measurements a group's check needs before the group leaves canary (its count).", []string{"group", "check"}, nil)
+		"The successful measurements a group's check needs before the group leaves canary (its count).", []string{"app", "group", "check"}, nil)
 	descCheckInconclusive = prometheus.NewDesc("fleetwave_analysis_inconclusive",
-		"Inconclusive measurements of a group's check in a row; the group holds while it is above 0 and halts at the check's inconclusive_limit.", []string{"group", "check"}, nil)
+		"Inconclusive measurements of a group's check in a row; the group holds while it is above 0 and halts at the check's inconclusive_limit.", []string{"app", "group", "check"}, nil)
 )
 
 var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, rollout.StateActive, rollout.StateDone, rollout.StateRolledBack}
@@ -302,22 +326,44 @@ type agentKey struct{ group, version, state string }
 func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	c := f.c
 	now := c.o.Clock.Now()
-	var plan *httpfind.Plan
+	m := c.mirror.Load()
 	var cfg *rollout.Config
-	var quarantine *rollout.QuarantineList
-	if m := c.mirror.Load(); m != nil {
-		plan, cfg, quarantine = m.Store.Get(), m.config.Load(), m.quarantine.Load()
+	if m != nil {
+		cfg = m.config.Load()
 	}
+	// Every app the controller drives: the app label is bounded by the
+	// config (rollout.MaxApps).
+	for _, app := range c.apps.Load().list {
+		var plan *httpfind.Plan
+		var quarantine *rollout.QuarantineList
+		if m != nil {
+			plan, quarantine = m.AppPlan(app.ns.Key())
+		}
+		var appCfg *rollout.Config
+		if cfg != nil {
+			if ac, err := cfg.ForApp(app.ns.Name); err == nil {
+				appCfg = &ac
+			}
+		}
+		collectApp(ch, c, app, plan, appCfg, quarantine, m != nil, now)
+	}
+}
+
+// collectApp is one app's metrics: its agents (from its inventory) and,
+// with a plan mirror (mirrored), its plan's.
+func collectApp(ch chan<- prometheus.Metric, c *Controller, app *appInv, plan *httpfind.Plan, cfg *rollout.Config,
+	quarantine *rollout.QuarantineList, mirrored bool, now time.Time) {
+	name := app.ns.Name
 	targets := map[string]string{}
 	if plan != nil {
-		for name, st := range plan.Groups {
-			targets[name] = st.TargetVersion
+		for g, st := range plan.Groups {
+			targets[g] = st.TargetVersion
 		}
 	}
 	agents := map[agentKey]int{}
 	updating := map[string]int{}
 	offTarget := map[string]int{}
-	c.agg.EachCounted(now, func(hb *heartbeat.Heartbeat, lastSeen time.Time) {
+	app.agg.EachCounted(now, func(hb *heartbeat.Heartbeat, lastSeen time.Time) {
 		v := hb.ActiveVersion
 		if v == "" {
 			v = rollout.NoVersion
@@ -334,13 +380,16 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	})
 	for k, n := range agents {
-		ch <- constMetric(descAgents, prometheus.GaugeValue, float64(n), k.group, k.version, k.state)
+		ch <- constMetric(descAgents, prometheus.GaugeValue, float64(n), name, k.group, k.version, k.state)
 	}
-	if plan == nil {
+	if !mirrored {
 		return
 	}
+	if plan == nil {
+		plan = &httpfind.Plan{} // nothing of the app's plan read yet
+	}
 	gauge := func(d *prometheus.Desc, v float64, group string) {
-		ch <- constMetric(d, prometheus.GaugeValue, v, group)
+		ch <- constMetric(d, prometheus.GaugeValue, v, name, group)
 	}
 	b := func(x bool) float64 {
 		if x {
@@ -355,42 +404,38 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		effective := rollout.EffectiveMode(cfg.Mode, planMode)
 		for _, mode := range modes {
-			ch <- constMetric(descMode, prometheus.GaugeValue, b(effective == mode), string(mode))
+			ch <- constMetric(descMode, prometheus.GaugeValue, b(effective == mode), name, string(mode))
 			// EffectiveMode of one source alone is that source's mode
 			// as the engine reads it ("" enabled, unknown paused).
-			ch <- constMetric(descModeSetting, prometheus.GaugeValue, b(rollout.EffectiveMode(cfg.Mode, "") == mode), "config", string(mode))
-			ch <- constMetric(descModeSetting, prometheus.GaugeValue, b(rollout.EffectiveMode(planMode, "") == mode), "plan", string(mode))
+			ch <- constMetric(descModeSetting, prometheus.GaugeValue, b(rollout.EffectiveMode(cfg.Mode, "") == mode), name, "config", string(mode))
+			ch <- constMetric(descModeSetting, prometheus.GaugeValue, b(rollout.EffectiveMode(planMode, "") == mode), name, "plan", string(mode))
 		}
 	}
 	if quarantine != nil {
 		for _, q := range quarantine.Versions {
-			ch <- constMetric(descQuarantined, prometheus.GaugeValue, 1, q.Version)
+			ch <- constMetric(descQuarantined, prometheus.GaugeValue, 1, name, q.Version)
 		}
 	}
-	for name, st := range plan.Groups {
+	for group, st := range plan.Groups {
 		for _, s := range groupStates {
-			ch <- constMetric(descGroupState, prometheus.GaugeValue, b(st.State == s), name, string(s))
+			ch <- constMetric(descGroupState, prometheus.GaugeValue, b(st.State == s), name, group, string(s))
 		}
-		ch <- constMetric(descGroupInfo, prometheus.GaugeValue, 1, name, st.StartVersion, st.TargetVersion)
-		gauge(descProgress, st.Progress, name)
-		gauge(descInFlight, float64(updating[name]), name)
-		if cfg != nil {
-			if gc, ok := cfg.Group(name); ok {
-				gauge(descInFlightBound, float64(rollout.InFlightWindow(gc.MaxInFlight, st.InitialCount)), name)
-			}
-		}
-		gauge(descInitial, float64(st.InitialCount), name)
-		gauge(descHalted, b(st.Halted), name)
+		ch <- constMetric(descGroupInfo, prometheus.GaugeValue, 1, name, group, st.StartVersion, st.TargetVersion)
+		gauge(descProgress, st.Progress, group)
+		gauge(descInFlight, float64(updating[group]), group)
 		var gc *rollout.GroupConfig
 		if cfg != nil {
-			if g, ok := cfg.Group(name); ok {
+			if g, ok := cfg.Group(group); ok {
 				gc = &g
+				gauge(descInFlightBound, float64(rollout.InFlightWindow(g.MaxInFlight, st.InitialCount)), group)
 			}
 		}
-		gauge(descAlerted, b(alertAfterLive(st, gc, now)), name)
-		gauge(descTargetQuarantined, b(quarantine != nil && st.TargetVersion != "" && quarantine.Quarantined(st.TargetVersion)), name)
+		gauge(descInitial, float64(st.InitialCount), group)
+		gauge(descHalted, b(st.Halted), group)
+		gauge(descAlerted, b(alertAfterLive(st, gc, now)), group)
+		gauge(descTargetQuarantined, b(quarantine != nil && st.TargetVersion != "" && quarantine.Quarantined(st.TargetVersion)), group)
 		if !st.Since.IsZero() {
-			gauge(descStateSeconds, max(now.Sub(st.Since).Seconds(), 0), name)
+			gauge(descStateSeconds, max(now.Sub(st.Since).Seconds(), 0), group)
 		}
 		healthy := 0
 		for _, cn := range st.Canaries {
@@ -398,22 +443,22 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 				healthy++
 			}
 		}
-		gauge(descCanaries, float64(len(st.Canaries)), name)
-		gauge(descCanariesHealthy, float64(healthy), name)
-		gauge(descFailed, float64(st.FailedCount), name)
-		gauge(descHeld, b(st.Held != ""), name)
-		gauge(descBlocked, float64(st.Blocked), name)
-		gauge(descOffTarget, float64(offTarget[name]), name)
+		gauge(descCanaries, float64(len(st.Canaries)), group)
+		gauge(descCanariesHealthy, float64(healthy), group)
+		gauge(descFailed, float64(st.FailedCount), group)
+		gauge(descHeld, b(st.Held != ""), group)
+		gauge(descBlocked, float64(st.Blocked), group)
+		gauge(descOffTarget, float64(offTarget[group]), group)
 		for _, s := range rollout.ApprovalStages {
-			ch <- constMetric(descAwaitingApproval, prometheus.GaugeValue, b(st.AwaitingApproval.Stage == s), name, string(s))
+			ch <- constMetric(descAwaitingApproval, prometheus.GaugeValue, b(st.AwaitingApproval.Stage == s), name, group, string(s))
 		}
 		for _, cs := range st.Analysis {
 			if cs.Value != nil {
-				ch <- constMetric(descCheckValue, prometheus.GaugeValue, *cs.Value, name, cs.Name)
+				ch <- constMetric(descCheckValue, prometheus.GaugeValue, *cs.Value, name, group, cs.Name)
 			}
-			ch <- constMetric(descCheckPasses, prometheus.GaugeValue, float64(cs.Passes), name, cs.Name)
-			ch <- constMetric(descCheckCount, prometheus.GaugeValue, float64(cs.Count), name, cs.Name)
-			ch <- constMetric(descCheckInconclusive, prometheus.GaugeValue, float64(cs.Inconclusive), name, cs.Name)
+			ch <- constMetric(descCheckPasses, prometheus.GaugeValue, float64(cs.Passes), name, group, cs.Name)
+			ch <- constMetric(descCheckCount, prometheus.GaugeValue, float64(cs.Count), name, group, cs.Name)
+			ch <- constMetric(descCheckInconclusive, prometheus.GaugeValue, float64(cs.Inconclusive), name, group, cs.Name)
 		}
 	}
 }

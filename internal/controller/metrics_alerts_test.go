@@ -21,7 +21,7 @@ func (f *fixture) serveMetrics(rc *runningController) string {
 	mirror := &controller.PlanMirror{NC: f.srv.Conn("mirror"), Store: &httpfind.Store{}, Log: natstest.Logger(f.t)}
 	rc.c.ServePlanFrom(mirror)
 	go func() { _ = mirror.Run(f.ctx) }()
-	srv := httptest.NewServer(rc.c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Ready: mirror.Ready}))
+	srv := httptest.NewServer(rc.c.HTTPHandler(&httpfind.Handler{Store: mirror.Store, Apps: mirror.FindApp, Ready: mirror.Ready}))
 	f.t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -86,8 +86,8 @@ func TestAlertedGaugeFollowsItsCause(t *testing.T) {
 		t.Fatalf("blue alerted as it became active: %+v", st)
 	}
 	f.waitMetrics(base, map[string]float64{
-		`fleetwave_group_state{group="blue",state="active"}`: 1,
-		`fleetwave_group_alerted{group="blue"}`:              0,
+		`fleetwave_group_state{app="default",group="blue",state="active"}`: 1,
+		`fleetwave_group_alerted{app="default",group="blue"}`:              0,
 	})
 
 	// Past alert_after, active, not halted: the one case the gauge is for.
@@ -98,8 +98,8 @@ func TestAlertedGaugeFollowsItsCause(t *testing.T) {
 		st = f.passWith(rc, agents)
 	}
 	f.waitMetrics(base, map[string]float64{
-		`fleetwave_group_alerted{group="blue"}`: 1,
-		`fleetwave_group_halted{group="blue"}`:  0,
+		`fleetwave_group_alerted{app="default",group="blue"}`: 1,
+		`fleetwave_group_halted{app="default",group="blue"}`:  0,
 	})
 
 	// The two agents the window let update roll back: blue halts.
@@ -111,16 +111,16 @@ func TestAlertedGaugeFollowsItsCause(t *testing.T) {
 		t.Fatalf("blue did not halt on 2 rollbacks of 10: %+v", st)
 	}
 	f.waitMetrics(base, map[string]float64{
-		`fleetwave_group_halted{group="blue"}`:  1,
-		`fleetwave_group_alerted{group="blue"}`: 0,
+		`fleetwave_group_halted{app="default",group="blue"}`:  1,
+		`fleetwave_group_alerted{app="default",group="blue"}`: 0,
 	})
 
 	// Marked done (fleetctl mark-done): nothing to alert on.
 	f.writeGroup(rollout.MarkDone)
 	f.waitMetrics(base, map[string]float64{
-		`fleetwave_group_state{group="blue",state="done"}`: 1,
-		`fleetwave_group_halted{group="blue"}`:             0,
-		`fleetwave_group_alerted{group="blue"}`:            0,
+		`fleetwave_group_state{app="default",group="blue",state="done"}`: 1,
+		`fleetwave_group_halted{app="default",group="blue"}`:             0,
+		`fleetwave_group_alerted{app="default",group="blue"}`:            0,
 	})
 	if e, err := kv.Get[rollout.GroupStatus](f.ctx, f.fleet.Plan, kv.GroupKey("blue")); err != nil || !e.Value.Alerted {
 		t.Errorf("blue's stored alerted flag %v (%v): the test wants the engine's flag set on the done group", e.Value.Alerted, err)
@@ -129,8 +129,8 @@ func TestAlertedGaugeFollowsItsCause(t *testing.T) {
 		f.passWith(rc, agents)
 	}
 	f.waitMetrics(base, map[string]float64{
-		`fleetwave_group_state{group="blue",state="done"}`: 1,
-		`fleetwave_group_alerted{group="blue"}`:            0,
+		`fleetwave_group_state{app="default",group="blue",state="done"}`: 1,
+		`fleetwave_group_alerted{app="default",group="blue"}`:            0,
 	})
 }
 
@@ -167,8 +167,8 @@ func TestAlertAfterNotRaisedAgainByAReset(t *testing.T) {
 			st.Halted, st.Alerted, f.clk.Now().Sub(st.StartedAt))
 	}
 	f.waitMetrics(base, map[string]float64{
-		`fleetwave_group_halted{group="blue"}`:  0,
-		`fleetwave_group_alerted{group="blue"}`: 0,
+		`fleetwave_group_halted{app="default",group="blue"}`:  0,
+		`fleetwave_group_alerted{app="default",group="blue"}`: 0,
 	})
 	for f.clk.Now().Sub(st.StartedAt) < 5*time.Minute {
 		st = f.passWith(rc, agents)
@@ -179,7 +179,7 @@ func TestAlertAfterNotRaisedAgainByAReset(t *testing.T) {
 	if !st.Alerted {
 		t.Errorf("alert_after passed after the reset, but the engine raised no alert")
 	}
-	f.waitMetrics(base, map[string]float64{`fleetwave_group_alerted{group="blue"}`: 1})
+	f.waitMetrics(base, map[string]float64{`fleetwave_group_alerted{app="default",group="blue"}`: 1})
 }
 
 // TestModeAndQuarantineMetrics (issue 25 point 5): the effective mode and
@@ -195,12 +195,12 @@ func TestModeAndQuarantineMetrics(t *testing.T) {
 	agents := tenAgents()
 	f.startBlue(rc, agents)
 	samples := f.waitMetrics(base, map[string]float64{
-		`fleetwave_mode{mode="enabled"}`:                         1,
-		`fleetwave_mode{mode="paused"}`:                          0,
-		`fleetwave_mode{mode="disabled"}`:                        0,
-		`fleetwave_mode_setting{mode="enabled",source="config"}`: 1,
-		`fleetwave_mode_setting{mode="enabled",source="plan"}`:   1,
-		`fleetwave_group_target_quarantined{group="blue"}`:       0,
+		`fleetwave_mode{app="default",mode="enabled"}`:                         1,
+		`fleetwave_mode{app="default",mode="paused"}`:                          0,
+		`fleetwave_mode{app="default",mode="disabled"}`:                        0,
+		`fleetwave_mode_setting{app="default",mode="enabled",source="config"}`: 1,
+		`fleetwave_mode_setting{app="default",mode="enabled",source="plan"}`:   1,
+		`fleetwave_group_target_quarantined{app="default",group="blue"}`:       0,
 	})
 	for key := range samples {
 		if len(key) > len("fleetwave_version_quarantined") && key[:len("fleetwave_version_quarantined")] == "fleetwave_version_quarantined" {
@@ -218,10 +218,10 @@ func TestModeAndQuarantineMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitMetrics(base, map[string]float64{
-		`fleetwave_mode{mode="paused"}`:                          1,
-		`fleetwave_mode{mode="enabled"}`:                         0,
-		`fleetwave_mode_setting{mode="paused",source="plan"}`:    1,
-		`fleetwave_mode_setting{mode="enabled",source="config"}`: 1,
+		`fleetwave_mode{app="default",mode="paused"}`:                          1,
+		`fleetwave_mode{app="default",mode="enabled"}`:                         0,
+		`fleetwave_mode_setting{app="default",mode="paused",source="plan"}`:    1,
+		`fleetwave_mode_setting{app="default",mode="enabled",source="config"}`: 1,
 	})
 
 	// The config's mode disabled is the lower: effective disabled.
@@ -234,10 +234,10 @@ func TestModeAndQuarantineMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitMetrics(base, map[string]float64{
-		`fleetwave_mode{mode="disabled"}`:                         1,
-		`fleetwave_mode{mode="paused"}`:                           0,
-		`fleetwave_mode_setting{mode="disabled",source="config"}`: 1,
-		`fleetwave_mode_setting{mode="paused",source="plan"}`:     1,
+		`fleetwave_mode{app="default",mode="disabled"}`:                         1,
+		`fleetwave_mode{app="default",mode="paused"}`:                           0,
+		`fleetwave_mode_setting{app="default",mode="disabled",source="config"}`: 1,
+		`fleetwave_mode_setting{app="default",mode="paused",source="plan"}`:     1,
 	})
 
 	// An operator quarantines blue's target.
@@ -246,8 +246,8 @@ func TestModeAndQuarantineMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitMetrics(base, map[string]float64{
-		`fleetwave_version_quarantined{version="2.0.0"}`:   1,
-		`fleetwave_group_target_quarantined{group="blue"}`: 1,
+		`fleetwave_version_quarantined{app="default",version="2.0.0"}`:   1,
+		`fleetwave_group_target_quarantined{app="default",group="blue"}`: 1,
 	})
 	// Lifted: gone.
 	e, err := kv.Get[rollout.QuarantineList](f.ctx, f.fleet.Plan, kv.KeyQuarantine)
@@ -259,8 +259,8 @@ func TestModeAndQuarantineMetrics(t *testing.T) {
 	if _, err := kv.Save(f.ctx, f.fleet.Plan, kv.KeyQuarantine, e.Value, e.Revision); err != nil {
 		t.Fatal(err)
 	}
-	samples = f.waitMetrics(base, map[string]float64{`fleetwave_group_target_quarantined{group="blue"}`: 0})
-	if _, ok := samples[`fleetwave_version_quarantined{version="2.0.0"}`]; ok {
+	samples = f.waitMetrics(base, map[string]float64{`fleetwave_group_target_quarantined{app="default",group="blue"}`: 0})
+	if _, ok := samples[`fleetwave_version_quarantined{app="default",version="2.0.0"}`]; ok {
 		t.Errorf("2.0.0's quarantine was lifted, yet fleetwave_version_quarantined{version=\"2.0.0\"} is served")
 	}
 }

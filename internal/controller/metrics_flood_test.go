@@ -94,7 +94,7 @@ func TestHeartbeatFloodKeepsTheAgentReachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := samples[`fleetwave_agents{group="blue",state="ok",version="1.0.0"}`]; got != 10 {
+	if got := samples[`fleetwave_agents{app="default",group="blue",state="ok",version="1.0.0"}`]; got != 10 {
 		t.Errorf("blue's ok agents on 1.0.0: %v, want 10", got)
 	}
 }

@@ -94,7 +94,7 @@ func sumWhere(samples map[string]float64, metric string, want ...string) float64
 func metricsMatchStatus(samples map[string]float64, rep fleetctl.StatusReport) error {
 	var diffs []string
 	for _, g := range rep.Groups {
-		gl := fmt.Sprintf("group=%q", g.Name)
+		gl := fmt.Sprintf("app=\"default\",group=%q", g.Name)
 		for v, vr := range g.Versions {
 			vl := fmt.Sprintf("version=%q", v)
 			if got := sumWhere(samples, "fleetwave_agents", gl, vl); got != float64(vr.Count) {
@@ -199,7 +199,7 @@ func TestMetricsMatchStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := samples[`fleetwave_agents{group="prod",state="rolled_back",version="0.9.0"}`]; got != 1 {
+	if got := samples[`fleetwave_agents{app="default",group="prod",state="rolled_back",version="0.9.0"}`]; got != 1 {
 		t.Errorf("rolled back agents on 0.9.0: %v, want 1", got)
 	}
 	seen := map[rollout.State]bool{}
@@ -219,7 +219,7 @@ func TestMetricsMatchStatus(t *testing.T) {
 			seen[r.State] = true
 			if r.InitialCount > 0 {
 				want := float64(rollout.InFlightWindow(50, r.InitialCount))
-				if got := samples[`fleetwave_group_in_flight_bound{group="prod"}`]; got != want {
+				if got := samples[`fleetwave_group_in_flight_bound{app="default",group="prod"}`]; got != want {
 					t.Errorf("in flight bound %v, want %v", got, want)
 				}
 			}
@@ -248,18 +248,18 @@ func TestMetricsMatchStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]float64{
-		"fleetwave_controller_leader":                               1,
-		`fleetwave_heartbeats_rejected_total{reason="malformed"}`:   1,
-		`fleetwave_heartbeats_rejected_total{reason="foreign"}`:     0,
-		`fleetwave_find_requests_total{outcome="ok"}`:               1,
-		`fleetwave_find_requests_total{outcome="bad_request"}`:      1,
-		`fleetwave_find_requests_total{outcome="unknown_group"}`:    1,
-		"fleetwave_find_request_duration_seconds_count":             3,
-		`fleetwave_group_agents_off_target{group="prod"}`:           0,
-		`fleetwave_agents{group="prod",state="ok",version="2.0.0"}`: 5,
-		`fleetwave_group_state{group="prod",state="done"}`:          1,
-		`fleetwave_group_state{group="prod",state="active"}`:        0,
-		"fleetwave_inventory_agents":                                5,
+		"fleetwave_controller_leader":                                             1,
+		`fleetwave_heartbeats_rejected_total{reason="malformed"}`:                 1,
+		`fleetwave_heartbeats_rejected_total{reason="foreign"}`:                   0,
+		`fleetwave_find_requests_total{outcome="ok"}`:                             1,
+		`fleetwave_find_requests_total{outcome="bad_request"}`:                    1,
+		`fleetwave_find_requests_total{outcome="unknown_group"}`:                  1,
+		"fleetwave_find_request_duration_seconds_count":                           3,
+		`fleetwave_group_agents_off_target{app="default",group="prod"}`:           0,
+		`fleetwave_agents{app="default",group="prod",state="ok",version="2.0.0"}`: 5,
+		`fleetwave_group_state{app="default",group="prod",state="done"}`:          1,
+		`fleetwave_group_state{app="default",group="prod",state="active"}`:        0,
+		"fleetwave_inventory_agents":                                              5,
 	} {
 		if got, ok := samples[key]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
@@ -314,10 +314,10 @@ func TestRunServesMetrics(t *testing.T) {
 		if samples["fleetwave_controller_leader"] != 1 {
 			return fmt.Errorf("not leading yet")
 		}
-		if samples[`fleetwave_group_state{group="prod",state="unstarted"}`]+samples[`fleetwave_group_state{group="prod",state="canary"}`] != 1 {
+		if samples[`fleetwave_group_state{app="default",group="prod",state="unstarted"}`]+samples[`fleetwave_group_state{app="default",group="prod",state="canary"}`] != 1 {
 			return fmt.Errorf("no group state for prod yet")
 		}
-		if _, ok := samples[`fleetwave_group_info{group="prod",start_version="1.0.0",target_version="2.0.0"}`]; !ok {
+		if _, ok := samples[`fleetwave_group_info{app="default",group="prod",start_version="1.0.0",target_version="2.0.0"}`]; !ok {
 			return fmt.Errorf("no group info for prod")
 		}
 		return nil

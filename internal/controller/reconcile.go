@@ -60,12 +60,14 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	_, badConfig := st.Problem(kv.BucketConfig, kv.KeyConfig)
+	if !badConfig {
+		c.setApps(st.Config.Value)
+	}
 	c.noteProblems(st.Problems)
-	if _, bad := st.Problem(kv.BucketConfig, kv.KeyConfig); bad {
+	if badConfig {
 		return nil
 	}
-	cfg := st.Config.Value
-	c.setApps(cfg)
 	// Every app of the config, each on its own plan and inventory: one
 	// app's bad value, lost compare-and-swap or failed write stops that
 	// app's pass, never another's.
@@ -261,10 +263,17 @@ func (c *Controller) noteWrite(ns kv.AppNS, group string, err error) {
 
 // noteProblems logs each bad value the first time a pass sees it (a new
 // revision is a new value), and that it is gone once a pass no longer sees
-// it. Only Reconcile calls it, from one goroutine.
+// it; the plan keys of an app the config does not list are not the
+// rollout's, and not logged. Only Reconcile calls it, from one goroutine.
 func (c *Controller) noteProblems(problems []kv.Problem) {
 	seen := make(map[string]uint64, len(problems))
+	apps := c.apps.Load()
 	for _, p := range problems {
+		if p.Bucket == kv.BucketPlan {
+			if _, ours := apps.byKey[kv.ParsePlanKey(p.Key).App]; !ours {
+				continue
+			}
+		}
 		where := p.Where()
 		seen[where] = p.Revision
 		if rev, known := c.badValues[where]; known && rev == p.Revision {

@@ -213,7 +213,7 @@ func TestStuckUpdateTimesOut(t *testing.T) {
 	}
 }
 
-// unreachableMetric is the sum of fleetwave_agents{state="unreachable"}
+// unreachableMetric is the sum of fleetwave_agents{app="default",state="unreachable"}
 // over blue's versions.
 func (f *fixture) unreachableMetric(base string) float64 {
 	f.t.Helper()
@@ -223,7 +223,7 @@ func (f *fixture) unreachableMetric(base string) float64 {
 	}
 	var n float64
 	for _, v := range []string{"1.0.0", "2.0.0"} {
-		n += samples[fmt.Sprintf(`fleetwave_agents{group="blue",state="unreachable",version=%q}`, v)]
+		n += samples[fmt.Sprintf(`fleetwave_agents{app="default",group="blue",state="unreachable",version=%q}`, v)]
 	}
 	return n
 }

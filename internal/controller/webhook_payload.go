@@ -39,6 +39,11 @@ type WebhookPayload struct {
 	Type string `json:"type"`
 	// Kind is the event's kind (halt, alert, transition, …), or "audit".
 	Kind string `json:"kind"`
+	// App is the app the message is about (DESIGN §9): the event's app
+	// (the default app's name included), or for an operator's write of
+	// another app's plan key, that app; absent for fleet-wide messages (a
+	// config change) and for messages written before apps.
+	App string `json:"app,omitempty"`
 	// Group is the group the message is about; absent for fleet-wide ones
 	// (a quarantine, a config change).
 	Group string `json:"group,omitempty"`
@@ -74,10 +79,32 @@ func webhookPayloadOf(e kv.TimelineEntry, m kv.StoredMsg) WebhookPayload {
 		Stream: m.Stream, Sequence: m.Sequence, Text: webhookText(e), Event: e.Event, Audit: e.Audit}
 	if e.Audit != nil {
 		p.Type, p.Kind = "audit", "audit"
+		p.App = auditApp(e.Audit)
 	} else {
 		p.Type, p.Kind = "event", string(e.Event.Kind)
+		p.App = e.Event.App
 	}
 	return p
+}
+
+// auditApp is the app whose plan key an operator's record names: the
+// prefixed key's app (kv.ParsePlanKey); "" for the default app's
+// unprefixed keys and for the other buckets, where the record alone does
+// not say which app (the same body whichever controller sends it, so not
+// looked up in a config).
+func auditApp(a *kv.AuditRecord) string {
+	if a.Bucket != kv.BucketPlan {
+		return ""
+	}
+	return kv.ParsePlanKey(a.Key).App
+}
+
+// appNamed reports whether a line names ev's app: not for an event without
+// one (written before apps) nor of an app named rollout.DefaultAppName (a
+// config without apps: its lines stay what they were); otherwise " of app
+// <name>" follows the group, or "app <name>: " starts a fleet-wide text.
+func appNamed(ev *rollout.Event) bool {
+	return ev.App != "" && ev.App != rollout.DefaultAppName
 }
 
 // webhookBody renders p in format. The JSON has every rune a terminal or
@@ -116,6 +143,13 @@ func webhookLine(e kv.TimelineEntry) string {
 		if a.Group != "" {
 			where = "on group " + a.Group
 		}
+		if app := auditApp(a); app != "" {
+			if a.Group != "" {
+				where += " of app " + app
+			} else {
+				where = "for app " + app
+			}
+		}
 		s := fmt.Sprintf(":memo: fleetwave: %s ran %q %s", a.Actor, "fleetctl "+a.Command, where)
 		if a.Reason != "" {
 			s += ": " + a.Reason
@@ -124,6 +158,11 @@ func webhookLine(e kv.TimelineEntry) string {
 	}
 	ev := e.Event
 	group := "group " + ev.Group
+	fleetWide := ""
+	if appNamed(ev) {
+		group += " of app " + ev.App
+		fleetWide = "app " + ev.App + ": "
+	}
 	switch ev.Kind {
 	case rollout.EventHalt:
 		return fmt.Sprintf(":rotating_light: fleetwave: %s halted in %s: %s", group, ev.From, ev.Reason) + lastWords(ev.Agents)
@@ -139,12 +178,12 @@ func webhookLine(e kv.TimelineEntry) string {
 		}
 		return fmt.Sprintf("%s fleetwave: %s %s → %s: %s", icon, group, orNone(ev.From), ev.To, ev.Reason)
 	case rollout.EventQuarantine:
-		return ":no_entry: fleetwave: " + ev.Reason + lastWords(ev.Agents)
+		return ":no_entry: fleetwave: " + fleetWide + ev.Reason + lastWords(ev.Agents)
 	case rollout.EventApprovalNeeded:
 		return fmt.Sprintf(":raised_hand: fleetwave: %s awaits approval: %s", group, ev.Reason)
 	}
 	if ev.Group == "" {
-		return fmt.Sprintf(":information_source: fleetwave: %s: %s", ev.Kind, ev.Reason)
+		return fmt.Sprintf(":information_source: fleetwave: %s%s: %s", fleetWide, ev.Kind, ev.Reason)
 	}
 	return fmt.Sprintf(":information_source: fleetwave: %s %s: %s", group, ev.Kind, ev.Reason)
 }

@@ -736,3 +736,41 @@ func TestWebhookHaltSaysWhy(t *testing.T) {
 		return nil
 	})
 }
+
+// TestWebhookNamesApp: a webhook's payload carries the event's app, and its
+// one-line text names it, except for the app of a config without apps
+// ("default"), whose lines stay what they were.
+func TestWebhookNamesApp(t *testing.T) {
+	f := newFixture(t)
+	rcv := newReceiver(t, controller.WebhookJSON)
+	f.notify = testNotify(rcv.srv.URL)
+	f.startController("c1")
+	f.waitCursor(rcv.srv.URL)
+	at := time.Now().UTC()
+	for _, ev := range []rollout.Event{
+		{V: 1, App: "db", Group: "canary", Kind: rollout.EventHalt, From: rollout.StateCanary, To: rollout.StateCanary, Reason: "canary failed", At: at},
+		{V: 1, App: rollout.DefaultAppName, Group: "prod", Kind: rollout.EventAlert, Reason: "slow", At: at},
+		{V: 1, App: "db", Kind: rollout.EventQuarantine, Reason: "version 6.0.0 quarantined", At: at},
+	} {
+		if err := f.fleet.PublishEvent(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []struct{ app, text string }{
+		{"db", ":rotating_light: fleetwave: group canary of app db halted in canary: canary failed"},
+		{"default", ":warning: fleetwave: group prod: slow"},
+		{"db", ":no_entry: fleetwave: app db: version 6.0.0 quarantined"},
+	}
+	natstest.Eventually(t, waitLong, func() error {
+		got := rcv.accepted()
+		if len(got) != len(want) {
+			return fmt.Errorf("received %q, want %d payloads", describe(got), len(want))
+		}
+		for i, w := range want {
+			if got[i].App != w.app || got[i].Text != w.text {
+				return fmt.Errorf("payload %d: app %q text %q, want app %q text %q", i, got[i].App, got[i].Text, w.app, w.text)
+			}
+		}
+		return nil
+	})
+}

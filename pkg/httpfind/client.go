@@ -38,6 +38,9 @@ type Client struct {
 	HTTP *http.Client
 	// Timeout bounds each URL's attempt; 0 means DefaultAttemptTimeout.
 	Timeout time.Duration
+	// App is the app whose plan is asked for (the app parameter); empty:
+	// the fleet's default app, and no parameter is sent, as before apps.
+	App string
 
 	next atomic.Uint32 // where the next call starts
 }
@@ -54,13 +57,20 @@ type StatusError struct {
 	// Groups are the config's groups, when the server refused the group as
 	// unknown (404, field "group").
 	Groups []string
+	// Apps are the config's apps, when the server refused the app as
+	// unknown (404, field "app").
+	Apps []string
 }
 
-// Unwrap is ErrUnknownGroup for a controller's 404 of the group, so that
-// errors.Is tells "this agent's group is wrong" from "nobody answered".
+// Unwrap is ErrUnknownGroup for a controller's 404 of the group, and
+// ErrUnknownApp for one of the app, so that errors.Is tells "this agent's
+// group (or app) is wrong" from "nobody answered".
 func (e *StatusError) Unwrap() error {
-	if e.Code == http.StatusNotFound && e.Field == "group" {
+	switch {
+	case e.Code == http.StatusNotFound && e.Field == "group":
 		return ErrUnknownGroup
+	case e.Code == http.StatusNotFound && e.Field == "app":
+		return ErrUnknownApp
 	}
 	return nil
 }
@@ -90,6 +100,11 @@ func (c *Client) Find(ctx context.Context, id rollout.AgentID, group string) (An
 	if err := rollout.ValidateGroupName(group); err != nil {
 		return Answer{}, fmt.Errorf("find: %w", err)
 	}
+	if c.App != "" {
+		if err := rollout.ValidateAppName(c.App); err != nil {
+			return Answer{}, fmt.Errorf("find: %w", err)
+		}
+	}
 	n := len(c.URLs)
 	if n == 0 {
 		return Answer{}, fmt.Errorf("find: %w", ErrNoURL)
@@ -112,7 +127,7 @@ func (c *Client) Find(ctx context.Context, id rollout.AgentID, group string) (An
 
 // try asks one URL.
 func (c *Client) try(ctx context.Context, base string, id rollout.AgentID, group string) (Answer, error) {
-	u, err := findURL(base, id, group)
+	u, err := findURL(base, id, group, c.App)
 	if err != nil {
 		return Answer{}, err
 	}
@@ -153,8 +168,9 @@ func (c *Client) try(ctx context.Context, base string, id rollout.AgentID, group
 	return a, nil
 }
 
-// findURL builds the request URL for one endpoint.
-func findURL(base string, id rollout.AgentID, group string) (string, error) {
+// findURL builds the request URL for one endpoint; app "" sends no app
+// parameter (the default app).
+func findURL(base string, id rollout.AgentID, group, app string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return "", fmt.Errorf("find URL %q: %w", base, err)
@@ -168,6 +184,9 @@ func findURL(base string, id rollout.AgentID, group string) (string, error) {
 	q := u.Query()
 	q.Set("host", string(id))
 	q.Set("group", group)
+	if app != "" {
+		q.Set("app", app)
+	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
@@ -178,7 +197,7 @@ func statusError(base string, code int, body []byte) *StatusError {
 	e := &StatusError{URL: base, Code: code}
 	var eb errorBody
 	if json.Unmarshal(body, &eb) == nil && eb.Error != "" {
-		e.Message, e.Field, e.Groups = eb.Error, eb.Field, eb.Groups
+		e.Message, e.Field, e.Groups, e.Apps = eb.Error, eb.Field, eb.Groups, eb.Apps
 		return e
 	}
 	const shown = 200

@@ -187,13 +187,13 @@ func TestFindURL(t *testing.T) {
 		{"https://ctl/v1/find?token=abc&host=x", "https://ctl/v1/find?" + q + "&token=abc"},
 	}
 	for _, tc := range tests {
-		got, err := findURL(tc.base, idLow, testGroup)
+		got, err := findURL(tc.base, idLow, testGroup, "")
 		if err != nil || got != tc.want {
 			t.Errorf("findURL(%q) = %q, %v; want %q", tc.base, got, err, tc.want)
 		}
 	}
 	for _, bad := range []string{"", "ctl-1:8080", "ftp://ctl/v1/find", "https:///v1/find", "http://[::1"} {
-		if got, err := findURL(bad, idLow, testGroup); err == nil {
+		if got, err := findURL(bad, idLow, testGroup, ""); err == nil {
 			t.Errorf("findURL(%q) = %q, want an error", bad, got)
 		}
 	}

@@ -18,4 +18,9 @@ var (
 	// are never updated, so the endpoint says so (404) rather than answer
 	// "no update" as if all were well.
 	ErrUnknownGroup = errors.New("unknown group")
+	// ErrUnknownApp reports an app the rollout config does not list (the
+	// find request's app parameter): a host's agentd config naming an app
+	// the fleet has not added, or a typo. The endpoint says so (404)
+	// rather than answer another app's plan.
+	ErrUnknownApp = errors.New("unknown app")
 )

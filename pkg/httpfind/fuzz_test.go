@@ -53,6 +53,10 @@ func FuzzFindQuery(f *testing.F) {
 	f.Add("host=" + string(idLow) + "&group=prod")
 	f.Add("host=" + string(idLow) + "&group=prod&host=" + string(idHigh))
 	f.Add("host=%zz&group=prod")
+	f.Add("host=1b4e28ba-2fa1-4d2e-883f-0016d3cca427&group=prod&app=db")
+	f.Add("host=1b4e28ba-2fa1-4d2e-883f-0016d3cca427&group=prod&app=")
+	f.Add("host=1b4e28ba-2fa1-4d2e-883f-0016d3cca427&group=prod&app=a&app=b")
+	f.Add("host=1b4e28ba-2fa1-4d2e-883f-0016d3cca427&group=prod&app=Bad%0a")
 	store := storeWith(rollout.DefaultSpec(v1, v2), testStatus(rollout.StateDone))
 	store.SetConfigured([]string{"staging", testGroup})
 	h := &Handler{Store: store}
@@ -64,7 +68,10 @@ func FuzzFindQuery(f *testing.F) {
 		body := rec.Body.String()
 		switch rec.Code {
 		case http.StatusOK:
-			id, group, _, err := parseFindQuery(raw)
+			id, group, app, _, err := parseFindQuery(raw)
+			if app != "" {
+				t.Fatalf("200 for app %q from a handler that serves one app", app)
+			}
 			if err != nil {
 				t.Fatalf("200 for a query the parser refuses: %v", err)
 			}
@@ -88,8 +95,8 @@ func FuzzFindQuery(f *testing.F) {
 			if strings.Contains(body, "agent_version") {
 				t.Fatalf("%d with an answer: %s", rec.Code, body)
 			}
-			if rec.Code == http.StatusNotFound && (e.Field != "group" || len(e.Groups) != 2) {
-				t.Fatalf("404 that is not an unknown group's: %s", body)
+			if rec.Code == http.StatusNotFound && (e.Field != "group" || len(e.Groups) != 2) && e.Field != "app" {
+				t.Fatalf("404 that is not an unknown group's or app's: %s", body)
 			}
 		default:
 			t.Fatalf("status %d: %s", rec.Code, body)

@@ -37,7 +37,7 @@ const maxQueryLen = 4096
 
 // Handler serves the find endpoint and the health probes:
 //
-//	GET /v1/find?host=<agent id>&group=<group>  the Answer, as JSON
+//	GET /v1/find?host=<agent id>&group=<group>[&app=<app>]  the Answer, as JSON
 //	GET /healthz                                200 "ok" while the process serves
 //	GET /readyz                                 200 "ok" when Ready is nil and a spec is loaded, else 503
 //
@@ -46,7 +46,8 @@ const maxQueryLen = 4096
 // (load balancers probe with it); any other method gets 405. Every error is
 // JSON, {"error": "...", "field": "host"} with field naming the bad
 // parameter when there is one; a group the config does not name is 404 with
-// "field": "group" and "groups" listing the config's groups. Nothing is
+// "field": "group" and "groups" listing the config's groups, an app it does
+// not list 404 with "field": "app" and "apps" listing its apps. Nothing is
 // cacheable: the answer changes with the plan, and a cache between agents
 // and the controller would keep a halted rollout going.
 //
@@ -54,7 +55,14 @@ const maxQueryLen = 4096
 // Store, which the controller keeps current from its watch of fleet_plan.
 type Handler struct {
 	// Store holds the plan; nil serves as an empty store (no plan yet).
+	// With Apps set, it is the default app's for /readyz only.
 	Store *Store
+	// Apps, when set, picks the plan of the app a find request names (its
+	// app parameter, "" when absent: the fleet's default app, as is the
+	// default app's own name): the app's store, or ok false and the apps
+	// there are. Nil: the endpoint serves Store alone, and refuses any
+	// app parameter (it cannot tell which app the request means).
+	Apps func(app string) (store *Store, known []string, ok bool)
 	// Edition is answered as "edition"; empty means DefaultEdition.
 	Edition string
 	// Ready reports whether the plan can be trusted to be current: the
@@ -72,6 +80,8 @@ type errorBody struct {
 	Field string `json:"field,omitempty"`
 	// Groups are the config's groups, with an unknown group's 404.
 	Groups []string `json:"groups,omitempty"`
+	// Apps are the config's apps, with an unknown app's 404.
+	Apps []string `json:"apps,omitempty"`
 }
 
 // ServeHTTP dispatches on the path. A switch rather than http.ServeMux
@@ -110,7 +120,7 @@ func (h *Handler) find(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestURITooLong, "", fmt.Sprintf("query is %d bytes; at most %d", n, maxQueryLen))
 		return
 	}
-	id, group, field, err := parseFindQuery(r.URL.RawQuery)
+	id, group, app, field, err := parseFindQuery(r.URL.RawQuery)
 	if err != nil {
 		h.logger().Debug("find: bad request", slog.String("remote", r.RemoteAddr), slog.String("field", field), slog.Any("err", err))
 		writeError(w, http.StatusBadRequest, field, err.Error())
@@ -124,7 +134,22 @@ func (h *Handler) find(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "", "not ready: "+err.Error())
 		return
 	}
-	a, err := h.store().Get().Find(id, group)
+	store := h.store()
+	switch {
+	case h.Apps != nil:
+		s, known, ok := h.Apps(app)
+		if !ok {
+			h.logger().Debug("find: unknown app", slog.String("remote", r.RemoteAddr), slog.String("app", app))
+			writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("%v %q: the config's apps are %s", ErrUnknownApp, app, strings.Join(known, ", ")),
+				Field: "app", Apps: known})
+			return
+		}
+		store = s
+	case app != "":
+		writeError(w, http.StatusNotFound, "app", fmt.Sprintf("%v %q: this endpoint serves one app; leave app out", ErrUnknownApp, app))
+		return
+	}
+	a, err := store.Get().Find(id, group)
 	var unknown *UnknownGroupError
 	switch {
 	case errors.As(err, &unknown):
@@ -155,37 +180,53 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
 	writeText(w, http.StatusOK, "ok\n")
 }
 
-// parseFindQuery checks the query of a find request and returns the agent id
-// and group, or the field at fault ("" for the query as a whole) and why.
-// Parameters other than host and group are ignored: a later agent may send
-// more, and a cache-buster must not break the request.
-func parseFindQuery(raw string) (id rollout.AgentID, group, field string, err error) {
+// parseFindQuery checks the query of a find request and returns the agent
+// id, group and app ("" when absent), or the field at fault ("" for the
+// query as a whole) and why. Parameters other than host, group and app are
+// ignored: a later agent may send more, and a cache-buster must not break
+// the request.
+func parseFindQuery(raw string) (id rollout.AgentID, group, app, field string, err error) {
 	if len(raw) > maxQueryLen {
-		return "", "", "", fmt.Errorf("query longer than %d bytes", maxQueryLen)
+		return "", "", "", "", fmt.Errorf("query longer than %d bytes", maxQueryLen)
 	}
 	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return "", "", "", fmt.Errorf("query: %v", err)
+		return "", "", "", "", fmt.Errorf("query: %v", err)
 	}
 	host, err := param(q, "host")
 	if err != nil {
-		return "", "", "host", err
+		return "", "", "", "host", err
 	}
 	group, err = param(q, "group")
 	if err != nil {
-		return "", "", "group", err
+		return "", "", "", "group", err
+	}
+	if vs, given := q["app"]; given {
+		switch {
+		case len(vs) > 1:
+			return "", "", "", "app", fmt.Errorf("parameter app given %d times; give it once", len(vs))
+		case vs[0] == "":
+			// app= is the default app, as no app is.
+		case len(vs[0]) > MaxParamLen:
+			return "", "", "", "app", fmt.Errorf("parameter app is %d bytes; at most %d", len(vs[0]), MaxParamLen)
+		default:
+			if err := rollout.ValidateAppName(vs[0]); err != nil {
+				return "", "", "", "app", fmt.Errorf("app: %w", err)
+			}
+			app = vs[0]
+		}
 	}
 	// Any case is the same id (macOS uuidgen writes capitals); the
 	// canonical one is lowercase. ParseAgentID's own message asks for
 	// lowercase, which is not what this endpoint wants.
 	if id, err = rollout.ParseAgentID(strings.ToLower(host)); err != nil {
-		return "", "", "host", fmt.Errorf("host: %w %q: want a UUID like 1b4e28ba-2fa1-4d2e-883f-0016d3cca427 (any case)",
+		return "", "", "", "host", fmt.Errorf("host: %w %q: want a UUID like 1b4e28ba-2fa1-4d2e-883f-0016d3cca427 (any case)",
 			rollout.ErrBadAgentID, quoteMax(host, 40))
 	}
 	if err = rollout.ValidateGroupName(group); err != nil {
-		return "", "", "group", fmt.Errorf("group: %w", err)
+		return "", "", "", "group", fmt.Errorf("group: %w", err)
 	}
-	return id, group, "", nil
+	return id, group, app, "", nil
 }
 
 // param returns the one value of a required parameter. A repeated parameter

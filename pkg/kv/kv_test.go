@@ -467,6 +467,17 @@ func TestMergeStats(t *testing.T) {
 			want: []kv.GroupStats{{Stats: entry("prod", "c2", 5*time.Second, 101), Reporting: 3}},
 		},
 		{
+			name: "two apps' groups of one name stay apart",
+			entries: []kv.Stats{
+				func() kv.Stats { e := entry("prod", "c1", 5*time.Second, 7); e.App = "db"; return e }(),
+				entry("prod", "c1", 20*time.Second, 100),
+			},
+			want: []kv.GroupStats{
+				{Stats: entry("prod", "c1", 20*time.Second, 100), Reporting: 1},
+				{Stats: func() kv.Stats { e := entry("prod", "c1", 5*time.Second, 7); e.App = "db"; return e }(), Reporting: 1},
+			},
+		},
+		{
 			name: "newest first in the input",
 			entries: []kv.Stats{
 				entry("prod", "c2", 5*time.Second, 101),

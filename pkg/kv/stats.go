@@ -184,15 +184,21 @@ func (f *Fleet) ReadStats(ctx context.Context) ([]Stats, error) {
 // entries would count every agent twice. The merge therefore takes, per
 // group, the newest fresh entry. (RFD 169 sums because there each auth server
 // counts only the agents connected to it; here the inventory is shared.)
+//
+// Each app's counts are its own (Stats.App): two apps' entries for groups of
+// one name are two views (the default app's first), never one. Callers
+// that show one app pass StatsOf(entries, ns).
 func MergeStats(entries []Stats, now time.Time) []GroupStats {
-	byGroup := make(map[string]*GroupStats)
+	type appGroup struct{ app, group string }
+	byGroup := make(map[appGroup]*GroupStats)
 	for _, s := range entries {
 		if now.Sub(s.At) > StatsFreshness {
 			continue
 		}
-		g, ok := byGroup[s.Group]
+		k := appGroup{s.App, s.Group}
+		g, ok := byGroup[k]
 		if !ok {
-			byGroup[s.Group] = &GroupStats{Stats: s, Reporting: 1}
+			byGroup[k] = &GroupStats{Stats: s, Reporting: 1}
 			continue
 		}
 		g.Reporting++
@@ -204,6 +210,11 @@ func MergeStats(entries []Stats, now time.Time) []GroupStats {
 	for _, g := range byGroup {
 		out = append(out, *g)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Group != out[j].Group {
+			return out[i].Group < out[j].Group
+		}
+		return out[i].App < out[j].App
+	})
 	return out
 }
