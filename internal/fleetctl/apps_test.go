@@ -1,6 +1,7 @@
 package fleetctl
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -134,5 +135,37 @@ func TestEntriesOfApp(t *testing.T) {
 				t.Errorf("entryApp %q, want %q", got, tc.app)
 			}
 		})
+	}
+}
+
+// TestDeleteGroupWithAppOverrides (issue 26, point 3): deleting a group
+// takes the apps' own settings of it along (the config would not validate
+// with them), and is refused while the group rolls out for any app.
+func TestDeleteGroupWithAppOverrides(t *testing.T) {
+	e := newEnv(t)
+	cfg := twoApps()
+	cfg.Apps[1].Overrides = map[string]json.RawMessage{"prod": json.RawMessage(`{"canary_count":1}`)}
+	e.putConfig(cfg)
+	ns, _ := kv.NS(cfg, "db")
+	e.put(e.fleet.Plan, ns.Group("prod"), groupStatus(rollout.StateActive))
+	del := func() error {
+		_, err := e.run(func(g *Global) error {
+			return RunConfigDeleteGroup(testCtx(), &ConfigDeleteGroupOptions{Global: g, Group: "prod"})
+		})
+		return err
+	}
+	rev := e.configRevision()
+	mustContain(t, del(), `app db: config change rejected: group "prod" is active; it cannot be removed`)
+	if e.configRevision() != rev {
+		t.Fatal("refused delete-group wrote the config")
+	}
+	done := groupStatus(rollout.StateDone)
+	e.put(e.fleet.Plan, ns.Group("prod"), done)
+	if err := del(); err != nil {
+		t.Fatal(err)
+	}
+	got := e.config().Value
+	if _, ok := got.Group("prod"); ok || got.Apps[1].Overrides != nil {
+		t.Errorf("after delete-group prod: groups %v, db's overrides %s", got.AppNames(), got.Apps[1].Overrides)
 	}
 }

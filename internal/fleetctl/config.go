@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -819,8 +820,9 @@ func newConfigDeleteGroupCmd(g *Global) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete-group --group G",
 		Short: "Remove one group from the rollout config",
-		Long: `Remove a group from the config. Refused while the group is rolling out, and
-when another group names it in depends_on (change that group first). A group
+		Long: `Remove a group from the config, with the apps' own settings of it. Refused
+while the group is rolling out for any app, and when another group names it in
+depends_on (change that group first). A group
 without depends_on that followed the removed one then follows the group
 before it.`,
 		Example: `  fleetctl config delete-group --group old-dc`,
@@ -857,6 +859,18 @@ func RunConfigDeleteGroup(ctx context.Context, o *ConfigDeleteGroupOptions) erro
 		return cliutil.Usagef("%s\nnothing written", notInConfig(o.Group, st.Config.Value, st.ConfigDefault))
 	}
 	next.Groups = slices.Delete(next.Groups, i, i+1)
+	// The apps' own settings of the group go with it.
+	next.Apps = slices.Clone(next.Apps)
+	for j, a := range next.Apps {
+		if _, ok := a.Overrides[o.Group]; ok {
+			a.Overrides = maps.Clone(a.Overrides)
+			delete(a.Overrides, o.Group)
+			if len(a.Overrides) == 0 {
+				a.Overrides = nil
+			}
+			next.Apps[j] = a
+		}
+	}
 	return writeConfig(ctx, o.Global, f, st, next, "config delete-group", o.Output, false)
 }
 
