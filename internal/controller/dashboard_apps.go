@@ -105,7 +105,7 @@ func (d *Dashboard) config(st *kv.State) rollout.Config {
 		}
 	}
 	if m := d.Mirror; m != nil {
-		if c := m.config.Load(); c != nil {
+		if c := m.Config(); c != nil {
 			return *c
 		}
 	}
