@@ -508,7 +508,9 @@ func (f *flags) hostAgents(cmd *cobra.Command) ([]*Agent, error) {
 func (f *flags) plainOptions(name string) Options {
 	o := f.o
 	o.Name = name
-	o.Group, o.Site, o.Hostname, o.FindURLs = "", "", "", nil
+	// The host's name is the host's, not one app's: 'agentd run
+	// --hostname' names it in every app's heartbeats.
+	o.Group, o.Site, o.FindURLs = "", "", nil
 	o.App = AppOptions{Progress: f.o.App.Progress, DownloadStallTimeout: f.o.App.DownloadStallTimeout,
 		DownloadDeadline: f.o.App.DownloadDeadline, KeepFree: f.o.App.KeepFree, ProgressInterval: f.o.App.ProgressInterval}
 	o.given = func(string) bool { return false }

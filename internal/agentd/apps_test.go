@@ -138,7 +138,8 @@ func TestTwoAppsOneDaemon(t *testing.T) {
 		t.Fatalf("enable --app db wrote no update.yaml under apps/db: %v", err)
 	}
 
-	d := startAgentd(t, bin, "run", "--root", root, "--heartbeat-interval", "1s", "--metrics-textfile", textfile)
+	// --hostname is the host's: every app's heartbeats carry it.
+	d := startAgentd(t, bin, "run", "--root", root, "--heartbeat-interval", "1s", "--metrics-textfile", textfile, "--hostname", "host-a")
 	id := readID(t, root)
 	natstest.Eventually(t, 60*time.Second, func() error {
 		web, err := install.LoadUpdateFile(root)
@@ -209,6 +210,9 @@ func TestTwoAppsOneDaemon(t *testing.T) {
 		}
 		if web.App != "" || web.ActiveVersion != "2.0.0" || db.App != "db" || db.Installer != rollout.InstallerTarball || db.ActiveVersion != "6.0.0" {
 			return fmt.Errorf("default app's heartbeat app %q active %q; db's app %q installer %q active %q", web.App, web.ActiveVersion, db.App, db.Installer, db.ActiveVersion)
+		}
+		if web.Hostname != "host-a" || db.Hostname != "host-a" {
+			return fmt.Errorf("host names: default app's %q, db's %q, want run --hostname's host-a in both", web.Hostname, db.Hostname)
 		}
 		return nil
 	})
