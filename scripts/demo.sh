@@ -3,14 +3,19 @@
 #
 # A controller on its embedded NATS JetStream server, a release site serving
 # app versions built on the fly, and six agentd processes in two groups
-# (canary: 2, prod: 4), each supervising its own copy of the app. The fleet
-# is brought to 1.0.0, then 1.1.0 is rolled out: canaries first, a bounded
-# number of hosts at a time, group by group, followed live with fleetctl watch.
+# (canary: 2, prod: 4). Each host runs two apps (DESIGN §9): "web", a
+# tarball release agentd supervises, and "tool", installed by the host's own
+# install command (the script installer; here a shell line that writes the
+# version into a file, where a real host would run apt-get). The fleet is
+# brought to web 1.0.0 and tool 1.0.0, then both are rolled out at once to
+# different targets (web 1.1.0, tool 2.0.0): canaries first, a bounded number
+# of hosts at a time, group by group, followed live with fleetctl watch.
 #
 #   scripts/demo.sh            # good release; ~1 minute, then cleans up
-#   scripts/demo.sh --broken   # then ships 1.2.0, which does not start:
-#                              # the canary rolls back, the group halts,
-#                              # prod never moves
+#   scripts/demo.sh --broken   # then ships web 1.2.0, which does not start:
+#                              # the canary rolls back, web's group halts,
+#                              # prod never moves; tool 2.1.0 rolls out
+#                              # meanwhile (one app's halt is that app's)
 #   scripts/demo.sh --secure   # the same on a secured bus: minted creds, the
 #                              # server in operator mode, one creds file per
 #                              # agent, signed releases (agentd --public-key);
@@ -137,56 +142,78 @@ groups:
     min_healthy_time: 2s
 YAML
 fleetctl config apply -f "$work/groups.yaml"
-fleetctl plan set --start 1.0.0 --target 1.0.0 --critical # critical: start now, ignore windows
+step "Two apps: web (the fleet's first, by tarball) and tool (by the hosts' own install command)"
+fleetctl apps add web --default            # names the app the fleet had: nothing moves
+fleetctl apps add tool --installer script
+export FLEETCTL_APP=web # fleetctl's plan and status commands act on web unless --app says otherwise
+fleetctl plan set --start 1.0.0 --target 1.0.0 --critical >/dev/null # critical: start now, ignore windows
+fleetctl plan set --app tool --start 1.0.0 --target 1.0.0 --critical >/dev/null
+fleetctl apps ls
 
-step "Six agents; each installs 1.0.0 (what its group runs) and supervises its app"
+step "Six agents; each installs web 1.0.0 (what its group runs) and supervises it, and installs tool 1.0.0 with its install command"
 i=0
 for group in canary canary prod prod prod prod; do
 	i=$((i + 1))
 	root="$work/agents/$i"
 	agentd enable --root "$root" --group "$group" --nats "$url" --url-template "$template" \
 		--process app --bin-dir "$root/bin" "${verify[@]}" --log-level error >/dev/null
+	# The script installer runs this with FLEETWAVE_VERSION (and _ACTION,
+	# _PREVIOUS_VERSION, _APP) set; the version command's output is what
+	# the host reports. A real host: apt-get install "tool=$FLEETWAVE_VERSION".
+	agentd enable --root "$root" --app tool --group "$group" --nats "$url" --installer script \
+		--install-cmd "printf '%s' \"\$FLEETWAVE_VERSION\" >'$root/tool.version'" \
+		--version-cmd "cat '$root/tool.version' 2>/dev/null || true" --log-level error >/dev/null
 	creds=()
 	if $secure; then
-		# Creds for this host alone: its heartbeat subject, its group's plan.
-		fleetctl auth agent --dir "$work/auth" --group "$group" --id "$(cat "$root/agent_id")" >/dev/null
+		# Creds for this host alone: its heartbeat subjects, its group's
+		# plan, of the two apps it runs.
+		fleetctl auth agent --dir "$work/auth" --group "$group" --id "$(cat "$root/agent_id")" --apps web,tool >/dev/null
 		creds=(--creds "$work/auth/agents/$(cat "$root/agent_id").creds")
 	fi
 	agentd run --root "$root" --process app --bin-dir "$root/bin" --hostname "host-$i" "${creds[@]}" \
 		--heartbeat-interval 1s --heartbeat-jitter 100ms >"$work/agent-$i.log" 2>&1 &
 	pids+=($!)
 done
-timeout 180 fleetctl status --wait >/dev/null || { echo "the fleet did not reach 1.0.0 in 3 minutes"; exit 1; }
+timeout 180 fleetctl status --wait >/dev/null || { echo "web did not reach 1.0.0 in 3 minutes"; exit 1; }
+timeout 180 fleetctl status --app tool --wait >/dev/null || { echo "tool did not reach 1.0.0 in 3 minutes"; exit 1; }
 fleetctl status
 
-# roll_to V sets the target to V and waits (at most 3 minutes) for the
-# rollout to end, with fleetctl watch printing events meanwhile; code is
-# fleetctl status --wait's exit code (0 done, 3 halted, 4 done with failures).
+# roll_to V [TOOL_V] sets web's target to V (and tool's to TOOL_V, at the
+# same time) and waits (at most 3 minutes) for the rollouts to end, with
+# fleetctl watch printing web's events meanwhile; code is web's fleetctl
+# status --wait exit code (0 done, 3 halted, 4 done with failures), and
+# tool_code tool's.
 roll_to() {
 	fleetctl watch &
 	local watch_pid=$!
 	pids+=("$watch_pid")
 	fleetctl plan set --target "$1" --critical >/dev/null # critical said, not carried over: start now
-	code=0
+	[ -n "${2:-}" ] && fleetctl plan set --app tool --target "$2" --critical >/dev/null
+	code=0 tool_code=0
 	timeout 180 fleetctl status --wait >/dev/null || code=$?
+	[ -n "${2:-}" ] && { timeout 180 fleetctl status --app tool --wait >/dev/null || tool_code=$?; }
 	sleep 1 # let watch print the last events
 	kill "$watch_pid" 2>/dev/null || true
 }
 
-step "Rolling out 1.1.0 (events from fleetctl watch as they happen)"
-roll_to 1.1.0
-[ "$code" = 0 ] || { echo "the rollout did not finish in 3 minutes (exit $code)"; exit 1; }
-step "Done: every host on 1.1.0"
+step "Rolling out web 1.1.0 and tool 2.0.0 at once (web's events from fleetctl watch as they happen)"
+roll_to 1.1.0 2.0.0
+[ "$code" = 0 ] || { echo "web's rollout did not finish in 3 minutes (exit $code)"; exit 1; }
+[ "$tool_code" = 0 ] || { echo "tool's rollout did not finish in 3 minutes (exit $tool_code)"; exit 1; }
+step "Done: every host on web 1.1.0 and tool 2.0.0"
+fleetctl apps ls
 fleetctl status
-fleetctl agents ls
+fleetctl agents ls --app tool
 
 if $broken; then
-	step "Shipping 1.2.0, which does not start: watch the canary roll back and the group halt"
-	roll_to 1.2.0
-	step "Halted (fleetctl status --wait exited $code): the canary is back on 1.1.0, prod never moved"
+	step "Shipping web 1.2.0, which does not start, and tool 2.1.0: watch web's canary roll back and its group halt while tool moves on"
+	roll_to 1.2.0 2.1.0
+	step "web halted (fleetctl status --wait exited $code): the canary is back on 1.1.0, prod never moved; tool is on 2.1.0 everywhere (exit $tool_code)"
+	fleetctl apps ls
 	fleetctl status
 	fleetctl agents ls
 	[ "$code" = 3 ] || { echo "expected exit code 3 (halted)"; exit 1; }
+	[ "$tool_code" = 0 ] || { echo "tool's rollout did not finish (exit $tool_code): one app's halt stopped another"; exit 1; }
 fi
 
 if $secure; then
@@ -215,5 +242,6 @@ fi
 step "Look at the bus yourself with the nats CLI (see README), e.g."
 creds_flag=""
 $secure && creds_flag=" --creds $NATS_CREDS"
-echo "  nats --server $url$creds_flag kv get fleet_plan group.canary --raw"
+echo "  nats --server $url$creds_flag kv get fleet_plan group.canary --raw        # web's (the fleet's first app: no prefix)"
+echo "  nats --server $url$creds_flag kv get fleet_plan tool.group.canary --raw   # tool's"
 echo "  nats --server $url$creds_flag sub 'fleet.events.>'"
