@@ -69,6 +69,7 @@ func newGroupActionCmd(g *Global, use, short, long, example string, run func(con
 		forceFlag(cmd, &o.Force)
 	}
 	writeOutputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -173,7 +174,7 @@ func runGroupAction(ctx context.Context, o *GroupActionOptions, name string, act
 // actionCheck looks at the fleet before an action's result is written: an
 // error refuses the action (nothing written); report is added to the
 // command's output.
-type actionCheck func(ctx context.Context, f *kv.Fleet, next rollout.GroupStatus) (report actionReport, err error)
+type actionCheck func(ctx context.Context, f appFleet, next rollout.GroupStatus) (report actionReport, err error)
 
 // actionReport is what an actionCheck adds to the output: lines for the
 // text output, and the agents concerned (WriteResult.Agents).
@@ -196,12 +197,12 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 	if o.Force && o.Reason == "" {
 		return cliutil.Usagef("%s --group %s --force: --reason is required with --force: say why (it is recorded in the group status, the event and the audit trail); nothing written", name, o.Group)
 	}
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	key := kv.GroupKey(o.Group)
+	key := f.NS.Group(o.Group)
 	e, err := f.ReadGroupStatus(ctx, o.Group)
 	var bad *kv.Problem
 	switch {
@@ -209,7 +210,7 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 		if cfg, isDefault, cerr := f.ReadConfig(ctx); cerr == nil && !inConfig(o.Group, cfg.Value) {
 			return cliutil.Usagef("%s\nnothing written", notInConfig(o.Group, cfg.Value, isDefault))
 		}
-		return fmt.Errorf("group %q has no rollout status yet: is a controller running (it writes one for every configured group)?", o.Group)
+		return fmt.Errorf("group %q%s has no rollout status yet: is a controller running (it writes one for every configured group)?", o.Group, f.appNote())
 	case errors.As(err, &bad) && name == "reset":
 		return removeBadStatus(ctx, o, f, bad)
 	case errors.As(err, &bad):
@@ -220,7 +221,7 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 	spec, err := f.ReadSpec(ctx)
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
-		return fmt.Errorf("%s --group %s: %w", name, o.Group, errNoPlan)
+		return fmt.Errorf("%s --group %s: %w", name, o.Group, f.noPlan())
 	case err != nil:
 		return fmt.Errorf("%s --group %s: %w", name, o.Group, err)
 	case e.Value.TargetVersion != spec.Value.TargetVersion:
@@ -247,7 +248,8 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 			return err
 		}
 	}
-	rev, err := save(ctx, o.Global, f, f.Plan, key, next, e.Revision, change{Command: command, Group: o.Group, Before: e.Value})
+	ev.App = f.NS.Name
+	rev, err := save(ctx, o.Global, f.Fleet, f.Plan, key, next, e.Revision, change{Command: command, Group: o.Group, Before: e.Value})
 	if err != nil {
 		return err
 	}
@@ -270,9 +272,9 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 		fmt.Fprintf(o.Out, "FORCED past %s: %s\n", escape.Text(over.what), over.effect)
 	}
 	if ev.From != ev.To {
-		fmt.Fprintf(o.Out, "group %q: %s → %s: %s\n", o.Group, ev.From, ev.To, escape.Text(ev.Reason))
+		fmt.Fprintf(o.Out, "group %q%s: %s → %s: %s\n", o.Group, f.appNote(), ev.From, ev.To, escape.Text(ev.Reason))
 	} else {
-		fmt.Fprintf(o.Out, "group %q (still %s): %s\n", o.Group, ev.To, escape.Text(ev.Reason))
+		fmt.Fprintf(o.Out, "group %q%s (still %s): %s\n", o.Group, f.appNote(), ev.To, escape.Text(ev.Reason))
 	}
 	for _, line := range report.lines {
 		fmt.Fprintln(o.Out, line)
@@ -295,8 +297,8 @@ func eventChange(ev rollout.Event) string {
 // reset deletes it, compare-and-swap on its true revision. The controller
 // then writes a fresh unstarted status at its next pass and the group starts
 // over by its window and predecessors.
-func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, bad *kv.Problem) error {
-	if err := o.checkReason(ctx, f, change{Command: "reset"}); err != nil {
+func removeBadStatus(ctx context.Context, o *GroupActionOptions, f appFleet, bad *kv.Problem) error {
+	if err := o.checkReason(ctx, f.Fleet, change{Command: "reset"}); err != nil {
 		return err
 	}
 	if o.beforeWrite != nil {
@@ -311,12 +313,12 @@ func removeBadStatus(ctx context.Context, o *GroupActionOptions, f *kv.Fleet, ba
 	if err != nil {
 		return fmt.Errorf("reset --group %s: delete %s: %w", o.Group, bad.Where(), err)
 	}
-	o.record(ctx, f, kv.BucketPlan, bad.Key, change{Command: "reset", Group: o.Group}, nil, true, 0, bad.Revision)
+	o.record(ctx, f.Fleet, kv.BucketPlan, bad.Key, change{Command: "reset", Group: o.Group}, nil, true, 0, bad.Revision)
 	reason := "operator reset: removed a status that was not valid (" + bad.Err.Error() + ")"
 	if o.Reason != "" {
 		reason = "operator reset: " + o.Reason + "; removed a status that was not valid (" + bad.Err.Error() + ")"
 	}
-	ev := rollout.Event{V: rollout.SchemaVersion, Group: o.Group, Kind: rollout.EventOperator, Reason: reason, At: o.Now().UTC()}
+	ev := rollout.Event{V: rollout.SchemaVersion, App: f.NS.Name, Group: o.Group, Kind: rollout.EventOperator, Reason: reason, At: o.Now().UTC()}
 	err = f.PublishEvent(ev)
 	if err == nil {
 		err = f.JS.Conn().FlushWithContext(ctx)

@@ -93,6 +93,7 @@ lines its app printed at the failure (its stdout and stderr, or its
 unit's journal, up to 10 lines; "error_output" in -o json).`,
 		Example: `  fleetctl agents ls
   fleetctl agents ls --group staging --version 1.4.2
+  fleetctl agents ls --app db
   fleetctl agents ls --site edge-berlin
   fleetctl agents ls --id 1b4e28ba-2fa1-4d2e-883f-0016d3cca427
   fleetctl agents ls -o json | jq -r '.agents[] | select(.rollback) | .hostname'`,
@@ -131,13 +132,14 @@ unit's journal, up to 10 lines; "error_output" in -o json).`,
 	ls.Flags().StringVar(&o.ID, "id", "", "show this agent in full: why it failed and its app's last lines")
 	ls.Flags().DurationVar(&o.Interval, "heartbeat-interval", 30*time.Second, "the agents' heartbeat interval (the controller's --heartbeat-interval): silent for more than three is unreachable")
 	outputFlag(ls, &o.Output)
+	appFlag(ls, g)
 	agents.AddCommand(ls)
 	return agents
 }
 
 // RunAgentsList is "fleetctl agents ls".
 func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -200,8 +202,8 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 		}
 	}
 	if o.ID != "" && len(rep.Agents) == 0 {
-		return fmt.Errorf("agent %s: no heartbeat of it in the stream%s (silent for longer than the agent expiry, or never heard)",
-			o.ID, filtersNote(o))
+		return fmt.Errorf("agent %s: no heartbeat of it%s in the stream%s (silent for longer than the agent expiry, or never heard)",
+			o.ID, f.appNote(), filtersNote(o))
 	}
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)

@@ -53,6 +53,7 @@ stage of one target: a new target or a reset asks again.`,
 	cmd.Flags().StringVar(&o.Group, "group", "", "the group to approve")
 	cmd.Flags().StringVar(&o.Stage, "stage", "", "the stage approved: start or after_canary (default: the one the group awaits)")
 	writeOutputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	_ = cmd.RegisterFlagCompletionFunc("stage", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{string(rollout.ApprovalStart) + "\tbefore the group starts",
 			string(rollout.ApprovalAfterCanary) + "\tafter its canaries, before it goes active"}, cobra.ShellCompDirectiveNoFileComp

@@ -115,6 +115,9 @@ func (g *Global) record(ctx context.Context, f *kv.Fleet, bucket, key string, ch
 	if r.Command == "" {
 		r.Command = "write"
 	}
+	if bucket == kv.BucketPlan {
+		r.App = g.appName
+	}
 	if ch.Before != nil {
 		r.Before = marshal(ch.Before)
 	}

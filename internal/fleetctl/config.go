@@ -377,7 +377,7 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	if o.Add {
 		command = "config add-group"
 	}
-	return writeConfig(ctx, o.Global, f, st, next, command, o.Output)
+	return writeConfig(ctx, o.Global, f, st, next, command, o.Output, false)
 }
 
 // unknownGroupError is "config set" of a group that is not in cfg: a typo
@@ -537,26 +537,18 @@ func configUnchanged(command string, st *kv.State) WriteResult {
 
 // writeConfig validates next against the stored state and writes it with
 // the revision st was read at; command and output say how to report it.
-func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next rollout.Config, command, output string) error {
+// Every app's change is checked with that app's view of both configs and
+// its own statuses (checkAppsConfig); force lets an app with a plan be
+// removed.
+func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next rollout.Config, command, output string, force bool) error {
 	if err := validateConfig(next); err != nil {
 		return err
 	}
-	statuses := st.Plan().Groups
-	var unreadable []string
-	for _, p := range st.Problems {
-		if group, ok := kv.GroupFromKey(p.Key); ok && p.Bucket == kv.BucketPlan {
-			// Nobody knows where this group stands: protect it as if it
-			// were rolling out.
-			statuses[group] = rollout.GroupStatus{V: rollout.SchemaVersion, Group: group, State: rollout.StateActive}
-			unreadable = append(unreadable, group)
-		}
-	}
-	if err := rollout.CheckConfigChange(st.Config.Value, next, statuses); err != nil {
-		if len(unreadable) > 0 {
-			err = fmt.Errorf("%w\n(a group whose stored status is not valid counts as active: %s; fleetctl reset --group G replaces it)",
-				err, strings.Join(unreadable, ", "))
-		}
+	if err := checkAppsConfig(st, next); err != nil {
 		return fmt.Errorf("%w\nnothing was written", err)
+	}
+	if err := checkRemovedApps(st, next, force); err != nil {
+		return err
 	}
 	var before any
 	if !st.ConfigDefault {
@@ -568,6 +560,12 @@ func writeConfig(ctx context.Context, g *Global, f *kv.Fleet, st *kv.State, next
 	}
 	prev := st.Config.Value
 	changes := describeConfigChange(prev, next)
+	// Notes go to stderr with -o json, which keeps stdout one object.
+	notes := g.Out
+	if output == "json" {
+		notes = g.ErrOut
+	}
+	defer writeAppNotes(notes, st, next)
 	if output == "json" {
 		return writeJSON(g.Out, WriteResult{Command: command, Written: true, Bucket: kv.BucketConfig, Key: kv.KeyConfig,
 			Revision: rev, PreviousRevision: st.Config.Revision, Value: next, Changes: changes})
@@ -594,6 +592,8 @@ type ConfigApplyOptions struct {
 	In   io.Reader
 	// Output is text or json (a WriteResult).
 	Output string
+	// Force removes an app that has a plan (checkRemovedApps).
+	Force bool
 }
 
 func newConfigApplyCmd(g *Global) *cobra.Command {
@@ -604,7 +604,13 @@ func newConfigApplyCmd(g *Global) *cobra.Command {
 		Long: `Replace the rollout config with the one in FILE (YAML or JSON, "-" for stdin).
 Fields are the JSON fields of docs/rollout.md; omitted fields take their
 defaults and unknown fields are an error. The file is validated as a whole and
-checked against the groups rolling out before anything is written.`,
+checked against the groups rolling out before anything is written: for every
+app, with that app's overrides and its own group statuses.
+
+apps: lists the fleet's apps, the default app first (docs/cli.md "Apps"). A
+fleet without apps names its one app by listing it first: it keeps its plan,
+group statuses and hosts as they are. The default app cannot change once
+named. Removing an app that has a plan is refused unless --force.`,
 		Example: `  fleetctl config apply -f fleet.yaml
   fleetctl config show -o json | jq '.groups[0].start_hour = 4' | fleetctl config apply -f -`,
 		Args: cobra.NoArgs,
@@ -620,6 +626,7 @@ checked against the groups rolling out before anything is written.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", `YAML or JSON config file ("-" for stdin)`)
+	cmd.Flags().BoolVar(&o.Force, "force", false, "remove an app that has a plan (its keys stay in fleet_plan; see the refusal)")
 	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
@@ -656,7 +663,7 @@ func RunConfigApply(ctx context.Context, o *ConfigApplyOptions) error {
 		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the file matches the stored config; nothing written\n", configKeyName, st.Config.Revision)
 		return err
 	}
-	return writeConfig(ctx, o.Global, f, st, next, "config apply", o.Output)
+	return writeConfig(ctx, o.Global, f, st, next, "config apply", o.Output, o.Force)
 }
 
 // parseConfigFile decodes a YAML or JSON config with rollout's own decoder:
@@ -753,6 +760,12 @@ func RunConfigReset(ctx context.Context, o *ConfigResetOptions) error {
 		return err
 	}
 	next := rollout.DefaultConfig()
+	// The apps stay (the default app cannot change); their overrides name
+	// groups the default config does not have.
+	for _, a := range st.Config.Value.Apps {
+		a.Overrides = nil
+		next.Apps = append(next.Apps, a)
+	}
 	if reflect.DeepEqual(next, st.Config.Value) {
 		if o.Output == "json" {
 			return writeJSON(o.Out, configUnchanged("config reset", st))
@@ -760,7 +773,7 @@ func RunConfigReset(ctx context.Context, o *ConfigResetOptions) error {
 		_, err := fmt.Fprintf(o.Out, "%s is already the default; nothing written\n", configKeyName)
 		return err
 	}
-	return writeConfig(ctx, o.Global, f, st, next, "config reset", o.Output)
+	return writeConfig(ctx, o.Global, f, st, next, "config reset", o.Output, false)
 }
 
 // ConfigDeleteGroupOptions are the flags of "fleetctl config delete-group".
@@ -814,7 +827,7 @@ func RunConfigDeleteGroup(ctx context.Context, o *ConfigDeleteGroupOptions) erro
 		return cliutil.Usagef("%s\nnothing written", notInConfig(o.Group, st.Config.Value, st.ConfigDefault))
 	}
 	next.Groups = slices.Delete(next.Groups, i, i+1)
-	return writeConfig(ctx, o.Global, f, st, next, "config delete-group", o.Output)
+	return writeConfig(ctx, o.Global, f, st, next, "config delete-group", o.Output, false)
 }
 
 // checkGroupFlag checks a required --group value.

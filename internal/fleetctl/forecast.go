@@ -2,7 +2,6 @@ package fleetctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -94,7 +93,7 @@ func RunPlanForecast(ctx context.Context, o *PlanForecastOptions) error {
 	if local == nil {
 		local = time.Local
 	}
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -118,7 +117,7 @@ func RunPlanForecast(ctx context.Context, o *PlanForecastOptions) error {
 // forecastInput reads what the forecast starts from: config, spec (with
 // --target), group statuses, quarantine and fresh agent counts. notes are
 // warnings about what it read.
-func forecastInput(ctx context.Context, f *kv.Fleet, o *PlanForecastOptions, from time.Time) (rollout.ForecastInput, []string, error) {
+func forecastInput(ctx context.Context, f appFleet, o *PlanForecastOptions, from time.Time) (rollout.ForecastInput, []string, error) {
 	var in rollout.ForecastInput
 	st, err := f.ReadState(ctx)
 	if err != nil {
@@ -133,7 +132,7 @@ func forecastInput(ctx context.Context, f *kv.Fleet, o *PlanForecastOptions, fro
 		if p, bad := st.Problem(kv.BucketPlan, kv.KeySpec); bad {
 			return in, nil, fmt.Errorf("cannot forecast: %w; or give --target VERSION to forecast a rollout of VERSION", p)
 		}
-		return in, nil, errors.New("no plan: nothing is being rolled out; give --target VERSION to forecast a rollout of VERSION (fleetctl plan set --start VERSION --target VERSION creates a plan)")
+		return in, nil, fmt.Errorf("no plan%s: nothing is being rolled out; give --target VERSION to forecast a rollout of VERSION (fleetctl plan set%s --start VERSION --target VERSION creates a plan)", f.appNote(), f.appArg())
 	case !st.HasSpec:
 		// The start version does not change the schedule: groups hold
 		// what they hold until their turn.

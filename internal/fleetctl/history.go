@@ -51,7 +51,11 @@ type HistoryRecord struct {
 	At     time.Time `json:"at"`
 	Kind   string    `json:"kind"`
 	// Group is the group the entry is about; absent for fleet-wide writes.
-	Group string          `json:"group,omitempty"`
+	Group string `json:"group,omitempty"`
+	// App is the app the entry is about (an event's, or the app whose
+	// plan key a write changed; entries made before apps are the default
+	// app's); absent for fleet-wide writes (the config).
+	App   string          `json:"app,omitempty"`
 	Audit *kv.AuditRecord `json:"audit,omitempty"`
 	Event *rollout.Event  `json:"event,omitempty"`
 }
@@ -84,7 +88,9 @@ events never hides a record: a note on stderr (and "more": true in JSON) says
 when older ones were left out; --since or a larger --limit shows more.
 
 --group G shows G's entries and the fleet-wide ones (config, plan spec),
-which move every group. Read-only.
+which move every group. --app NAME shows that app's entries and the config's
+(entries made before the fleet had apps are its default app's); without it,
+every app's, with an APP column when the config has several. Read-only.
 
 On a terminal the table is fitted to its width (COLUMNS, else the window's),
 CHANGE and REASON cut with "…" and a note on stderr; piped or redirected, and
@@ -92,6 +98,7 @@ with -o wide, every cell is printed in full. A forced action (--force past a
 halt or a quarantine) shows as "mark-done --force", "reset --force", …`,
 		Example: `  fleetctl history
   fleetctl history --group prod --since 24h
+  fleetctl history --app db
   fleetctl history --limit 1000 --since 168h
   fleetctl history -o wide
   fleetctl history | grep -- --force
@@ -126,6 +133,7 @@ halt or a quarantine) shows as "mark-done --force", "reset --force", …`,
 	cmd.Flags().DurationVar(&o.Since, "since", 0, "only entries of this long ago and later (24h); default: all the streams hold, within --limit")
 	cmd.Flags().IntVar(&o.Limit, "limit", kv.DefaultTimelineLimit, fmt.Sprintf("show the newest this many operator records and this many events (1-%d)", maxHistoryLimit))
 	formatFlag(cmd, &o.Output, historyFormats...)
+	cmd.Flags().StringVar(&o.App, "app", cliutil.Env("", "FLEETCTL_APP"), "only this app's entries and the config's (env FLEETCTL_APP); default: every app's")
 	return cmd
 }
 
@@ -148,6 +156,22 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 	if o.Since > 0 {
 		q.Since = o.Now().Add(-o.Since)
 	}
+	// The apps: to filter by --app, and to name each entry's app.
+	var cfg rollout.Config
+	if e, _, err := f.ReadConfig(ctx); err == nil {
+		cfg = e.Value
+	} else if o.App != "" {
+		return fmt.Errorf("--app %s: %w", o.App, err)
+	}
+	var only *kv.AppNS
+	if o.App != "" {
+		ns, err := resolveNS(cfg, o.App)
+		if err != nil {
+			return err
+		}
+		only = &ns
+	}
+	multi := len(cfg.AppList()) > 1
 	tl, err := f.ReadTimelineQuery(ctx, q)
 	if err != nil {
 		return o.refused("history", err)
@@ -158,7 +182,11 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 		if o.Group != "" && e.Group() != "" && e.Group() != o.Group {
 			continue
 		}
-		r := HistoryRecord{Stream: e.Stream, Seq: e.Seq, Stored: e.Stored, At: e.At(), Group: e.Group(), Audit: e.Audit, Event: e.Event, Kind: "audit"}
+		if only != nil && (e.Event != nil && !eventOfApp(e.Event, *only, cfg) || e.Audit != nil && !auditOfApp(e.Audit, *only, cfg)) {
+			continue
+		}
+		r := HistoryRecord{Stream: e.Stream, Seq: e.Seq, Stored: e.Stored, At: e.At(), Group: e.Group(), Audit: e.Audit, Event: e.Event, Kind: "audit",
+			App: entryApp(e, cfg)}
 		if e.Event != nil {
 			r.Kind = "event"
 		}
@@ -194,6 +222,22 @@ func RunHistory(ctx context.Context, o *HistoryOptions) error {
 	if len(rep.Records) == 0 {
 		_, err := fmt.Fprintln(o.Out, "no entries")
 		return err
+	}
+	if multi && only == nil {
+		// Every app's entries: the app goes before the group.
+		for i := range rep.Records {
+			r := &rep.Records[i]
+			app := r.App
+			if app == "" {
+				app = "(fleet)"
+			}
+			if r.Group == "" {
+				r.Group = app
+			} else {
+				r.Group = app + "/" + r.Group
+			}
+		}
+		fmt.Fprintln(o.ErrOut, "note: GROUP is APP/GROUP (every app's entries; --app NAME shows one app's)")
 	}
 	if o.Width <= 0 {
 		return writeHistoryFull(o.Out, rep.Records)
@@ -289,4 +333,31 @@ func historyWidths(width int) (change, reason int) {
 	rest := width - (14 + 10 + 16 + 10 + 5*2)
 	change = max(26, rest*2/3)
 	return change, max(14, rest-change)
+}
+
+// entryApp names the app a timeline entry is about: an event's app, or the
+// app whose plan key a write changed; "" for a fleet-wide write. Entries
+// made before apps carry none and are the default app's (so are events a
+// fleet without apps published as "default" before it named its app).
+func entryApp(e kv.TimelineEntry, cfg rollout.Config) string {
+	named := func(app string) string {
+		if app == "" || app == rollout.DefaultAppName {
+			if _, ok := cfg.App(rollout.DefaultAppName); !ok {
+				return cfg.DefaultApp()
+			}
+		}
+		return app
+	}
+	switch {
+	case e.Event != nil:
+		return named(e.Event.App)
+	case e.Audit == nil || e.Audit.Bucket != kv.BucketPlan:
+		return ""
+	case e.Audit.App != "":
+		return named(e.Audit.App)
+	}
+	if pk := kv.ParsePlanKey(e.Audit.Key); pk.App != "" {
+		return pk.App
+	}
+	return cfg.DefaultApp()
 }

@@ -39,7 +39,7 @@ type override struct {
 // checkOverride refuses name on st unless forced, when it would push the
 // group past a halt or a quarantined target; it returns what a forced
 // action overrides (nil: nothing, the action needs no --force).
-func (o *GroupActionOptions) checkOverride(ctx context.Context, f *kv.Fleet, name string, st rollout.GroupStatus) (*override, error) {
+func (o *GroupActionOptions) checkOverride(ctx context.Context, f appFleet, name string, st rollout.GroupStatus) (*override, error) {
 	if !forceVerbs[name] {
 		return nil, nil
 	}
@@ -53,9 +53,9 @@ func (o *GroupActionOptions) checkOverride(ctx context.Context, f *kv.Fleet, nam
 		// Not knowing is not a reason to refuse a halted group's
 		// reset; the halt check below still holds.
 		fmt.Fprintf(o.ErrOut, "warning: could not read %s/%s, so whether %s is quarantined is not known: %v\n",
-			kv.BucketPlan, kv.KeyQuarantine, st.TargetVersion, err)
+			kv.BucketPlan, f.NS.Quarantine(), st.TargetVersion, err)
 	}
-	over := overrideOf(name, st, quarantine, o.stoppedAbove(ctx, f, name, st))
+	over := overrideOf(name, st, quarantine, o.stoppedAbove(ctx, f, name, st), f.appArg())
 	if over == nil {
 		if o.Force {
 			fmt.Fprintf(o.ErrOut, "note: --force: nothing to force (group %q is not halted and %s is not quarantined)\n", o.Group, st.TargetVersion)
@@ -65,8 +65,8 @@ func (o *GroupActionOptions) checkOverride(ctx context.Context, f *kv.Fleet, nam
 	if o.Force {
 		return over, nil
 	}
-	return nil, fmt.Errorf("%s --group %s refused: %s.\n%s.\nIf that is what you want, say why: fleetctl %s --group %s --force --reason \"…\"\nnothing written",
-		name, o.Group, escape.Text(over.what), over.effect, name, o.Group)
+	return nil, fmt.Errorf("%s --group %s refused: %s.\n%s.\nIf that is what you want, say why: fleetctl %s%s --group %s --force --reason \"…\"\nnothing written",
+		name, o.Group, escape.Text(over.what), over.effect, name, f.appArg(), o.Group)
 }
 
 // stoppedAbove is, for run and mark-done of a group that has not started
@@ -75,7 +75,7 @@ func (o *GroupActionOptions) checkOverride(ctx context.Context, f *kv.Fleet, nam
 // be read: the halt and quarantine checks still hold). The controller keeps
 // such a group from starting (no group after a rolled-back or halted group
 // starts); run or mark-done would push the target past that stop.
-func (o *GroupActionOptions) stoppedAbove(ctx context.Context, f *kv.Fleet, name string, st rollout.GroupStatus) string {
+func (o *GroupActionOptions) stoppedAbove(ctx context.Context, f appFleet, name string, st rollout.GroupStatus) string {
 	if (name != "run" && name != "mark-done") || st.State != rollout.StateUnstarted {
 		return ""
 	}
@@ -83,7 +83,11 @@ func (o *GroupActionOptions) stoppedAbove(ctx context.Context, f *kv.Fleet, name
 	if err != nil {
 		return ""
 	}
-	for _, a := range cfg.Value.Ancestors(o.Group) {
+	appCfg, err := cfg.Value.ForApp(f.NS.Name)
+	if err != nil {
+		return ""
+	}
+	for _, a := range appCfg.Ancestors(o.Group) {
 		e, err := f.ReadGroupStatus(ctx, a)
 		if err != nil || e.Value.TargetVersion != st.TargetVersion {
 			continue
@@ -100,7 +104,7 @@ func (o *GroupActionOptions) stoppedAbove(ctx context.Context, f *kv.Fleet, name
 
 // overrideOf is what name pushes st past, or nil. above is stoppedAbove's
 // answer.
-func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.QuarantineList, above string) *override {
+func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.QuarantineList, above, appArg string) *override {
 	target := st.TargetVersion
 	var what, short []string
 	if above != "" {
@@ -142,7 +146,7 @@ func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.Quaranti
 		effect = fmt.Sprintf("%s clears the halt: the group starts %s when its turn comes", name, target)
 	}
 	if quarantined && name != "mark-done" && st.State != rollout.StateDone {
-		effect += fmt.Sprintf(" (while %s is quarantined, the controller halts a group rolling it out again at its next step unless it is done: lift it first with fleetctl quarantine rm %s)", target, target)
+		effect += fmt.Sprintf(" (while %s is quarantined, the controller halts a group rolling it out again at its next step unless it is done: lift it first with fleetctl quarantine rm%s %s)", target, appArg, target)
 	}
 	return &override{what: strings.Join(what, "; "), short: strings.Join(short, " and "), effect: effect}
 }

@@ -18,8 +18,6 @@ import (
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
-const specKeyName = kv.BucketPlan + "/" + kv.KeySpec
-
 func newPlanCmd(g *Global) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan",
@@ -46,6 +44,7 @@ func newPlanShowCmd(g *Global) *cobra.Command {
 		Use:   "show",
 		Short: "Print the plan spec and what each group holds until its turn",
 		Example: `  fleetctl plan show
+  fleetctl plan show --app db
   fleetctl plan show -o json | jq -r .target_version`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,6 +55,7 @@ func newPlanShowCmd(g *Global) *cobra.Command {
 		},
 	}
 	outputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -64,14 +64,14 @@ var errNoPlan = errors.New("no plan: nothing is being rolled out (create one wit
 
 // RunPlanShow is "fleetctl plan show". -o json prints the spec as stored.
 func RunPlanShow(ctx context.Context, o *PlanShowOptions) error {
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
 	e, err := f.ReadSpec(ctx)
 	if errors.Is(err, kv.ErrNotFound) {
-		return errNoPlan
+		return f.noPlan()
 	}
 	if err != nil {
 		return err // a spec that is not valid names the fix
@@ -93,6 +93,9 @@ func RunPlanShow(ctx context.Context, o *PlanShowOptions) error {
 	}
 	s := e.Value
 	tw := newTable(o.Out)
+	if f.Multi {
+		fmt.Fprintf(tw, "app\t%s\n", f.NS.Name)
+	}
 	fmt.Fprintf(tw, "start_version\t%s\n", s.StartVersion)
 	fmt.Fprintf(tw, "target_version\t%s\n", s.TargetVersion)
 	fmt.Fprintf(tw, "schedule\t%s\n", s.Schedule)
@@ -160,7 +163,8 @@ or start_hour starts only 00:00-01:00 in the config's time zone).`,
   fleetctl plan set --strategy grouped
   fleetctl plan set --target 1.4.3 -o json | jq .revision
   fleetctl plan set --target 1.4.3 --start 1.4.1 --force
-  fleetctl plan set --target 1.2.0 --force   # quarantined: groups halt until it is lifted`,
+  fleetctl plan set --target 1.2.0 --force   # quarantined: groups halt until it is lifted
+  fleetctl plan set --app db --start 14.1 --target 14.2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkWriteOutput(o.Output); err != nil {
@@ -193,6 +197,7 @@ or start_hour starts only 00:00-01:00 in the config's time zone).`,
 	fs.BoolVar(&critical, "critical", false, "start groups outside their windows (--critical=false to undo)")
 	writeOutputFlag(cmd, &o.Output)
 	fs.BoolVar(&o.Force, "force", false, "accept a --start that a group halted on or was rolled back from, or a quarantined --target or --start")
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -216,7 +221,7 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 			return cliutil.Usagef("%s: %v", v.flag, err)
 		}
 	}
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -225,6 +230,7 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	if err != nil {
 		return err
 	}
+	specKeyName := f.specName()
 	// The spec as the stream stores it: a watch hides a message's headers,
 	// and a JetStream response stored as the spec is foreign even when its
 	// body reads as a spec. A spec that is not valid is replaced like a
@@ -284,7 +290,7 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	}
 	if st.HasSpec && next == prev {
 		if o.Output == "json" {
-			return writeJSON(o.Out, specResult("plan set", false, next, st.Spec.Revision, st.Spec.Revision))
+			return writeJSON(o.Out, f.specResult("plan set", false, next, st.Spec.Revision, st.Spec.Revision))
 		}
 		_, err := fmt.Fprintf(o.Out, "%s unchanged (revision %d): the values given are the current ones; nothing written\n", specKeyName, st.Spec.Revision)
 		return err
@@ -294,14 +300,14 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 			return err
 		}
 	}
-	if err := checkQuarantined(st, next, prev, st.HasSpec, o.Force); err != nil {
+	if err := checkQuarantined(f, st, next, prev, st.HasSpec, o.Force); err != nil {
 		return err
 	}
 	var before any
 	if st.HasSpec {
 		before = prev
 	}
-	rev, err := save(ctx, o.Global, f, f.Plan, kv.KeySpec, next, st.Spec.Revision, change{Command: "plan set", Before: before})
+	rev, err := save(ctx, o.Global, f.Fleet, f.Plan, f.NS.Spec(), next, st.Spec.Revision, change{Command: "plan set", Before: before})
 	if err != nil {
 		return err
 	}
@@ -309,7 +315,7 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	// Notes go to stderr with -o json, which keeps stdout one object.
 	notes := o.Out
 	if o.Output == "json" {
-		r := specResult("plan set", true, next, rev, st.Spec.Revision)
+		r := f.specResult("plan set", true, next, rev, st.Spec.Revision)
 		if st.HasSpec {
 			r.Changes = describeSpecChange(prev, next)
 		}
@@ -333,13 +339,13 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		}
 	}
 	if st.HasSpec && !replacing {
-		writeCarriedOver(notes, o, prev, next)
+		writeCarriedOver(notes, o, prev, next, f.appArg())
 	}
 	if retarget {
 		fmt.Fprintln(notes, "New target: groups restart from unstarted (the controller resets them at its next step).")
 	}
 	if q, ok := st.Quarantine.Value.Lookup(next.TargetVersion); ok && retarget {
-		fmt.Fprintf(notes, "Warning: %s is quarantined (--force): groups rolling it out halt at once until it is lifted (fleetctl quarantine rm %s) and they are reset. Reason: %s\n", q.Version, q.Version, escape.Text(q.Reason))
+		fmt.Fprintf(notes, "Warning: %s is quarantined (--force): groups rolling it out halt at once until it is lifted (fleetctl quarantine rm%s %s) and they are reset. Reason: %s\n", q.Version, f.appArg(), q.Version, escape.Text(q.Reason))
 	}
 	if next.Downgrade() {
 		fmt.Fprintf(notes, "Note: %s → %s is a downgrade; agents apply the database downgrade rules.\n", next.StartVersion, next.TargetVersion)
@@ -355,7 +361,7 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 // previous plan because no flag named them: a plan set --target after a
 // plan set --critical keeps critical, and the rollout then ignores every
 // window. Critical is said loudly, on its own line.
-func writeCarriedOver(w io.Writer, o *PlanSetOptions, prev, next rollout.Spec) {
+func writeCarriedOver(w io.Writer, o *PlanSetOptions, prev, next rollout.Spec, appArg string) {
 	a, b := fieldsOf(prev), fieldsOf(next)
 	given := map[string]bool{
 		"target_version": o.Target != nil, "start_version": o.Start != nil,
@@ -372,13 +378,13 @@ func writeCarriedOver(w io.Writer, o *PlanSetOptions, prev, next rollout.Spec) {
 	}
 	fmt.Fprintf(w, "Carried over from the previous plan (no flag given): %s\n", strings.Join(kept, ", "))
 	if o.Critical == nil && next.Critical {
-		fmt.Fprintln(w, "WARNING: critical is still true (carried over): groups start outside their windows and wait_hours. Undo: fleetctl plan set --critical=false")
+		fmt.Fprintln(w, "WARNING: critical is still true (carried over): groups start outside their windows and wait_hours. Undo: fleetctl plan set"+appArg+" --critical=false")
 	}
 	if o.Schedule == nil && next.Schedule == rollout.ScheduleImmediate {
-		fmt.Fprintln(w, "WARNING: schedule is still immediate (carried over): every group starts at once, ignoring windows and dependencies. Undo: fleetctl plan set --schedule regular")
+		fmt.Fprintln(w, "WARNING: schedule is still immediate (carried over): every group starts at once, ignoring windows and dependencies. Undo: fleetctl plan set"+appArg+" --schedule regular")
 	}
 	if next.Mode == rollout.ModePaused {
-		fmt.Fprintln(w, "Note: the plan is paused (carried over): nothing moves until fleetctl resume")
+		fmt.Fprintln(w, "Note: the plan is paused (carried over): nothing moves until fleetctl resume"+appArg)
 	}
 }
 
@@ -388,7 +394,7 @@ func writeCarriedOver(w io.Writer, o *PlanSetOptions, prev, next rollout.Spec) {
 // starts only 00:00-01:00 in the config's zone) says so at once. A
 // forecast that cannot be made is a note, not a failure: the plan is
 // written.
-func (o *PlanSetOptions) writeStarts(ctx context.Context, f *kv.Fleet, w io.Writer) {
+func (o *PlanSetOptions) writeStarts(ctx context.Context, f appFleet, w io.Writer) {
 	po := &PlanForecastOptions{Global: &Global{Out: io.Discard, ErrOut: io.Discard, Now: o.Now}, InstallTime: rollout.DefaultInstallTime}
 	now := o.Now()
 	in, _, err := forecastInput(ctx, f, po, now)
@@ -441,9 +447,10 @@ func describeSpecChange(prev, next rollout.Spec) []string {
 	return out
 }
 
-// specResult is the WriteResult of a command that writes the plan spec.
-func specResult(command string, written bool, spec rollout.Spec, rev, prev uint64) WriteResult {
-	return WriteResult{Command: command, Written: written, Bucket: kv.BucketPlan, Key: kv.KeySpec,
+// specResult is the WriteResult of a command that writes the app's plan
+// spec.
+func (f appFleet) specResult(command string, written bool, spec rollout.Spec, rev, prev uint64) WriteResult {
+	return WriteResult{Command: command, Written: written, Bucket: kv.BucketPlan, Key: f.NS.Spec(),
 		Revision: rev, PreviousRevision: prev, Value: spec}
 }
 
@@ -538,6 +545,7 @@ func newPauseCmd(g *Global) *cobra.Command {
 an update from now on; the controller moves no group and judges nothing.
 Progress is kept: "fleetctl resume" carries on from where it stopped.`,
 		Example: `  fleetctl pause
+  fleetctl pause --app db --reason "db migration"
   fleetctl pause -o json | jq .revision`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -548,6 +556,7 @@ Progress is kept: "fleetctl resume" carries on from where it stopped.`,
 		},
 	}
 	writeOutputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -570,6 +579,7 @@ effective mode is the lower of the two.`,
 		},
 	}
 	writeOutputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -586,14 +596,15 @@ func RunResume(ctx context.Context, o *PauseOptions) error {
 func setPlanMode(ctx context.Context, o *PauseOptions, mode rollout.Mode) error {
 	g := o.Global
 	verb := map[rollout.Mode]string{rollout.ModePaused: "pause", rollout.ModeEnabled: "resume"}[mode]
-	ctx, f, done, err := g.session(ctx)
+	ctx, f, done, err := g.appSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
+	specKeyName := f.specName()
 	e, err := f.ReadSpec(ctx)
 	if errors.Is(err, kv.ErrNotFound) {
-		return fmt.Errorf("no plan to %s: nothing is being rolled out (fleetctl plan set creates one)", verb)
+		return fmt.Errorf("no plan%s to %s: nothing is being rolled out (fleetctl plan set%s creates one)", f.appNote(), verb, f.appArg())
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err) // a spec that is not valid names the fix
@@ -606,9 +617,9 @@ func setPlanMode(ctx context.Context, o *PauseOptions, mode rollout.Mode) error 
 	}
 	if view.OrEnabled(e.Value.Mode) == mode {
 		if o.Output == "json" {
-			err = writeJSON(g.Out, specResult(verb, false, e.Value, e.Revision, e.Revision))
+			err = writeJSON(g.Out, f.specResult(verb, false, e.Value, e.Revision, e.Revision))
 		} else {
-			_, err = fmt.Fprintf(g.Out, "plan already %s; nothing written\n", mode)
+			_, err = fmt.Fprintf(g.Out, "plan%s already %s; nothing written\n", f.appNote(), mode)
 		}
 		if err != nil {
 			return err
@@ -616,20 +627,20 @@ func setPlanMode(ctx context.Context, o *PauseOptions, mode rollout.Mode) error 
 	} else {
 		next := e.Value
 		next.Mode = mode
-		rev, err := save(ctx, g, f, f.Plan, kv.KeySpec, next, e.Revision, change{Command: verb, Before: e.Value})
+		rev, err := save(ctx, g, f.Fleet, f.Plan, f.NS.Spec(), next, e.Revision, change{Command: verb, Before: e.Value})
 		if err != nil {
 			return err
 		}
 		if o.Output == "json" {
-			r := specResult(verb, true, next, rev, e.Revision)
+			r := f.specResult(verb, true, next, rev, e.Revision)
 			r.Changes = describeSpecChange(e.Value, next)
 			if err := writeJSON(g.Out, r); err != nil {
 				return err
 			}
 		} else if mode == rollout.ModePaused {
-			fmt.Fprintf(g.Out, "plan paused (%s revision %d): agents start no update from now on and groups hold their progress; \"fleetctl resume\" carries on\n", specKeyName, rev)
+			fmt.Fprintf(g.Out, "plan%s paused (%s revision %d): agents start no update from now on and groups hold their progress; \"fleetctl resume%s\" carries on\n", f.appNote(), specKeyName, rev, f.appArg())
 		} else {
-			fmt.Fprintf(g.Out, "plan resumed (%s revision %d): groups carry on from their progress\n", specKeyName, rev)
+			fmt.Fprintf(g.Out, "plan%s resumed (%s revision %d): groups carry on from their progress\n", f.appNote(), specKeyName, rev)
 		}
 	}
 	if cfgErr != nil {

@@ -16,8 +16,6 @@ import (
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
-const quarantineKeyName = kv.BucketPlan + "/" + kv.KeyQuarantine
-
 func newQuarantineCmd(g *Global) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quarantine",
@@ -70,6 +68,7 @@ reason, and the groups it halted. -o json prints the stored list
 		},
 	}
 	outputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -96,6 +95,7 @@ quarantine's reason and goes into the audit trail.`,
 		},
 	}
 	writeOutputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -122,6 +122,7 @@ update attempts that begin after the lift.`,
 		},
 	}
 	writeOutputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -134,7 +135,7 @@ type QuarantineReport struct {
 
 // RunQuarantineLs is "fleetctl quarantine ls".
 func RunQuarantineLs(ctx context.Context, o *QuarantineOptions) error {
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -257,7 +258,7 @@ func RunQuarantineAdd(ctx context.Context, o *QuarantineOptions) error {
 	if reason == "" {
 		return cliutil.Usagef("quarantine add %s: --reason is required: say why the version must not be rolled out; nothing written", v)
 	}
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -286,25 +287,25 @@ func RunQuarantineAdd(ctx context.Context, o *QuarantineOptions) error {
 	if err != nil {
 		return fmt.Errorf("quarantine add %s: %w; nothing written", v, err)
 	}
-	rev, err := save(ctx, o.Global, f, f.Plan, kv.KeyQuarantine, next, cur.Revision, change{Command: "quarantine add", Before: before})
+	rev, err := save(ctx, o.Global, f.Fleet, f.Plan, f.NS.Quarantine(), next, cur.Revision, change{Command: "quarantine add", Before: before})
 	if err != nil {
 		return err
 	}
 	groups := rolling(st, v)
 	change := fmt.Sprintf("%s quarantined by %s: %s", v, q.By, q.Reason)
 	if o.Output == "json" {
-		return writeJSON(o.Out, WriteResult{Command: "quarantine add", Written: true, Bucket: kv.BucketPlan, Key: kv.KeyQuarantine,
+		return writeJSON(o.Out, WriteResult{Command: "quarantine add", Written: true, Bucket: kv.BucketPlan, Key: f.NS.Quarantine(),
 			Revision: rev, PreviousRevision: cur.Revision, Value: next, Changes: []string{change}})
 	}
 	what := "written"
 	if replacing {
 		what = "replaced"
 	}
-	fmt.Fprintf(o.Out, "%s (%s %s, revision %d)\n", change, quarantineKeyName, what, rev)
+	fmt.Fprintf(o.Out, "%s (%s %s, revision %d)\n", change, f.where(f.NS.Quarantine()), what, rev)
 	if len(groups) > 0 {
 		fmt.Fprintf(o.Out, "Groups rolling it out halt at the controller's next step: %s.\n", strings.Join(groups, ", "))
 	}
-	_, err = fmt.Fprintf(o.Out, "No group offers %s to new or unstarted hosts; fleetctl plan set refuses it without --force. Lift with: fleetctl quarantine rm %s\n", v, v)
+	_, err = fmt.Fprintf(o.Out, "No group offers %s to new or unstarted hosts; fleetctl plan set refuses it without --force. Lift with: fleetctl quarantine rm%s %s\n", v, f.appArg(), v)
 	return err
 }
 
@@ -314,7 +315,7 @@ func RunQuarantineRm(ctx context.Context, o *QuarantineOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -342,21 +343,21 @@ func RunQuarantineRm(ctx context.Context, o *QuarantineOptions) error {
 	if err != nil {
 		return fmt.Errorf("quarantine rm %s: %w; nothing written", v, err)
 	}
-	rev, err := save(ctx, o.Global, f, f.Plan, kv.KeyQuarantine, next, cur.Revision, change{Command: "quarantine rm", Before: cur.Value})
+	rev, err := save(ctx, o.Global, f.Fleet, f.Plan, f.NS.Quarantine(), next, cur.Revision, change{Command: "quarantine rm", Before: cur.Value})
 	if err != nil {
 		return err
 	}
 	halted := haltedBy(st, v)
 	change := fmt.Sprintf("%s no longer quarantined (it was since %s, by %s: %s)", v, old.At.UTC().Format("2006-01-02 15:04 MST"), old.By, old.Reason)
 	if o.Output == "json" {
-		return writeJSON(o.Out, WriteResult{Command: "quarantine rm", Written: true, Bucket: kv.BucketPlan, Key: kv.KeyQuarantine,
+		return writeJSON(o.Out, WriteResult{Command: "quarantine rm", Written: true, Bucket: kv.BucketPlan, Key: f.NS.Quarantine(),
 			Revision: rev, PreviousRevision: cur.Revision, Value: next, Changes: []string{change}})
 	}
-	fmt.Fprintf(o.Out, "%s (%s written, revision %d)\n", change, quarantineKeyName, rev)
+	fmt.Fprintf(o.Out, "%s (%s written, revision %d)\n", change, f.where(f.NS.Quarantine()), rev)
 	if len(halted) > 0 {
 		fmt.Fprintf(o.Out, "Groups it halted stay halted until you reset them:\n")
 		for _, g := range halted {
-			fmt.Fprintf(o.Out, "  fleetctl reset --group %s --force --reason \"…\"\n", g)
+			fmt.Fprintf(o.Out, "  fleetctl reset%s --group %s --force --reason \"…\"\n", f.appArg(), g)
 		}
 	} else {
 		fmt.Fprintln(o.Out, "No group is halted by it now (a group it halted stays halted until fleetctl reset --group G --force --reason \"…\").")
@@ -381,9 +382,9 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // checkQuarantined refuses a plan whose target or start version is
 // quarantined, unless forced: groups would halt at once on the target, and
 // new hosts of groups with no history would install the start.
-func checkQuarantined(st *kv.State, next, prev rollout.Spec, hadSpec, force bool) error {
+func checkQuarantined(f appFleet, st *kv.State, next, prev rollout.Spec, hadSpec, force bool) error {
 	if _, bad := st.Problem(kv.BucketPlan, kv.KeyQuarantine); bad && !force {
-		return fmt.Errorf("the stored quarantine list (%s) is not valid, so whether the versions are quarantined is not known; fix it (fleetctl quarantine ls says how) or add --force; nothing written", quarantineKeyName)
+		return fmt.Errorf("the stored quarantine list (%s) is not valid, so whether the versions are quarantined is not known; fix it (fleetctl quarantine ls%s says how) or add --force; nothing written", f.where(f.NS.Quarantine()), f.appArg())
 	}
 	for _, c := range []struct {
 		flag, v string
@@ -396,8 +397,8 @@ func checkQuarantined(st *kv.State, next, prev rollout.Spec, hadSpec, force bool
 		if !ok || !c.changed || force {
 			continue
 		}
-		return fmt.Errorf("%s %s is quarantined (since %s, by %s: %s): no group rolls it out and new hosts never get it; lift the quarantine first (fleetctl quarantine rm %s), or add --force to write the plan anyway (groups rolling a quarantined target halt at once); nothing written",
-			c.flag, c.v, q.At.UTC().Format("2006-01-02 15:04 MST"), q.By, shorten(q.Reason, 200), c.v)
+		return fmt.Errorf("%s %s is quarantined (since %s, by %s: %s): no group rolls it out and new hosts never get it; lift the quarantine first (fleetctl quarantine rm%s %s), or add --force to write the plan anyway (groups rolling a quarantined target halt at once); nothing written",
+			c.flag, c.v, q.At.UTC().Format("2006-01-02 15:04 MST"), q.By, shorten(q.Reason, 200), f.appArg(), c.v)
 	}
 	return nil
 }

@@ -75,6 +75,7 @@ the app needed put right, a flaky start.`,
 	noteFlag(cmd, &o.Note)
 	forceFlag(cmd, &o.Force)
 	writeOutputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	_ = cmd.RegisterFlagCompletionFunc("agent", g.completeRetryAgents)
 	return cmd
 }
@@ -119,7 +120,7 @@ func RunRetry(ctx context.Context, o *RetryOptions) error {
 	action := func(st rollout.GroupStatus, note string, now time.Time) (rollout.GroupStatus, rollout.Event, error) {
 		return rollout.Retry(st, ids, note, now)
 	}
-	check := func(ctx context.Context, f *kv.Fleet, next rollout.GroupStatus) (actionReport, error) {
+	check := func(ctx context.Context, f appFleet, next rollout.GroupStatus) (actionReport, error) {
 		return o.eligible(ctx, f, next, ids)
 	}
 	return runGroupActionChecked(ctx, &o.GroupActionOptions, "retry", action, check)
@@ -129,7 +130,7 @@ func RunRetry(ctx context.Context, o *RetryOptions) error {
 // those the retry concerns. It refuses a retry that concerns nobody, or
 // names an agent that did not roll back from the target. When the stream
 // cannot be read it says so and lets the retry be written unchecked.
-func (o *RetryOptions) eligible(ctx context.Context, f *kv.Fleet, st rollout.GroupStatus, named []rollout.AgentID) (actionReport, error) {
+func (o *RetryOptions) eligible(ctx context.Context, f appFleet, st rollout.GroupStatus, named []rollout.AgentID) (actionReport, error) {
 	views, err := groupViews(ctx, f, o.Group)
 	if err != nil {
 		fmt.Fprintf(o.ErrOut, "warning: could not read the agents of group %q (%v): the retry is written without checking which agents it concerns\n", o.Group, err)
@@ -165,7 +166,7 @@ func (o *RetryOptions) eligible(ctx context.Context, f *kv.Fleet, st rollout.Gro
 
 // groupViews are the group's agents as the rollout rules see them, from
 // their last heartbeats (those that fail validation left out).
-func groupViews(ctx context.Context, f *kv.Fleet, group string) ([]rollout.AgentView, error) {
+func groupViews(ctx context.Context, f appFleet, group string) ([]rollout.AgentView, error) {
 	stored, err := f.LastHeartbeats(ctx, group)
 	if err != nil {
 		return nil, err
@@ -221,7 +222,11 @@ func (g *Global) completeRetryAgents(cmd *cobra.Command, _ []string, prefix stri
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var out []string
-	g.completeFrom(cmd.Context(), func(ctx context.Context, f *kv.Fleet) {
+	g.completeFrom(cmd.Context(), func(ctx context.Context, kf *kv.Fleet) {
+		f, err := g.resolveApp(ctx, kf)
+		if err != nil {
+			return
+		}
 		spec, err := f.ReadSpec(ctx)
 		if err != nil {
 			return

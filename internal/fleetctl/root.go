@@ -30,6 +30,9 @@ type Global struct {
 	// (default: the creds' user name, else $USER@hostname) and why.
 	Actor  string
 	Reason string
+	// App is --app: the app a plan or status command is about ("": the
+	// only app; resolveApp).
+	App string
 
 	Out    io.Writer
 	ErrOut io.Writer
@@ -49,6 +52,9 @@ type Global struct {
 
 	// auditErr is the first write not recorded in the audit trail.
 	auditErr error
+	// appName is the app resolveApp resolved: the audit records of
+	// writes to fleet_plan name it.
+	appName string
 }
 
 // NewCommand is fleetctl's root command.
@@ -89,6 +95,7 @@ docs/cli.md).
 		newHistoryCmd(g), newAuthCmd(g), newEdgeCmd(g), newBusCmd(g),
 		newQuarantineCmd(g),
 		newApproveCmd(g),
+		newAppsCmd(g),
 	)
 	registerCompletions(root, g)
 	return root

@@ -99,6 +99,7 @@ or one halts or is rolled back, then prints the status and exits:
      ("done with failures": fleetctl agents ls --group G shows them)`,
 		Example: `  fleetctl status
   fleetctl status --group prod
+  fleetctl status --app db
   fleetctl status --wait && echo "rolled out everywhere"
   fleetctl status --wait; [ $? -eq 4 ] && echo "done, but some hosts rolled back"
   fleetctl status --by-site --group prod
@@ -119,6 +120,7 @@ or one halts or is rolled back, then prints the status and exits:
 	cmd.Flags().BoolVar(&o.Wait, "wait", false, "wait until every group is done (exit 0; 4 when agents failed) or one halts (exit 3)")
 	cmd.Flags().BoolVar(&o.BySite, "by-site", false, "show agents by site even when no agent names one (shown whenever one does)")
 	outputFlag(cmd, &o.Output)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -127,7 +129,7 @@ func RunStatus(ctx context.Context, o *StatusOptions) error {
 	if o.Wait {
 		return runStatusWait(ctx, o)
 	}
-	ctx, f, done, err := o.session(ctx)
+	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -143,13 +145,13 @@ func RunStatus(ctx context.Context, o *StatusOptions) error {
 		fmt.Fprintf(o.ErrOut, "warning: cannot read the failed agents' heartbeats: %s\n", escape.Text(err.Error()))
 	}
 	warnProblems(o.ErrOut, rep.Problems)
-	return o.print(rep)
+	return o.print(rep, f)
 }
 
 // addFailures fills the failures of every group of rep that counts a
 // failed agent, from the last heartbeats of that group's agents (only
 // those groups are read: a fleet at peace costs nothing).
-func addFailures(ctx context.Context, f *kv.Fleet, rep *StatusReport, now time.Time) error {
+func addFailures(ctx context.Context, f appFleet, rep *StatusReport, now time.Time) error {
 	for i := range rep.Groups {
 		g := &rep.Groups[i]
 		if g.Failed == 0 && (g.Rollout == nil || g.Rollout.Agents.Failed == 0 && g.Rollout.FailedCount == 0) {
@@ -174,9 +176,12 @@ func addFailures(ctx context.Context, f *kv.Fleet, rep *StatusReport, now time.T
 	return nil
 }
 
-func (o *StatusOptions) print(rep StatusReport) error {
+func (o *StatusOptions) print(rep StatusReport, f appFleet) error {
 	if o.Output == "json" {
 		return writeJSON(o.Out, rep)
+	}
+	if f.Multi {
+		fmt.Fprintf(o.Out, "App: %s\n", f.NS.Name)
 	}
 	if err := writeStatusTable(o.Out, rep, o.Now()); err != nil {
 		return err
@@ -189,7 +194,7 @@ func (o *StatusOptions) print(rep StatusReport) error {
 // report's Problems. When warn is not nil, a rollout state that cannot be
 // read from the bus is a warning on it and the counts are still shown;
 // otherwise it is an error.
-func readStatus(ctx context.Context, f *kv.Fleet, warn io.Writer, now time.Time) (StatusReport, error) {
+func readStatus(ctx context.Context, f appFleet, warn io.Writer, now time.Time) (StatusReport, error) {
 	entries, skipped, err := f.ReadValidStats(ctx)
 	if err != nil {
 		return StatusReport{}, err
@@ -237,7 +242,7 @@ func filterGroup(rep StatusReport, group string) (StatusReport, error) {
 
 // runStatusWait is "fleetctl status --wait".
 func runStatusWait(ctx context.Context, o *StatusOptions) error {
-	f, closeFn, err := o.open(ctx)
+	f, closeFn, err := o.openApp(ctx)
 	if err != nil {
 		return err
 	}
@@ -259,7 +264,7 @@ func runStatusWait(ctx context.Context, o *StatusOptions) error {
 			return err
 		}
 		if rep.Plan == nil {
-			return fmt.Errorf("nothing to wait for: %w", errNoPlan)
+			return fmt.Errorf("nothing to wait for: %w", f.noPlan())
 		}
 		if rep, err = filterGroup(rep, o.Group); err != nil {
 			return err
@@ -269,7 +274,7 @@ func runStatusWait(ctx context.Context, o *StatusOptions) error {
 			if err := addFailures(ctx, f, &rep, o.Now()); err != nil {
 				fmt.Fprintf(o.ErrOut, "warning: cannot read the failed agents' heartbeats: %s\n", escape.Text(err.Error()))
 			}
-			if err := o.print(rep); err != nil {
+			if err := o.print(rep, f); err != nil {
 				return err
 			}
 			return verdict

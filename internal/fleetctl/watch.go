@@ -92,6 +92,7 @@ in every form (a "bus" line piped, a DISCONNECTED title on a terminal,
 "disconnected"/"reconnected" objects in JSON); fleetctl history shows what
 was missed.`,
 		Example: `  fleetctl watch
+  fleetctl watch --app db
   fleetctl watch | grep -E ' (halt|alert) '
   fleetctl watch -o json | jq -c 'select(.type == "event") | .event'`,
 		Args: cobra.NoArgs,
@@ -112,6 +113,7 @@ was missed.`,
 		},
 	}
 	formatFlag(cmd, &o.Output, writeFormats...)
+	appFlag(cmd, g)
 	return cmd
 }
 
@@ -200,17 +202,17 @@ func connLines(t *connTracker, c connChange, layout eventLayout, width int) []st
 // subscribeEvents connects and subscribes to every rollout event, both
 // forms of watch: the events arrive on msgs from its return on; closeFn
 // unsubscribes and disconnects.
-func (o *WatchOptions) subscribeEvents(ctx context.Context) (f *kv.Fleet, msgs chan *nats.Msg, closeFn func(), err error) {
-	f, done, err := o.open(ctx)
+func (o *WatchOptions) subscribeEvents(ctx context.Context) (f appFleet, msgs chan *nats.Msg, closeFn func(), err error) {
+	f, done, err := o.openApp(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return appFleet{}, nil, nil, err
 	}
 	nc := f.JS.Conn()
 	msgs = make(chan *nats.Msg, 1024)
 	sub, err := nc.ChanSubscribe(kv.EventsPrefix+">", msgs)
 	if err != nil {
 		done()
-		return nil, nil, nil, fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
+		return appFleet{}, nil, nil, fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
 	}
 	closeFn = func() { _ = sub.Unsubscribe(); done() }
 	fctx, cancel := o.withTimeout(ctx)
@@ -218,9 +220,9 @@ func (o *WatchOptions) subscribeEvents(ctx context.Context) (f *kv.Fleet, msgs c
 	cancel()
 	if err != nil {
 		closeFn()
-		return nil, nil, nil, fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
+		return appFleet{}, nil, nil, fmt.Errorf("subscribe %s>: %w", kv.EventsPrefix, err)
 	}
-	fmt.Fprintf(o.ErrOut, "Watching %s> (Ctrl-C to stop)\n", kv.EventsPrefix)
+	fmt.Fprintf(o.ErrOut, "Watching %s>%s (Ctrl-C to stop)\n", kv.EventsPrefix, f.appNote())
 	return f, msgs, closeFn, nil
 }
 
@@ -248,6 +250,9 @@ func RunWatch(ctx context.Context, o *WatchOptions) error {
 					}
 				}
 			case m := <-msgs:
+				if !f.mine(m.Data) {
+					continue
+				}
 				for _, l := range eventLines(m.Subject, m.Data, pipeWidth) {
 					if _, err := fmt.Fprintln(o.Out, l); err != nil {
 						return err
@@ -260,7 +265,7 @@ func RunWatch(ctx context.Context, o *WatchOptions) error {
 }
 
 // watchScreen is the full-screen view of RunWatch.
-func (o *WatchOptions) watchScreen(ctx context.Context, f *kv.Fleet, msgs <-chan *nats.Msg, conn <-chan connChange) error {
+func (o *WatchOptions) watchScreen(ctx context.Context, f appFleet, msgs <-chan *nats.Msg, conn <-chan connChange) error {
 	interval := o.RedrawInterval
 	if interval <= 0 {
 		interval = 2 * time.Second
@@ -315,11 +320,15 @@ func (o *WatchOptions) watchScreen(ctx context.Context, f *kv.Fleet, msgs <-chan
 		case <-ctx.Done():
 			return nil
 		case m := <-msgs:
-			s.add(screenEventLine(m.Subject, m.Data))
+			if f.mine(m.Data) {
+				s.add(screenEventLine(m.Subject, m.Data))
+			}
 			for more := true; more; { // take a burst in one redraw
 				select {
 				case m := <-msgs:
-					s.add(screenEventLine(m.Subject, m.Data))
+					if f.mine(m.Data) {
+						s.add(screenEventLine(m.Subject, m.Data))
+					}
 				default:
 					more = false
 				}

@@ -104,6 +104,9 @@ func runWatchJSON(ctx context.Context, o *WatchOptions, conn <-chan connChange) 
 				}
 			}
 		case m := <-msgs:
+			if !f.mine(m.Data) {
+				continue
+			}
 			if err := enc.Encode(eventJSON(m.Subject, m.Data)); err != nil {
 				return err
 			}

@@ -172,6 +172,7 @@ func describeConfigChange(prev, next rollout.Config) []string {
 	if reordered(prevNames, nextNames) {
 		out = append(out, "group order: "+strings.Join(nextNames, ", "))
 	}
+	out = append(out, describeApps(prev, next)...)
 	if len(out) == 0 {
 		// A field this function does not know yet: name it rather than
 		// say that nothing changed.

@@ -73,7 +73,11 @@ type AuditRecord struct {
 	// Command is the command without "fleetctl": "plan set", "pause".
 	Command string `json:"command"`
 	// Group is the group whose status was written; empty for fleet-wide.
-	Group            string `json:"group,omitempty"`
+	Group string `json:"group,omitempty"`
+	// App is the app whose plan key was written (its name, the default
+	// app's too); absent for fleet-wide writes (the config) and in
+	// records made before apps, which are the default app's.
+	App              string `json:"app,omitempty"`
 	Bucket           string `json:"bucket"`
 	Key              string `json:"key"`
 	Revision         uint64 `json:"revision,omitempty"`
@@ -109,6 +113,8 @@ func (r AuditRecord) Validate() error {
 		return errors.New("audit record: no command")
 	case r.Group != "" && rollout.ValidateGroupName(r.Group) != nil:
 		return fmt.Errorf("audit record: group: %w", rollout.ValidateGroupName(r.Group))
+	case r.App != "" && rollout.ValidateAppName(r.App) != nil:
+		return fmt.Errorf("audit record: app: %w", rollout.ValidateAppName(r.App))
 	}
 	return nil
 }
