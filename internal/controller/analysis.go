@@ -20,6 +20,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -71,7 +72,8 @@ type analyzer struct {
 	mu sync.Mutex
 	// ctx is Run's: queries end when the controller stops.
 	ctx context.Context
-	// pending are the measurements not yet handed to Next, by group.
+	// pending are the measurements not yet handed to Next, by app and
+	// group (slotOf).
 	pending map[string][]rollout.Measurement
 	// running is the set of group/check whose query runs now; started
 	// when each check's last query started (its status learns of it only
@@ -108,24 +110,30 @@ func (a *analyzer) start(ctx context.Context) {
 
 func (a *analyzer) stop() { a.wg.Wait() }
 
-// take hands the group's pending measurements to the caller; give them
-// back with putBack when the pass that used them did not store its
+// slotOf is the key of an app's group in the analyzer's maps: two apps'
+// groups of one name are measured, and judged, apart.
+func slotOf(ns kv.AppNS, group string) string { return ns.Key() + "\x00" + group }
+
+// take hands the app's group's pending measurements to the caller; give
+// them back with putBack when the pass that used them did not store its
 // decision.
-func (a *analyzer) take(group string) []rollout.Measurement {
+func (a *analyzer) take(ns kv.AppNS, group string) []rollout.Measurement {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ms := a.pending[group]
-	delete(a.pending, group)
+	slot := slotOf(ns, group)
+	ms := a.pending[slot]
+	delete(a.pending, slot)
 	return ms
 }
 
-func (a *analyzer) putBack(group string, ms []rollout.Measurement) {
+func (a *analyzer) putBack(ns kv.AppNS, group string, ms []rollout.Measurement) {
 	if len(ms) == 0 {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.pending[group] = append(ms, a.pending[group]...)
+	slot := slotOf(ns, group)
+	a.pending[slot] = append(ms, a.pending[slot]...)
 }
 
 // drop forgets every pending measurement: this controller no longer
@@ -136,10 +144,10 @@ func (a *analyzer) drop() {
 	clear(a.pending)
 }
 
-// schedule starts the queries of the group's checks that are due at now
-// (rollout.GroupStatus.ChecksDue) and not running or started within their
-// interval.
-func (a *analyzer) schedule(cfg rollout.Config, group string, st rollout.GroupStatus, now time.Time) {
+// schedule starts the queries of the app's group's checks that are due at
+// now (rollout.GroupStatus.ChecksDue) and not running or started within
+// their interval.
+func (a *analyzer) schedule(ns kv.AppNS, cfg rollout.Config, group string, st rollout.GroupStatus, now time.Time) {
 	due := st.ChecksDue(now)
 	if len(due) == 0 {
 		return
@@ -147,8 +155,9 @@ func (a *analyzer) schedule(cfg rollout.Config, group string, st rollout.GroupSt
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	client := a.clientFor(cfg.AnalysisConfig)
+	slot := slotOf(ns, group)
 	for _, cs := range due {
-		key := group + "/" + cs.Name
+		key := slot + "/" + cs.Name
 		if a.running[key] {
 			continue
 		}
@@ -158,12 +167,12 @@ func (a *analyzer) schedule(cfg rollout.Config, group string, st rollout.GroupSt
 		a.running[key], a.started[key] = true, now
 		ctx := a.ctx
 		a.wg.Go(func() {
-			m := a.measure(ctx, client, group, cs, now)
+			m := a.measure(ctx, client, ns.Name, group, cs, now)
 			a.mu.Lock()
 			defer a.mu.Unlock()
-			a.pending[group] = append(a.pending[group], m)
+			a.pending[slot] = append(a.pending[slot], m)
 			delete(a.running, key)
-			a.noteResult(key, group, cs, m)
+			a.noteResult(key, ns.Name, group, cs, m)
 		})
 	}
 }
@@ -312,11 +321,11 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 // measure runs cs's query at Prometheus's now, bounded by cs's interval
 // (at most maxQueryTimeout), and turns the answer into a measurement taken
 // at at: its series, or why there are none.
-func (a *analyzer) measure(ctx context.Context, client promClient, group string, cs rollout.CheckStatus, at time.Time) rollout.Measurement {
+func (a *analyzer) measure(ctx context.Context, client promClient, app, group string, cs rollout.CheckStatus, at time.Time) rollout.Measurement {
 	m := rollout.Measurement{Group: group, Check: cs.Name, Query: cs.Query, At: at}
 	if client.err != nil {
 		m.Error = client.err.Error()
-		a.c.m.analysisMeasurements.WithLabelValues(group, cs.Name, string(rollout.ResultInconclusive)).Inc()
+		a.c.m.analysisMeasurements.WithLabelValues(app, group, cs.Name, string(rollout.ResultInconclusive)).Inc()
 		return m
 	}
 	select { // a slot first: the timeout is the query's own
@@ -343,7 +352,7 @@ func (a *analyzer) measure(ctx context.Context, client promClient, group string,
 	}
 	m.Error = rollout.ClipText(m.Error, maxQueryErrorLen)
 	j := rollout.Judge(rollout.Check{Success: cs.Success, Failure: cs.Failure}, m)
-	a.c.m.analysisMeasurements.WithLabelValues(group, cs.Name, string(j.Result)).Inc()
+	a.c.m.analysisMeasurements.WithLabelValues(app, group, cs.Name, string(j.Result)).Inc()
 	return m
 }
 
@@ -417,8 +426,8 @@ func seriesOf(m model.Metric) string {
 
 // noteResult logs a check's query error when it changes, and that the
 // check's queries work again. Called with a.mu held.
-func (a *analyzer) noteResult(key, group string, cs rollout.CheckStatus, m rollout.Measurement) {
-	log := a.c.o.Log.With(slog.String("group", group), slog.String("check", cs.Name))
+func (a *analyzer) noteResult(key, app, group string, cs rollout.CheckStatus, m rollout.Measurement) {
+	log := a.c.o.Log.With(slog.String("app", app), slog.String("group", group), slog.String("check", cs.Name))
 	if m.Error == "" {
 		if a.lastErr[key] != "" {
 			log.Info("analysis: the check's query works again")

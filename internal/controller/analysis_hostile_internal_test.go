@@ -147,7 +147,7 @@ func TestAnalysisHostilePrometheus(t *testing.T) {
 		{query: "huge_header", err: "server response headers exceeded 65536 bytes"},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
-			m := a.measure(context.Background(), client, "prod", checkStatus(tc.query), time.Now())
+			m := a.measure(context.Background(), client, "default", "prod", checkStatus(tc.query), time.Now())
 			if tc.err == "" && m.Error != "" || !strings.Contains(m.Error, tc.err) {
 				t.Fatalf("error %q, want %q", m.Error, tc.err)
 			}
@@ -207,7 +207,7 @@ func TestAnalysisQueriesBounded(t *testing.T) {
 		cs.Interval = rollout.Duration(5 * time.Second)
 		st.Analysis = append(st.Analysis, cs)
 	}
-	a.schedule(cfg, "prod", st, time.Now())
+	a.schedule(defaultNS, cfg, "prod", st, time.Now())
 	natstest.Eventually(t, 10*time.Second, func() error {
 		if n := now.Load(); n < maxQueries {
 			return fmt.Errorf("%d queries running", n)
@@ -229,7 +229,7 @@ func TestAnalysisQueriesBounded(t *testing.T) {
 	if got := most.Load(); got != maxQueries {
 		t.Errorf("%d queries at once, want %d", got, maxQueries)
 	}
-	if got := len(a.take("prod")); got != 12 {
+	if got := len(a.take(defaultNS, "prod")); got != 12 {
 		t.Errorf("%d measurements, want 12", got)
 	}
 }

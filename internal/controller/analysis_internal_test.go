@@ -80,7 +80,7 @@ func TestAnalysisClientTLSAndBearer(t *testing.T) {
 	settings := rollout.AnalysisConfig{PrometheusURL: srv.URL, PrometheusCAFile: ca, PrometheusBearerTokenFile: token}
 	client := a.clientFor(settings)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	m := a.measure(context.Background(), client, "prod", checkStatus("up"), at)
+	m := a.measure(context.Background(), client, "default", "prod", checkStatus("up"), at)
 	want := rollout.Measurement{Group: "prod", Check: "errors", Query: "up", At: at,
 		Samples: []rollout.Sample{{Series: `{instance="a"}`, Value: 0.002}, {Series: `{instance="b"}`, Value: 0.5}}}
 	if diff := cmp.Diff(want, m); diff != "" {
@@ -89,7 +89,7 @@ func TestAnalysisClientTLSAndBearer(t *testing.T) {
 	if err := os.WriteFile(token, []byte("second"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.measure(context.Background(), client, "prod", checkStatus("up"), at)
+	a.measure(context.Background(), client, "default", "prod", checkStatus("up"), at)
 	fake.mu.Lock()
 	if diff := cmp.Diff([]string{"Bearer first", "Bearer second"}, fake.auth); diff != "" {
 		t.Errorf("Authorization headers (-want +got):\n%s", diff)
@@ -100,12 +100,12 @@ func TestAnalysisClientTLSAndBearer(t *testing.T) {
 	}
 
 	noCA := a.clientFor(rollout.AnalysisConfig{PrometheusURL: srv.URL})
-	m = a.measure(context.Background(), noCA, "prod", checkStatus("up"), at)
+	m = a.measure(context.Background(), noCA, "default", "prod", checkStatus("up"), at)
 	if !strings.Contains(m.Error, "Prometheus "+srv.URL+" unreachable") || !strings.Contains(m.Error, "certificate") {
 		t.Errorf("unverified server: error %q", m.Error)
 	}
 	bad := a.clientFor(rollout.AnalysisConfig{PrometheusURL: srv.URL, PrometheusCAFile: filepath.Join(dir, "missing.pem")})
-	m = a.measure(context.Background(), bad, "prod", checkStatus("up"), at)
+	m = a.measure(context.Background(), bad, "default", "prod", checkStatus("up"), at)
 	if !strings.HasPrefix(m.Error, "prometheus_ca_file: open ") {
 		t.Errorf("missing CA file: error %q", m.Error)
 	}
@@ -134,7 +134,7 @@ func TestAnalysisQueryErrors(t *testing.T) {
 			srv := httptest.NewServer(fake)
 			defer srv.Close()
 			a := testAnalyzer(t)
-			m := a.measure(context.Background(), a.clientFor(rollout.AnalysisConfig{PrometheusURL: srv.URL}), "prod", checkStatus("up"), time.Now())
+			m := a.measure(context.Background(), a.clientFor(rollout.AnalysisConfig{PrometheusURL: srv.URL}), "default", "prod", checkStatus("up"), time.Now())
 			if tc.err == "" && m.Error != "" || !strings.Contains(m.Error, tc.err) {
 				t.Errorf("error %q, want %q", m.Error, tc.err)
 			}
@@ -159,22 +159,22 @@ func TestAnalysisScheduleOncePerInterval(t *testing.T) {
 	cfg := rollout.Config{AnalysisConfig: rollout.AnalysisConfig{PrometheusURL: srv.URL}}
 	now := time.Now()
 	st := rollout.GroupStatus{State: rollout.StateActive, Analysis: []rollout.CheckStatus{checkStatus("up")}}
-	a.schedule(cfg, "prod", st, now)
-	a.schedule(cfg, "prod", st, now.Add(300*time.Millisecond)) // running or just measured: not again
+	a.schedule(defaultNS, cfg, "prod", st, now)
+	a.schedule(defaultNS, cfg, "prod", st, now.Add(300*time.Millisecond)) // running or just measured: not again
 	a.stop()
-	a.schedule(cfg, "prod", st, now.Add(600*time.Millisecond)) // measured, not judged yet: not again
+	a.schedule(defaultNS, cfg, "prod", st, now.Add(600*time.Millisecond)) // measured, not judged yet: not again
 	a.stop()
-	ms := a.take("prod")
+	ms := a.take(defaultNS, "prod")
 	if len(ms) != 1 || !ms[0].At.Equal(now) {
 		t.Fatalf("measurements %+v, want one at %v", ms, now)
 	}
-	a.putBack("prod", ms)
-	if again := a.take("prod"); len(again) != 1 {
+	a.putBack(defaultNS, "prod", ms)
+	if again := a.take(defaultNS, "prod"); len(again) != 1 {
 		t.Errorf("given back: %d measurements", len(again))
 	}
-	a.schedule(cfg, "prod", st, now.Add(time.Second)) // an interval later
+	a.schedule(defaultNS, cfg, "prod", st, now.Add(time.Second)) // an interval later
 	a.stop()
-	if got := a.take("prod"); len(got) != 1 {
+	if got := a.take(defaultNS, "prod"); len(got) != 1 {
 		t.Errorf("an interval later: %d measurements, want 1", len(got))
 	}
 	fake.mu.Lock()
@@ -183,3 +183,6 @@ func TestAnalysisScheduleOncePerInterval(t *testing.T) {
 		t.Errorf("%d queries, want 2", len(fake.auth))
 	}
 }
+
+// defaultNS is the namespace of a config without apps: the default app's.
+var defaultNS = kv.DefaultNS(rollout.DefaultConfig())

@@ -355,7 +355,7 @@ func TestAnalysisHaltsBadCanaries(t *testing.T) {
 		if v := m[`fleetwave_analysis_value{check="error-rate",group="prod"}`]; v != badRate {
 			return fmt.Errorf("fleetwave_analysis_value %v, want 0.3", v)
 		}
-		if n := m[`fleetwave_analysis_measurements_total{check="error-rate",group="prod",result="failed"}`]; n < 1 {
+		if n := m[`fleetwave_analysis_measurements_total{app="default",check="error-rate",group="prod",result="failed"}`]; n < 1 {
 			return fmt.Errorf("no failed measurement counted")
 		}
 		return nil

@@ -58,7 +58,18 @@ const (
 type Controller struct {
 	fleet *kv.Fleet
 	o     Options
-	agg   *heartbeat.Aggregator
+	// agg is the default app's inventory (apps.go): the one Inventory
+	// returns, kept whatever the default app is named.
+	agg *heartbeat.Aggregator
+	// apps are the apps of the last good config read, each with its
+	// inventory (apps.go); appsMu serialises their replacement.
+	apps   atomic.Pointer[appSet]
+	appsMu sync.Mutex
+	// rescanWanted: an app was added, so the heartbeat stream is read
+	// again (its hosts' heartbeats were rejected until then);
+	// appsChanged wakes Run for it.
+	rescanWanted atomic.Bool
+	appsChanged  chan struct{}
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -67,8 +78,8 @@ type Controller struct {
 	rejected atomic.Uint64
 	lastWarn atomic.Int64 // unix nanos of the last bad-heartbeat log line
 
-	statsRev map[string]uint64   // group → revision of our last stats write
-	views    []rollout.AgentView // the rollout pass's views of one group, reused (reconcile only)
+	statsRev map[string]statsWritten // fleet_stats key → our last write there
+	views    []rollout.AgentView     // the rollout pass's views of one group, reused (reconcile only)
 
 	lease   *kv.Lease
 	leader  bool        // last Campaign won (for logging changes only)
@@ -83,10 +94,10 @@ type Controller struct {
 	// badValues maps bucket/key of each stored value the last rollout pass
 	// skipped to its revision, so that each is logged once, not every pass.
 	badValues map[string]uint64
-	// quarantineErr is the last failure to write the quarantine list,
-	// logged once, not every pass.
-	quarantineErr string
-	// writeErrs is, per group, the last failure to write its status,
+	// quarantineErr is, per app (its quarantine key), the last failure
+	// to write its quarantine list, logged once, not every pass.
+	quarantineErr map[string]string
+	// writeErrs is, per group status key, the last failure to write it,
 	// logged once, not every pass (reconcile only).
 	writeErrs map[string]string
 }
@@ -130,8 +141,12 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 		o:        o,
 		agg:      heartbeat.NewAggregator(o.HeartbeatInterval, o.AgentExpiry),
 		ready:    make(chan struct{}),
-		statsRev: make(map[string]uint64),
+		statsRev: make(map[string]statsWritten),
+
+		appsChanged: make(chan struct{}, 1),
 	}
+	apps, _ := c.appsOf(&appSet{}, rollout.DefaultConfig())
+	c.apps.Store(apps)
 	c.m = newMetrics(c)
 	if len(o.Notify.Webhooks) > 0 {
 		c.wm = newWebhookMetrics(c.m.reg, o.Notify.Webhooks)
@@ -145,7 +160,8 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 // stream when the controller started.
 func (c *Controller) Ready() <-chan struct{} { return c.ready }
 
-// Inventory is the controller's live inventory.
+// Inventory is the controller's live inventory of the default app
+// (AppInventory("")).
 func (c *Controller) Inventory() *heartbeat.Aggregator { return c.agg }
 
 // Counters reports heartbeats received and rejected since start.
@@ -162,6 +178,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer feed.stop()
 	c.an.start(ctx)
 	defer c.an.stop()
+	// The apps first: the scan takes the heartbeats of configured apps.
+	if err := c.refreshApps(ctx); err != nil && ctx.Err() == nil {
+		c.o.Log.Warn("reading the config's apps failed; the default app's inventory is read, the others' once the config is read", slog.Any("err", err))
+	}
+	c.rescanWanted.Store(false) // the scan below reads them
 	// Counts are written only once the inventory is recovered: a partial
 	// count after a restart would look like agents vanishing.
 	if err := feed.scan(ctx, true); err != nil {
@@ -206,8 +227,15 @@ func (c *Controller) Run(ctx context.Context) error {
 			pctx, cancel := c.passContext(ctx)
 			feed.rescan(pctx)
 			cancel()
+		case <-c.appsChanged:
+			pctx, cancel := c.passContext(ctx)
+			feed.rescan(pctx)
+			cancel()
 		case <-stats.C():
 			pctx, cancel := c.passContext(ctx)
+			if err := c.refreshApps(pctx); err != nil && ctx.Err() == nil {
+				c.o.Log.Warn("reading the config's apps failed; retrying next interval", slog.Any("err", err))
+			}
 			feed.rescan(pctx)
 			start := time.Now()
 			err := c.WriteStats(pctx)
@@ -266,42 +294,56 @@ func (c *Controller) reject(subject, reason string, err error) {
 	}
 }
 
-// WriteStats expires silent agents and writes one fleet_stats entry per group
-// with established agents; a group that has none left loses its entry.
+// statsWritten is one fleet_stats entry this controller wrote: its
+// revision, and whose count it is.
+type statsWritten struct {
+	rev   uint64
+	app   string // the app's name
+	group string
+}
+
+// WriteStats expires silent agents and writes, for every app, one
+// fleet_stats entry per group with established agents (the app's key:
+// kv.AppNS.Stats); a group that has none left, or of an app no longer
+// configured, loses its entry.
 func (c *Controller) WriteStats(ctx context.Context) error {
 	now := c.o.Clock.Now()
-	if n := c.agg.Expire(now); n > 0 {
-		c.o.Log.Info("agents expired", slog.Int("count", n))
-	}
-	counts, sites := c.agg.CountsWithSites(now)
 	var errs []error
-	for group, vc := range counts {
-		s := kv.Stats{V: 1, ControllerID: c.o.ID, Group: group, At: now.UTC(), Agents: vc.Total(), Versions: vc, Sites: sites[group]}
-		if err := c.saveStats(ctx, group, s); err != nil {
-			errs = append(errs, err)
+	written := make(map[string]bool, len(c.statsRev))
+	for _, app := range c.apps.Load().list {
+		if n := app.agg.Expire(now); n > 0 {
+			c.o.Log.Info("agents expired", slog.String("app", app.ns.Name), slog.Int("count", n))
+		}
+		counts, sites := app.agg.CountsWithSites(now)
+		for group, vc := range counts {
+			key := app.ns.Stats(group, c.o.ID)
+			written[key] = true
+			s := kv.Stats{V: 1, ControllerID: c.o.ID, Group: group, At: now.UTC(), Agents: vc.Total(), Versions: vc, Sites: sites[group], App: app.ns.Key()}
+			if err := c.saveStats(ctx, key, app.ns.Name, s); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	for group, rev := range c.statsRev {
-		if _, ok := counts[group]; ok {
+	for key, w := range c.statsRev {
+		if written[key] {
 			continue
 		}
-		key := kv.StatsKey(group, c.o.ID)
-		err := c.fleet.Stats.Delete(ctx, key, jetstream.LastRevision(rev))
+		err := c.fleet.Stats.Delete(ctx, key, jetstream.LastRevision(w.rev))
 		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			errs = append(errs, fmt.Errorf("delete %s/%s: %w", kv.BucketStats, key, err))
 			continue
 		}
-		delete(c.statsRev, group)
-		c.o.Log.Info("group has no agents left", slog.String("group", group))
+		delete(c.statsRev, key)
+		c.o.Log.Info("group has no agents left", slog.String("app", w.app), slog.String("group", w.group))
 	}
 	return errors.Join(errs...)
 }
 
-func (c *Controller) saveStats(ctx context.Context, group string, s kv.Stats) error {
-	key := kv.StatsKey(group, c.o.ID)
-	rev, known := c.statsRev[group]
+func (c *Controller) saveStats(ctx context.Context, key, app string, s kv.Stats) error {
+	w, known := c.statsRev[key]
+	rev := w.rev
 	if !known {
-		c.o.Log.Info("counting group", slog.String("group", group), slog.Int("agents", s.Agents))
+		c.o.Log.Info("counting group", slog.String("app", app), slog.String("group", s.Group), slog.Int("agents", s.Agents))
 		// First write of this process: take over whatever an earlier run
 		// with the same id left.
 		// The stream's own sequence: a foreign message's headers would
@@ -314,12 +356,12 @@ func (c *Controller) saveStats(ctx context.Context, group string, s kv.Stats) er
 	next, err := kv.Save(ctx, c.fleet.Stats, key, s, rev)
 	if errors.Is(err, kv.ErrConflict) {
 		// Someone else writes our key: two controllers share an id.
-		delete(c.statsRev, group)
+		delete(c.statsRev, key)
 		return fmt.Errorf("%w (is another controller running with --id %q?)", err, c.o.ID)
 	}
 	if err != nil {
 		return err
 	}
-	c.statsRev[group] = next
+	c.statsRev[key] = statsWritten{rev: next, app: app, group: s.Group}
 	return nil
 }

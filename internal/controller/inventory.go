@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -176,14 +177,34 @@ func (f *inventoryFeed) scan(ctx context.Context, recovered bool) error {
 	return err
 }
 
-// ingest decodes heartbeats into a batch and observes the batch under one
-// lock of the inventory. Its Decoder reuses one Heartbeat and shares the
-// strings agents repeat (groups, versions). One ingest per goroutine.
+// ingest decodes heartbeats into a batch per app and observes each batch
+// under one lock of its app's inventory. Its Decoder reuses one Heartbeat
+// and shares the strings agents repeat (groups, versions). One ingest per
+// goroutine.
 type ingest struct {
-	c   *Controller
-	dec heartbeat.Decoder
+	c    *Controller
+	dec  heartbeat.Decoder
+	apps *appSet // the apps the batch was begun with
+	bufs []appBatch
+	n    int       // heartbeats in bufs
+	now  time.Time // when the batch began: the time it is observed at
+}
+
+// appBatch is the heartbeats of one app in a batch.
+type appBatch struct {
+	agg *heartbeat.Aggregator
 	obs []heartbeat.Observation
-	now time.Time // when the batch began: the time it is observed at
+}
+
+// batchOf is the batch of app's inventory.
+func (in *ingest) batchOf(agg *heartbeat.Aggregator) *appBatch {
+	for i := range in.bufs {
+		if in.bufs[i].agg == agg {
+			return &in.bufs[i]
+		}
+	}
+	in.bufs = append(in.bufs, appBatch{agg: agg})
+	return &in.bufs[len(in.bufs)-1]
 }
 
 // add decodes one stored heartbeat; fromScan: read back from the stream,
@@ -191,8 +212,11 @@ type ingest struct {
 // agent counts at once.
 func (in *ingest) add(m kv.StoredMsg, recovered, fromScan bool) {
 	in.c.received.Add(1)
-	if len(in.obs) == 0 {
+	if in.n == 0 {
 		in.now = in.c.o.Clock.Now()
+		if apps := in.c.apps.Load(); apps != in.apps {
+			in.apps, in.bufs = apps, in.bufs[:0] // none of a removed app's kept
+		}
 	}
 	now := in.now
 	s := kv.StoredHeartbeatOf(m)
@@ -201,24 +225,34 @@ func (in *ingest) add(m kv.StoredMsg, recovered, fromScan bool) {
 		in.c.reject(m.Subject, rejectReason(m), err)
 		return
 	}
+	app, ok := in.apps.byKey[hb.App]
+	if !ok {
+		in.c.reject(m.Subject, rejectUnknownApp, fmt.Errorf("app %q is not in the config (apps: %s)", hb.App, strings.Join(in.apps.names(), ", ")))
+		return
+	}
 	seen := now
 	if fromScan && !m.Time.IsZero() && m.Time.Before(now) {
 		// Heard by the stream before we read it: that is when the agent
 		// was last alive, not now.
 		seen = m.Time
 	}
-	in.obs = append(in.obs, heartbeat.Observation{Heartbeat: *hb, At: seen, Recovered: recovered})
-	if len(in.obs) == feedBatch {
+	b := in.batchOf(app.agg)
+	b.obs = append(b.obs, heartbeat.Observation{Heartbeat: *hb, At: seen, Recovered: recovered})
+	if in.n++; in.n == feedBatch {
 		in.flush()
 	}
 }
 
 func (in *ingest) flush() {
-	if len(in.obs) > 0 {
-		in.c.agg.ObserveBatch(in.obs)
-		clear(in.obs)
-		in.obs = in.obs[:0]
+	for i := range in.bufs {
+		b := &in.bufs[i]
+		if len(b.obs) > 0 {
+			b.agg.ObserveBatch(b.obs)
+			clear(b.obs)
+			b.obs = b.obs[:0]
+		}
 	}
+	in.n = 0
 }
 
 // stale reports whether the subscription may have missed heartbeats since
@@ -238,12 +272,18 @@ func (f *inventoryFeed) droppedNow() int {
 	return n
 }
 
-// rescan scans again when the subscription may have missed heartbeats.
+// rescan scans again when the subscription may have missed heartbeats, or
+// the config gained an app (whose hosts' heartbeats were rejected until
+// then).
 func (f *inventoryFeed) rescan(ctx context.Context) {
-	if !f.stale() {
+	switch {
+	case f.c.rescanWanted.Swap(false):
+		f.c.o.Log.Info("reading the inventory again: the config has a new app")
+	case f.stale():
+		f.c.o.Log.Info("reading the inventory again: heartbeats may have been missed (a reconnect, or a slow subscription)")
+	default:
 		return
 	}
-	f.c.o.Log.Info("reading the inventory again: heartbeats may have been missed (a reconnect, or a slow subscription)")
 	if err := f.scan(ctx, false); err != nil && ctx.Err() == nil {
 		f.c.o.Log.Warn("reading the inventory failed; retrying next interval", slog.Any("err", err))
 	}

@@ -51,6 +51,9 @@ const (
 	// agent id) holds a control, DEL, C1 or bidirectional character
 	// (rollout.ErrUnprintable): a heartbeat forged to steer a terminal.
 	rejectUnprintable = "unprintable"
+	// rejectUnknownApp: a heartbeat of an app the config does not list
+	// (apps.go): not counted in any app.
+	rejectUnknownApp = "unknown_app"
 )
 
 // Outcomes of fleetwave_find_requests_total.
@@ -109,15 +112,15 @@ func newMetrics(c *Controller) *metrics {
 	}
 	m.analysisMeasurements = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleetwave_analysis_measurements_total",
-		Help: "Metric analysis measurements this controller took (while leading), by group, check and result (successful, failed, inconclusive).",
-	}, []string{"group", "check", "result"})
+		Help: "Metric analysis measurements this controller took (while leading), by app, group, check and result (successful, failed, inconclusive).",
+	}, []string{"app", "group", "check", "result"})
 	m.analysisQuery = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fleetwave_analysis_query_duration_seconds",
 		Help:    "Time of one metric analysis query to Prometheus, answered or not.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 	})
 	m.reg.MustRegister(m.analysisMeasurements, m.analysisQuery)
-	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished, rejectUnprintable} {
+	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished, rejectUnprintable, rejectUnknownApp} {
 		m.rejected.WithLabelValues(r)
 	}
 	for _, o := range []string{"ok", "bad_request", "unknown_group", "unavailable", "other"} {

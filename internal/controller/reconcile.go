@@ -64,6 +64,35 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if _, bad := st.Problem(kv.BucketConfig, kv.KeyConfig); bad {
 		return nil
 	}
+	cfg := st.Config.Value
+	c.setApps(cfg)
+	// Every app of the config, each on its own plan and inventory: one
+	// app's bad value, lost compare-and-swap or failed write stops that
+	// app's pass, never another's.
+	apps := c.apps.Load()
+	for _, app := range apps.list {
+		view, err := st.AppView(app.ns)
+		if err != nil {
+			// Not reached: a config whose overrides do not apply is
+			// not valid (in Problems above).
+			c.o.Log.Error("app skipped: its config does not apply", slog.String("app", app.ns.Name), slog.Any("err", err))
+			continue
+		}
+		if err := c.reconcileApp(ctx, app, view, now); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			c.o.Log.Warn("rollout pass of the app failed; retrying next interval", slog.String("app", app.ns.Name), slog.Any("err", err))
+		}
+	}
+	return nil
+}
+
+// reconcileApp is one app's part of the pass: view is the app's plan in
+// the shape of a fleet before apps (kv.State.AppView: its keys unprefixed,
+// Config with the app's overrides), written back under the app's keys.
+func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State, now time.Time) error {
+	ns := app.ns
 	if _, bad := st.Problem(kv.BucketPlan, kv.KeySpec); bad {
 		return nil
 	}
@@ -73,7 +102,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	// Only the agents that rolled back matter to quarantine; each group's
 	// views are read when it is decided, one group at a time, so that a
 	// million agents are never all viewed at once.
-	quarantine, err := c.quarantine(ctx, st.Quarantine, st.Config.Value.QuarantineAfter, c.agg.RolledBack(now), now)
+	quarantine, err := c.quarantine(ctx, ns, st.Quarantine, st.Config.Value.QuarantineAfter, app.agg.RolledBack(now), now)
 	if err != nil {
 		return err
 	}
@@ -86,12 +115,13 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		if _, bad := st.Problem(kv.BucketPlan, kv.GroupKey(group)); bad {
 			continue
 		}
+		key := ns.Group(group)
 		// The views of the group before are not needed any more: their
 		// slice takes this group's (a pass allocates no views).
-		c.views = c.agg.AppendViews(c.views[:0], group, now)
+		c.views = app.agg.AppendViews(c.views[:0], group, now)
 		views := c.views
 		prev, had := st.Groups[group]
-		measured := c.an.take(group)
+		measured := c.an.take(ns, group)
 		next, events := rollout.Next(rollout.Input{
 			Config:       cfg,
 			Group:        group,
@@ -109,14 +139,14 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 		plan.Groups[group] = next
 		if had && sameJSON(prev.Value, next) {
-			c.noteWrite(group, nil)
-			c.an.schedule(cfg, group, next, now)
+			c.noteWrite(ns, group, nil)
+			c.an.schedule(ns, cfg, group, next, now)
 			continue
 		}
-		if _, err := kv.Save(ctx, c.fleet.Plan, kv.GroupKey(group), next, prev.Revision); err != nil {
-			c.an.putBack(group, measured) // not judged for good: the next pass judges them again
+		if _, err := kv.Save(ctx, c.fleet.Plan, key, next, prev.Revision); err != nil {
+			c.an.putBack(ns, group, measured) // not judged for good: the next pass judges them again
 			if errors.Is(err, kv.ErrConflict) {
-				c.o.Log.Info("group status changed while deciding; deciding again next pass", slog.String("group", group))
+				c.o.Log.Info("group status changed while deciding; deciding again next pass", slog.String("app", ns.Name), slog.String("group", group))
 				return nil
 			}
 			if ctx.Err() != nil {
@@ -129,15 +159,16 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			} else {
 				delete(plan.Groups, group)
 			}
-			c.noteWrite(group, err)
+			c.noteWrite(ns, group, err)
 			continue
 		}
-		c.noteWrite(group, nil)
-		c.an.schedule(cfg, group, next, now)
+		c.noteWrite(ns, group, nil)
+		c.an.schedule(ns, cfg, group, next, now)
 		for _, ev := range events {
+			ev.App = ns.Name
 			c.logEvent(ev)
 			if err := c.fleet.PublishEvent(ev); err != nil {
-				c.o.Log.Warn("publishing event failed", slog.String("group", group), slog.Any("err", err))
+				c.o.Log.Warn("publishing event failed", slog.String("app", ns.Name), slog.String("group", group), slog.Any("err", err))
 			}
 		}
 	}
@@ -145,12 +176,13 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 }
 
 // quarantine applies the quarantine rule (rollout.QuarantineFrom) to the
-// whole inventory: a version it finds is added to fleet_plan/quarantine
+// app's whole inventory: a version it finds is added to the app's
+// quarantine list (fleet_plan/quarantine, or <app>.quarantine)
 // with compare-and-swap on the revision read, logged, and announced as a
 // fleet-wide event (which the audit trail stores). It returns the list the
 // groups' steps use. A lost compare-and-swap (an operator changed the list)
 // is not an error: this pass uses what it read, the next one decides again.
-func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.QuarantineList], after int, rolledBack []rollout.AgentView, now time.Time) (rollout.QuarantineList, error) {
+func (c *Controller) quarantine(ctx context.Context, ns kv.AppNS, e kv.Entry[rollout.QuarantineList], after int, rolledBack []rollout.AgentView, now time.Time) (rollout.QuarantineList, error) {
 	found := rollout.QuarantineFrom(rolledBack, after, e.Value, now.UTC())
 	if len(found) == 0 {
 		return e.Value, nil
@@ -160,7 +192,7 @@ func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.Quaranti
 	for _, q := range found {
 		l, err := next.Add(q)
 		if err != nil {
-			c.o.Log.Error("cannot quarantine a version", slog.String("version", q.Version), slog.String("reason", q.Reason), slog.Any("err", err))
+			c.o.Log.Error("cannot quarantine a version", slog.String("app", ns.Name), slog.String("version", q.Version), slog.String("reason", q.Reason), slog.Any("err", err))
 			continue
 		}
 		next, added = l, append(added, q)
@@ -168,9 +200,10 @@ func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.Quaranti
 	if len(added) == 0 {
 		return e.Value, nil
 	}
-	if _, err := kv.Save(ctx, c.fleet.Plan, kv.KeyQuarantine, next, e.Revision); err != nil {
+	qkey := ns.Quarantine()
+	if _, err := kv.Save(ctx, c.fleet.Plan, qkey, next, e.Revision); err != nil {
 		if errors.Is(err, kv.ErrConflict) {
-			c.o.Log.Info("quarantine list changed while deciding; deciding again next pass")
+			c.o.Log.Info("quarantine list changed while deciding; deciding again next pass", slog.String("app", ns.Name))
 			return e.Value, nil
 		}
 		if ctx.Err() != nil {
@@ -179,18 +212,22 @@ func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.Quaranti
 		// Not stored (credentials minted before the controller could
 		// write the list, a full bucket): the groups still halt on what
 		// the rule found, and every pass tries again.
-		if msg := err.Error(); msg != c.quarantineErr {
-			c.quarantineErr = msg
+		if msg := err.Error(); msg != c.quarantineErr[qkey] {
+			if c.quarantineErr == nil {
+				c.quarantineErr = map[string]string{}
+			}
+			c.quarantineErr[qkey] = msg
 			c.o.Log.Error("cannot write the quarantine list; groups rolling the version halt anyway, and the write is retried every pass",
-				slog.Any("err", err), slog.String("fix", "if the controller's credentials predate fleet_plan/quarantine: fleetctl auth upgrade, then issue the controller new credentials (fleetctl auth user --name NAME --role controller)"))
+				slog.String("app", ns.Name), slog.Any("err", err), slog.String("fix", "if the controller's credentials predate fleet_plan/quarantine: fleetctl auth upgrade, then issue the controller new credentials (fleetctl auth user --name NAME --role controller)"))
 		}
 		return next, nil
 	}
-	c.quarantineErr = ""
+	delete(c.quarantineErr, qkey)
 	for _, q := range added {
 		c.o.Log.Warn("version quarantined: groups rolling it out halt, and no group offers it to new hosts",
-			slog.String("version", q.Version), slog.Int("agents", q.AgentCount), slog.String("reason", q.Reason))
+			slog.String("app", ns.Name), slog.String("version", q.Version), slog.Int("agents", q.AgentCount), slog.String("reason", q.Reason))
 		ev := rollout.QuarantineEvent(q)
+		ev.App = ns.Name
 		ev.Agents = rollout.QuarantineAgents(q, rolledBack)
 		if err := c.fleet.PublishEvent(ev); err != nil {
 			c.o.Log.Warn("publishing event failed", slog.String("version", q.Version), slog.Any("err", err))
@@ -202,12 +239,13 @@ func (c *Controller) quarantine(ctx context.Context, e kv.Entry[rollout.Quaranti
 // noteWrite logs a failure to write group's status when it is new, and
 // that the group's status is written again after one. Only Reconcile
 // calls it, from one goroutine.
-func (c *Controller) noteWrite(group string, err error) {
-	last, failed := c.writeErrs[group]
+func (c *Controller) noteWrite(ns kv.AppNS, group string, err error) {
+	key := ns.Group(group)
+	last, failed := c.writeErrs[key]
 	if err == nil {
 		if failed {
-			delete(c.writeErrs, group)
-			c.o.Log.Info("group status written again", slog.String("group", group))
+			delete(c.writeErrs, key)
+			c.o.Log.Info("group status written again", slog.String("app", ns.Name), slog.String("group", group))
 		}
 		return
 	}
@@ -215,9 +253,9 @@ func (c *Controller) noteWrite(group string, err error) {
 		c.writeErrs = map[string]string{}
 	}
 	if msg := err.Error(); msg != last {
-		c.writeErrs[group] = msg
+		c.writeErrs[key] = msg
 		c.o.Log.Error("cannot write the group's status; the group does not move until it can, the other groups go on (retried every pass)",
-			slog.String("group", group), slog.Any("err", err))
+			slog.String("app", ns.Name), slog.String("group", group), slog.Any("err", err))
 	}
 }
 
@@ -233,17 +271,24 @@ func (c *Controller) noteProblems(problems []kv.Problem) {
 			continue
 		}
 		attrs := []any{slog.String("key", where), slog.Uint64("revision", p.Revision), slog.String("err", p.Err.Error()), slog.String("fix", p.Fix())}
+		pk := kv.ParsePlanKey(p.Key)
+		if p.Bucket == kv.BucketPlan {
+			app := pk.App
+			if app == "" {
+				app = "the default app"
+			}
+			attrs = append(attrs, slog.String("app", app))
+		}
 		switch {
 		case p.Bucket == kv.BucketConfig:
-			c.o.Log.Error("rollout stopped: the stored config is not valid; no group moves until it is replaced", attrs...)
-		case p.Key == kv.KeySpec:
-			c.o.Log.Error("rollout stopped: the stored plan spec is not valid; no group moves until it is replaced", attrs...)
-		case p.Key == kv.KeyQuarantine:
-			c.o.Log.Error("rollout stopped: the stored quarantine list is not valid; no group moves until it is replaced", attrs...)
+			c.o.Log.Error("rollout stopped: the stored config is not valid; no group of any app moves until it is replaced", attrs...)
+		case pk.Kind == kv.KeySpec:
+			c.o.Log.Error("rollout stopped: the app's stored plan spec is not valid; none of its groups moves until it is replaced (the other apps go on)", attrs...)
+		case pk.Kind == kv.KeyQuarantine:
+			c.o.Log.Error("rollout stopped: the app's stored quarantine list is not valid; none of its groups moves until it is replaced (the other apps go on)", attrs...)
 		default:
-			group, _ := kv.GroupFromKey(p.Key)
 			c.o.Log.Warn("group skipped: its stored status is not valid; it does not move until it is replaced",
-				append(attrs, slog.String("group", group))...)
+				append(attrs, slog.String("group", pk.Group))...)
 		}
 	}
 	for where := range c.badValues {
@@ -255,7 +300,7 @@ func (c *Controller) noteProblems(problems []kv.Problem) {
 }
 
 func (c *Controller) logEvent(ev rollout.Event) {
-	attrs := []any{slog.String("group", ev.Group), slog.String("kind", string(ev.Kind)), slog.String("reason", ev.Reason)}
+	attrs := []any{slog.String("app", ev.App), slog.String("group", ev.Group), slog.String("kind", string(ev.Kind)), slog.String("reason", ev.Reason)}
 	if ev.From != ev.To {
 		attrs = append(attrs, slog.String("from", string(ev.From)), slog.String("to", string(ev.To)))
 	}

@@ -29,6 +29,12 @@ import (
 type Aggregator struct {
 	interval time.Duration
 	expiry   time.Duration
+	// app is the app whose agents this inventory holds (Heartbeat.App:
+	// "" for the fleet's default app); a controller keeps one Aggregator
+	// per app (NewAppAggregator), so that a host running three apps is
+	// three agents, one in each app's inventory, and no pass over one
+	// app's groups reads another's agents.
+	app string
 
 	mu       sync.Mutex
 	where    map[rollout.AgentID]place // every agent held
@@ -61,6 +67,7 @@ type place struct {
 type entry struct {
 	host                   string
 	active, start, updater uint32 // versions.strs; 0: ""
+	installer              uint8  // installerCodes; in the padding before at
 	at, startTime          int64  // UTC unix nanoseconds; startTime noTime: zero
 	seq                    uint64
 	odd                    *oddFields
@@ -111,6 +118,19 @@ type oddFields struct {
 	versions    [3]string
 }
 
+// installerCodes are the values of entry.installer: Heartbeat.Installer,
+// which Validate holds to these.
+var installerCodes = [...]string{"", rollout.InstallerTarball, rollout.InstallerScript}
+
+func installerCode(s string) uint8 {
+	for i, v := range installerCodes {
+		if v == s {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
 // noTime is entry.startTime for the zero time.
 const noTime = math.MinInt64
 
@@ -132,6 +152,7 @@ func (a *Aggregator) set(e *entry, hb *Heartbeat) {
 		e.host = hb.Hostname
 	}
 	e.seq = hb.Seq
+	e.installer = installerCode(hb.Installer)
 	var odd oddFields
 	var ok [3]bool
 	e.active, ok[0] = a.versions.id(hb.ActiveVersion)
@@ -177,7 +198,7 @@ func (a *Aggregator) activeVersion(e *entry) string {
 func (a *Aggregator) heartbeat(e *entry, id rollout.AgentID, group string, hb *Heartbeat) {
 	*hb = Heartbeat{
 		V: SchemaVersion, AgentID: id, Hostname: e.host, Group: group,
-		At: time.Unix(0, e.at).UTC(), Seq: e.seq,
+		At: time.Unix(0, e.at).UTC(), Seq: e.seq, App: a.app, Installer: installerCodes[e.installer],
 	}
 	if e.odd == nil || !e.odd.ownVersions {
 		hb.ActiveVersion, hb.StartVersion, hb.UpdaterVersion = a.versions.strs[e.active], a.versions.strs[e.start], a.versions.strs[e.updater]
@@ -227,14 +248,27 @@ type Agent struct {
 // NewAggregator returns an empty inventory for agents that heartbeat every
 // interval and expire after expiry without one.
 func NewAggregator(interval, expiry time.Duration) *Aggregator {
-	return &Aggregator{interval: interval, expiry: expiry,
+	return NewAppAggregator("", interval, expiry)
+}
+
+// NewAppAggregator is NewAggregator for the agents of one app: app is the
+// app's token in heartbeats (Heartbeat.App; "" for the fleet's default
+// app). Heartbeats of another app are not taken (Observe ignores them), so
+// two apps' inventories never mix.
+func NewAppAggregator(app string, interval, expiry time.Duration) *Aggregator {
+	return &Aggregator{app: app, interval: interval, expiry: expiry,
 		where: make(map[rollout.AgentID]place), groups: make(map[string]*members)}
 }
+
+// App is the app whose agents a holds ("" for the default app).
+func (a *Aggregator) App() string { return a.app }
 
 // Observe records hb as received at t. recovered marks a heartbeat replayed
 // from the stream at start-up; such an agent counts at once (see Aggregator).
 // A later heartbeat replaces an earlier one, including a move to another
-// group; an agent that had expired starts its first-seen clock again.
+// group; an agent that had expired starts its first-seen clock again. A
+// heartbeat with Left removes the agent; one of another app than a's is
+// ignored.
 func (a *Aggregator) Observe(hb *Heartbeat, t time.Time, recovered bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -258,8 +292,20 @@ func (a *Aggregator) ObserveBatch(obs []Observation) {
 	}
 }
 
-// observe is Observe with a.mu held.
+// observe is Observe with a.mu held. A heartbeat of another app is not
+// taken; one that says the host left the app (Left) removes the agent.
 func (a *Aggregator) observe(hb *Heartbeat, t time.Time, recovered bool) {
+	if hb.App != a.app {
+		return
+	}
+	if hb.Left {
+		// The host no longer runs the app: it is in none of the app's
+		// groups until it heartbeats again without left (DESIGN §9).
+		if p, ok := a.where[hb.AgentID]; ok {
+			a.remove(p)
+		}
+		return
+	}
 	if p, ok := a.where[hb.AgentID]; ok {
 		e := &p.m.e[p.i]
 		if !a.expired(e, t) {

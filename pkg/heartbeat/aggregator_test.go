@@ -651,3 +651,38 @@ func BenchmarkAggregatePass1M(b *testing.B) {
 		}
 	})
 }
+
+// TestAggregatorPerApp: an app's inventory takes its own app's heartbeats
+// only, gives them back with the app named, and drops an agent whose host
+// says it left the app (until it heartbeats again without left).
+func TestAggregatorPerApp(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	hb := func(app string, left bool) *heartbeat.Heartbeat {
+		return &heartbeat.Heartbeat{V: 1, AgentID: "00000000-0000-4000-8000-00000000000a", Hostname: "h", Group: "prod",
+			ActiveVersion: "1.0.0", At: at, App: app, Installer: "script", Left: left}
+	}
+	db := heartbeat.NewAppAggregator("db", time.Second, time.Hour)
+	def := heartbeat.NewAggregator(time.Second, time.Hour)
+	for _, a := range []*heartbeat.Aggregator{db, def} {
+		a.Observe(hb("db", false), at, true)
+	}
+	if def.Len() != 0 {
+		t.Errorf("the default app's inventory took app db's heartbeat: %d agents", def.Len())
+	}
+	got, ok := db.Lookup("00000000-0000-4000-8000-00000000000a", at)
+	if !ok || got.Heartbeat != *hb("db", false) {
+		t.Fatalf("app db's inventory gives back %+v (held %v), want %+v", got.Heartbeat, ok, *hb("db", false))
+	}
+	db.Observe(hb("db", true), at.Add(time.Second), false)
+	if n := db.Len(); n != 0 {
+		t.Errorf("after left: %d agents, want 0", n)
+	}
+	if c := db.Counts(at.Add(time.Second)); len(c) != 0 {
+		t.Errorf("after left: counts %v, want none", c)
+	}
+	db.Observe(hb("db", false), at.Add(2*time.Second), false)
+	if n := db.Len(); n != 1 {
+		t.Errorf("back without left: %d agents, want 1", n)
+	}
+}

@@ -31,6 +31,8 @@ func TestAggregatorKeepsHeartbeatsExactly(t *testing.T) {
 		"year 1":              func(h *Heartbeat) { h.At = time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC) },
 		"min nanos":           func(h *Heartbeat) { h.StartTime = time.Unix(0, noTime).UTC() },
 		"other schema":        func(h *Heartbeat) { h.V = 0 },
+		"installer script":    func(h *Heartbeat) { h.Installer = "script" },
+		"tarball installer":   func(h *Heartbeat) { h.Installer = "tarball" },
 		"everything odd": func(h *Heartbeat) {
 			h.Rollback, h.RollbackFrom, h.Error = true, "1.3.0", "boom"
 			h.ErrorClass, h.ErrorCause, h.UpdatingTo, h.Site = ClassRelease, "unhealthy", "1.3.1", "eu"
