@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,9 +79,15 @@ func Run(t *testing.T, f Fleet) Report {
 	fleet := openFleet(t, ctx, f)
 
 	// Creds for the cast, and a plan that has canary done and prod waiting.
+	// The attacker runs the default app and app web (DESIGN §9), so it may
+	// make web's requests too: its heartbeat and its two plan keys.
 	creds := map[rollout.AgentID]string{}
 	for id, group := range map[rollout.AgentID]string{attacker: "canary", victim1: "prod", victim2: "prod"} {
-		_, out, err := f.Dir.IssueAgent(id, group, "")
+		var apps auth.AppGrant
+		if id == attacker {
+			apps = auth.AppGrant{Apps: []string{web.Name}}
+		}
+		_, out, err := f.Dir.IssueAgentApps(id, group, apps, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,8 +198,19 @@ func Run(t *testing.T, f Fleet) Report {
 		kv.AuditSubject(""), // the audit trail: who did what
 		kv.AuditSubject("prod"),
 		kv.AgentInboxPrefix(string(victim2)) + ".x", // another agent's inbox
+		// Another app's (DESIGN §9): its plan changes other agents follow,
+		// its spec, status and quarantine, another agent's heartbeat of it,
+		// its counts.
+		kv.PlanRepublish + web.Group("prod"),
+		kv.PlanRepublish + web.Spec(),
+		kv.KeySubject(kv.BucketPlan, web.Spec()),
+		kv.KeySubject(kv.BucketPlan, web.Group("prod")),
+		kv.KeySubject(kv.BucketPlan, web.Quarantine()),
+		web.HBSubject("prod", victim2),
+		kv.KeySubject(kv.BucketStats, web.Stats("prod", f.Controller)),
 	}
 	hb := hbData(t, attacker, "canary", "1.1.0")
+	webHB := hbAppData(t, web, attacker, "canary", "1.1.0")
 	requests := []struct {
 		subject string
 		data    []byte
@@ -200,6 +218,9 @@ func Run(t *testing.T, f Fleet) Report {
 		{"$JS.API.DIRECT.GET." + kv.PlanStream + "." + kv.KeySubject(kv.BucketPlan, kv.KeySpec), nil},
 		{"$JS.API.DIRECT.GET." + kv.PlanStream + "." + kv.KeySubject(kv.BucketPlan, kv.GroupKey("canary")), nil},
 		{heartbeat.SubjectFor("canary", attacker), hb}, // a JetStream publish: its ack is the response
+		{"$JS.API.DIRECT.GET." + kv.PlanStream + "." + kv.KeySubject(kv.BucketPlan, web.Spec()), nil},
+		{"$JS.API.DIRECT.GET." + kv.PlanStream + "." + kv.KeySubject(kv.BucketPlan, web.Group("canary")), nil},
+		{web.HBSubject("canary", attacker), webHB},
 	}
 	var rep Report
 	for _, r := range replies {
@@ -256,6 +277,20 @@ func Run(t *testing.T, f Fleet) Report {
 		t.Errorf("FLEET changed: config revision %d→%d, spec revision %d→%d, %s's heartbeat %s→%s",
 			before.config, after.config, before.spec, after.spec, victim2, before.victimHB, after.victimHB)
 	}
+	// Nothing of app web was ever written: whatever is stored there came
+	// from the attack.
+	for _, k := range []struct{ stream, subject string }{
+		{kv.PlanStream, kv.KeySubject(kv.BucketPlan, web.Spec())},
+		{kv.PlanStream, kv.KeySubject(kv.BucketPlan, web.Group("prod"))},
+		{kv.PlanStream, kv.KeySubject(kv.BucketPlan, web.Quarantine())},
+		{kv.StreamHB, web.HBSubject("prod", victim2)},
+		{kv.StreamOf(kv.BucketStats), kv.KeySubject(kv.BucketStats, web.Stats("prod", f.Controller))},
+	} {
+		m, err := kv.DirectGetLast(ctx, fleet.JS.Conn(), k.stream, k.subject)
+		if !errors.Is(err, kv.ErrNotFound) {
+			t.Errorf("FLEET changed: %s holds %.120s (%v)", k.subject, m.Data, err)
+		}
+	}
 	if after.leader != f.Controller {
 		t.Errorf("lease held by %q after the attack, want %q", after.leader, f.Controller)
 	}
@@ -295,7 +330,16 @@ func connect(t *testing.T, url, creds string, extra ...nats.Option) *nats.Conn {
 
 func hbData(t *testing.T, id rollout.AgentID, group, version string) []byte {
 	t.Helper()
-	data, err := heartbeat.Encode(&heartbeat.Heartbeat{V: heartbeat.SchemaVersion, AgentID: id, Group: group,
+	return hbAppData(t, kv.AppNS{}, id, group, version)
+}
+
+// web is the other app the attacker runs: nothing of it is in the plan, so
+// anything stored under its keys came from the attack.
+var web = kv.OtherNS("web")
+
+func hbAppData(t *testing.T, ns kv.AppNS, id rollout.AgentID, group, version string) []byte {
+	t.Helper()
+	data, err := heartbeat.Encode(&heartbeat.Heartbeat{V: heartbeat.SchemaVersion, AgentID: id, Group: group, App: ns.Key(),
 		ActiveVersion: version, UpdaterVersion: "0.1.0", At: time.Now().UTC(), Seq: uint64(time.Now().UnixNano())})
 	if err != nil {
 		t.Fatal(err)

@@ -239,6 +239,7 @@ func TestEdgeGrants(t *testing.T) {
 	}
 	wantImports := []string{
 		"service fleet.hb.*.*",
+		"service fleet.hb.*.*.*", // every other app's heartbeats (DESIGN §9)
 		"service $JS.API.CONSUMER.RESET.KV_fleet_plan.*",
 		"service $JS.FC.KV_fleet_plan.*.*",
 		"stream fleet.edge.*",
@@ -249,6 +250,7 @@ func TestEdgeGrants(t *testing.T) {
 	want := jwt.Permissions{
 		Pub: jwt.Permission{Allow: jwt.StringList{
 			"fleet.hb.*.*",
+			"fleet.hb.*.*.*",
 			"$JS.*.API.CONSUMER.RESET.KV_fleet_plan.edge_berlin",
 			"$JS.FC.KV_fleet_plan.edge_berlin.*",
 		}},

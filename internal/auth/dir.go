@@ -111,6 +111,9 @@ type Record struct {
 	Account string `json:"account"`
 	AgentID string `json:"agent_id,omitempty"`
 	Group   string `json:"group,omitempty"`
+	// Apps are the apps an agent's current key speaks for; nil is the
+	// fleet's default app only (every agent minted before apps existed).
+	Apps *AppGrant `json:"apps,omitempty"`
 	// Site is an edge site's, for its leaf user.
 	Site string `json:"site,omitempty"`
 	// Keys in the order issued: the last is the current one.
@@ -306,16 +309,23 @@ func (d Dir) seed(name string) (nkeys.KeyPair, error) {
 	return kp, nil
 }
 
-// IssueAgent mints credentials for agent id in group and writes them to out
-// (default agents/<id>.creds). Issuing again for the same id (a new group,
-// or a rotation) adds a key to the agent's record; the old key stays valid
-// until revoked ("auth revoke --id ID --keep-current").
+// IssueAgent mints credentials for agent id in group, for the fleet's
+// default app, and writes them to out (default agents/<id>.creds). Issuing
+// again for the same id (a new group, or a rotation) adds a key to the
+// agent's record; the old key stays valid until revoked ("auth revoke --id
+// ID --keep-current").
 func (d Dir) IssueAgent(id rollout.AgentID, group, out string) (User, string, error) {
+	return d.IssueAgentApps(id, group, AppGrant{}, out)
+}
+
+// IssueAgentApps is IssueAgent for the apps of g (AgentAppPermissions); the
+// record keeps g, so that an upgrade re-minting the agent grants the same.
+func (d Dir) IssueAgentApps(id rollout.AgentID, group string, g AppGrant, out string) (User, string, error) {
 	is, err := d.issuer(AccountAgents)
 	if err != nil {
 		return User{}, "", err
 	}
-	u, err := is.Agent(id, group)
+	u, err := is.AgentApps(id, group, g)
 	if err != nil {
 		return User{}, "", err
 	}
@@ -328,6 +338,10 @@ func (d Dir) IssueAgent(id rollout.AgentID, group, out string) (User, string, er
 	}
 	rec.moveTo(AccountAgents)
 	rec.Group = group
+	rec.Apps = nil
+	if !g.DefaultOnly() {
+		rec.Apps = &g
+	}
 	if out == "" {
 		out = AgentCredsFile(id)
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
-	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 )
 
@@ -57,7 +56,7 @@ func edgeFlowControl(consumer string) string {
 func EdgeImports(fleet string) jwt.Imports {
 	var out jwt.Imports
 	for _, e := range fleetExports() {
-		if e.Subject == heartbeat.SubjectPrefix+"*.*" {
+		if e.Subject == hbDefault || e.Subject == hbApps {
 			out.Add(&jwt.Import{Name: e.Name, Subject: e.Subject, Account: fleet, Type: e.Type})
 		}
 	}
@@ -72,8 +71,8 @@ func EdgeImports(fleet string) jwt.Imports {
 // may send into the hub, its subscribe permissions what the hub delivers to
 // the site:
 //
-//   - send: heartbeats (any agent's: the site carries all of its agents',
-//     whose ids the hub does not tie to sites), the reset of its own
+//   - send: heartbeats (any agent's, of any app: the site carries all of
+//     its agents', whose ids and apps the hub does not tie to sites), the reset of its own
 //     consumer as its plan mirror sends it ($JS.<hub domain>.API…, any hub
 //     domain) and flow control answers to its own consumer;
 //   - receive: its own consumer's deliveries, the replies of its mirror's
@@ -87,7 +86,8 @@ func EdgeImports(fleet string) jwt.Imports {
 func EdgePermissions(site string) jwt.Permissions {
 	var p jwt.Permissions
 	p.Pub.Allow.Add(
-		heartbeat.SubjectPrefix+"*.*",
+		hbDefault,
+		hbApps,
 		"$JS.*.API.CONSUMER.RESET."+kv.PlanStream+"."+kv.EdgeConsumer(site),
 		edgeFlowControl(kv.EdgeConsumer(site)),
 	)

@@ -18,4 +18,7 @@ var (
 	// ErrEdgeRole is returned when a leaf user is asked of "auth user":
 	// a leaf user is one edge site's, minted by "edge add" (IssueEdge).
 	ErrEdgeRole = errors.New("leaf users are minted per edge site")
+	// ErrAppGrant is returned for an agent's apps that cannot be granted
+	// (AppGrant.Validate).
+	ErrAppGrant = errors.New("invalid apps for an agent")
 )

@@ -176,17 +176,29 @@ type Issuer struct {
 // Agent mints the credentials of agent id in group: AgentPermissions, client
 // connections only, a few subscriptions, heartbeat-sized payloads.
 func (is Issuer) Agent(id rollout.AgentID, group string) (User, error) {
+	return is.AgentApps(id, group, AppGrant{})
+}
+
+// AgentApps mints the credentials of agent id in group for the apps of g
+// (AgentAppPermissions); the zero AppGrant is Agent's, claim for claim.
+func (is Issuer) AgentApps(id rollout.AgentID, group string, g AppGrant) (User, error) {
 	if _, err := rollout.ParseAgentID(string(id)); err != nil {
 		return User{}, err
 	}
 	if err := rollout.ValidateGroupName(group); err != nil {
 		return User{}, err
 	}
+	if err := g.Validate(); err != nil {
+		return User{}, err
+	}
 	return is.user("agent-"+string(id), RoleAgent, func(u *jwt.UserClaims) {
-		u.Permissions = AgentPermissions(id, group)
-		u.Limits.Subs = agentMaxSubs
+		u.Permissions = AgentAppPermissions(id, group, g)
+		u.Limits.Subs = agentSubs(g)
 		u.Limits.Payload = agentMaxPayload
 		u.Tags.Add("group:"+group, "agent:"+string(id))
+		if !g.DefaultOnly() {
+			u.Tags.Add("apps:" + g.String())
+		}
 	})
 }
 

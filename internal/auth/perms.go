@@ -2,6 +2,8 @@ package auth
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/nats-io/jwt/v2"
 
@@ -64,6 +66,13 @@ type export struct {
 	agents, control bool
 }
 
+// The heartbeat subjects of the default app (fleet.hb.<g>.<id>) and of
+// every other app (fleet.hb.<app>.<g>.<id>).
+const (
+	hbDefault = heartbeat.SubjectPrefix + "*.*"
+	hbApps    = heartbeat.SubjectPrefix + "*.*.*"
+)
+
 func planDirectGet(key string) string {
 	return "$JS.API.DIRECT.GET." + kv.PlanStream + "." + kv.KeySubject(kv.BucketPlan, key)
 }
@@ -76,10 +85,21 @@ func fleetExports() []export {
 		return export{jwt.Export{Name: name, Subject: jwt.Subject(subject), Type: jwt.Service}, agents, control}
 	}
 	out := []export{
-		svc("agent heartbeats", heartbeat.SubjectPrefix+"*.*", true, false),
+		svc("agent heartbeats", hbDefault, true, false),
 		svc("plan spec", planDirectGet(kv.KeySpec), true, true),
 		svc("group status", planDirectGet(kv.GroupKey("*")), true, true),
 		{jwt.Export{Name: "plan changes", Subject: jwt.Subject(kv.PlanRepublish + ">"), Type: jwt.Stream}, true, true},
+		// Every app but the default one (DESIGN §9, pkg/kv.AppNS): its
+		// heartbeats fleet.hb.<app>.<g>.<id> (one token more than the
+		// default app's, so the two exports never match the same subject),
+		// and the direct gets of <app>.spec and <app>.group.<g>. Each
+		// agent's own grants name its apps, group and id exactly
+		// (AgentPermissions); the wildcards say only what the account may
+		// reach. What else they match, and why that is safe: appExportsSafe
+		// and docs/security.md, "Apps".
+		svc("app heartbeats", hbApps, true, false),
+		svc("app plan spec", planDirectGet("*."+kv.KeySpec), true, true),
+		svc("app group status", planDirectGet("*."+kv.GroupKey("*")), true, true),
 		// The controller's: read the config, the inventory and the stats;
 		// write group statuses, the quarantine list, stats and the lease,
 		// and events; create
@@ -92,6 +112,10 @@ func fleetExports() []export {
 		svc("stats", "$JS.API.DIRECT.GET."+kv.StreamOf(kv.BucketStats)+".>", false, true),
 		svc("group status writes", kv.KeySubject(kv.BucketPlan, kv.GroupKey("*")), false, true),
 		svc("quarantine writes", kv.KeySubject(kv.BucketPlan, kv.KeyQuarantine), false, true),
+		// The other apps' group statuses and quarantine lists; never
+		// <app>.spec: who changes an app's target is the admin.
+		svc("app group status writes", kv.KeySubject(kv.BucketPlan, "*."+kv.GroupKey("*")), false, true),
+		svc("app quarantine writes", kv.KeySubject(kv.BucketPlan, "*."+kv.KeyQuarantine), false, true),
 		svc("stats writes", kv.KeySubject(kv.BucketStats, ">"), false, true),
 		svc("events", kv.EventsPrefix+"*", false, true),
 		{jwt.Export{Name: "inventory", Subject: jwt.Subject(kv.InventoryRepublish + ">"), Type: jwt.Stream}, false, true},
@@ -158,30 +182,136 @@ func imports(fleet string, take func(export) bool) jwt.Imports {
 // Agent limits: what a well-behaved agentd needs, with room to spare.
 const (
 	agentMaxSubs    = 16       // 2 plan subjects + the reply mux, per connection
+	agentSubsPerApp = 8        // 2 plan subjects for each further app, with the same room
 	agentMaxPayload = 64 << 10 // the heartbeat stream's own message cap
 )
 
+// agentSubs is the subscription limit of an agent granted g: what the
+// default app alone needed before apps, and room for each further app (every
+// app there may be when g is Any).
+func agentSubs(g AppGrant) int64 {
+	n := len(g.Apps)
+	if g.Any {
+		n = rollout.MaxApps - 1
+	}
+	return agentMaxSubs + int64(agentSubsPerApp*n)
+}
+
 // AgentPermissions are an agent's grants inside the AGENTS account
-// (DESIGN §6): publish its own heartbeat subject and the direct gets of the
-// plan keys "spec" and its group's; subscribe to the two republished plan
-// subjects and its own inbox. Everything else is denied by omission: other
-// agents' subjects, other groups' plan keys, the imports' other subjects.
-// The account boundary does the rest: nothing else of FLEET is reachable at
-// all. No stream info (agentd reads with bare direct gets) and no
-// permission to answer requests (an agent serves none).
+// (DESIGN §6) for the fleet's default app: publish its own heartbeat subject
+// and the direct gets of the plan keys "spec" and its group's; subscribe to
+// the two republished plan subjects and its own inbox. Everything else is
+// denied by omission: other agents' subjects, other groups' plan keys, the
+// imports' other subjects, every other app's. The account boundary does the
+// rest: nothing else of FLEET is reachable at all. No stream info (agentd
+// reads with bare direct gets) and no permission to answer requests (an
+// agent serves none). These are, subject for subject, the grants of every
+// agent minted before apps existed.
 func AgentPermissions(id rollout.AgentID, group string) jwt.Permissions {
+	return AgentAppPermissions(id, group, AppGrant{})
+}
+
+// AgentAppPermissions are an agent's grants for the apps of g: for each, the
+// same three publishes and two subscriptions as AgentPermissions, in that
+// app's namespace (kv.AppNS: <app>.spec, <app>.group.<group>,
+// fleet.hb.<app>.<group>.<id>); its own group and id always. With g.Any the
+// app token is a wildcard, except that "*.spec" would also name the default
+// app's status of a group called "spec" (kv.GroupKey("spec") is
+// "group.spec"): that one is denied unless it is the agent's own group.
+func AgentAppPermissions(id rollout.AgentID, group string, g AppGrant) jwt.Permissions {
 	var p jwt.Permissions
-	p.Pub.Allow.Add(
-		heartbeat.SubjectFor(group, id),
-		planDirectGet(kv.KeySpec),
-		planDirectGet(kv.GroupKey(group)),
-	)
-	p.Sub.Allow.Add(
-		kv.PlanRepublish+kv.KeySpec,
-		kv.PlanRepublish+kv.GroupKey(group),
-		kv.AgentInboxPrefix(string(id))+".>",
-	)
+	add := func(ns kv.AppNS) {
+		p.Pub.Allow.Add(ns.HBSubject(group, id), planDirectGet(ns.Spec()), planDirectGet(ns.Group(group)))
+		p.Sub.Allow.Add(kv.PlanRepublish+ns.Spec(), kv.PlanRepublish+ns.Group(group))
+	}
+	if !g.NoDefault || g.Any {
+		add(kv.AppNS{})
+	}
+	switch {
+	case g.Any:
+		add(kv.OtherNS("*")) // the app token a wildcard: any app's subjects
+		if other := kv.GroupKey(kv.KeySpec); group != kv.KeySpec {
+			p.Pub.Deny.Add(planDirectGet(other))
+			p.Sub.Deny.Add(kv.PlanRepublish + other)
+		}
+	default:
+		for _, app := range g.Apps {
+			add(kv.OtherNS(app))
+		}
+	}
+	p.Sub.Allow.Add(kv.AgentInboxPrefix(string(id)) + ".>")
 	return p
+}
+
+// AppGrant says which apps an agent's credentials speak for (DESIGN §9).
+// The zero value is the fleet's default app only: the grants of an agent
+// minted before apps existed, so a fleet that names its app keeps every
+// host's credentials.
+type AppGrant struct {
+	// Apps are the apps other than the fleet's default one, by name
+	// (rollout.ValidateAppName).
+	Apps []string `json:"apps,omitempty"`
+	// NoDefault leaves the default app out: a host that runs only other
+	// apps.
+	NoDefault bool `json:"no_default,omitempty"`
+	// DefaultName is the default app's name as the minter knew it, for
+	// display only: its subjects carry no name.
+	DefaultName string `json:"default_name,omitempty"`
+	// Any is every app the fleet has or will have: the default app's
+	// subjects and every other app's, by wildcard (still only the agent's
+	// own group and id).
+	Any bool `json:"any,omitempty"`
+}
+
+// Validate checks g: valid, distinct app names, at most rollout.MaxApps
+// apps, at least one app, nothing beside Any.
+func (g AppGrant) Validate() error {
+	if g.Any {
+		if len(g.Apps) > 0 || g.NoDefault {
+			return fmt.Errorf("%w: '*' (any app) stands alone; it already grants %s", ErrAppGrant, strings.Join(g.Apps, ", "))
+		}
+		return nil
+	}
+	if g.NoDefault && len(g.Apps) == 0 {
+		return fmt.Errorf("%w: no app granted", ErrAppGrant)
+	}
+	if n := len(g.Apps) + 1; n > rollout.MaxApps {
+		return fmt.Errorf("%w: %d apps, a fleet has at most %d", ErrAppGrant, n, rollout.MaxApps)
+	}
+	for i, app := range g.Apps {
+		if err := rollout.ValidateAppName(app); err != nil {
+			return fmt.Errorf("%w: %w", ErrAppGrant, err)
+		}
+		if slices.Contains(g.Apps[:i], app) || app == g.DefaultName && !g.NoDefault {
+			return fmt.Errorf("%w: app %q named twice", ErrAppGrant, app)
+		}
+	}
+	if g.DefaultName != "" {
+		if err := rollout.ValidateAppName(g.DefaultName); err != nil {
+			return fmt.Errorf("%w: default app: %w", ErrAppGrant, err)
+		}
+	}
+	return nil
+}
+
+// DefaultOnly reports whether g is the default app alone (today's grants).
+func (g AppGrant) DefaultOnly() bool { return !g.Any && !g.NoDefault && len(g.Apps) == 0 }
+
+// String names the apps of g: "*", or the names, the default app first
+// ("(default)" when its name is not known).
+func (g AppGrant) String() string {
+	if g.Any {
+		return "*"
+	}
+	var names []string
+	if !g.NoDefault {
+		d := g.DefaultName
+		if d == "" {
+			d = "(default)"
+		}
+		names = append(names, d)
+	}
+	return strings.Join(append(names, g.Apps...), ",")
 }
 
 // RolePermissions are the grants of the non-agent roles.
@@ -199,6 +329,8 @@ func RolePermissions(r Role) jwt.Permissions {
 			"$JS.API.>",
 			kv.KeySubject(kv.BucketPlan, kv.GroupKey("*")),
 			kv.KeySubject(kv.BucketPlan, kv.KeyQuarantine),
+			kv.KeySubject(kv.BucketPlan, "*."+kv.GroupKey("*")),
+			kv.KeySubject(kv.BucketPlan, "*."+kv.KeyQuarantine),
 			kv.KeySubject(kv.BucketStats, ">"),
 			kv.EventsPrefix+"*",
 		)

@@ -41,6 +41,12 @@ func TestRoleGrants(t *testing.T) {
 		{"controller may not change the config", auth.CredsFile(auth.UserController), kv.BucketConfig, kv.KeyConfig, "$KV.fleet_config.config"},
 		{"admin changes the target", auth.CredsFile(auth.UserAdmin), kv.BucketPlan, kv.KeySpec, ""},
 		{"admin changes the config", auth.CredsFile(auth.UserAdmin), kv.BucketConfig, kv.KeyConfig, ""},
+		// Another app's keys (DESIGN §9): the same split.
+		{"controller writes an app's group status", auth.CredsFile(auth.UserController), kv.BucketPlan, kv.OtherNS("web").Group("blue"), ""},
+		{"controller writes an app's quarantine", auth.CredsFile(auth.UserController), kv.BucketPlan, kv.OtherNS("web").Quarantine(), ""},
+		{"controller writes an app's stats", auth.CredsFile(auth.UserController), kv.BucketStats, kv.OtherNS("web").Stats("blue", "c1"), ""},
+		{"controller may not change an app's target", auth.CredsFile(auth.UserController), kv.BucketPlan, kv.OtherNS("web").Spec(), "$KV.fleet_plan.web.spec"},
+		{"admin changes an app's target", auth.CredsFile(auth.UserAdmin), kv.BucketPlan, kv.OtherNS("web").Spec(), ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -118,8 +124,19 @@ func TestControllerCannotChangeTheTarget(t *testing.T) {
 		t.Fatalf("the controller writes a group key: %v", err)
 	}
 	specSubj, cfgSubj := kv.KeySubject(kv.BucketPlan, kv.KeySpec), kv.KeySubject(kv.BucketConfig, kv.KeyConfig)
+	// Another app's spec (DESIGN §9): the controller may write that app's
+	// group statuses and quarantine, never its spec.
+	web := kv.OtherNS("web")
+	webSpecRev := e.put(e.fleet.Plan, web.Spec(), spec)
+	webSpecSubj := kv.KeySubject(kv.BucketPlan, web.Spec())
+	if _, err := ctl.js.Publish(e.ctx, kv.KeySubject(kv.BucketPlan, web.Group("evil")), evilJSON); err != nil {
+		t.Fatalf("the controller writes an app's group key: %v", err)
+	}
+	if _, err := ctl.js.Publish(e.ctx, kv.KeySubject(kv.BucketPlan, web.Quarantine()), evilJSON); err != nil {
+		t.Fatalf("the controller writes an app's quarantine: %v", err)
+	}
 	// Sees the answers land in CONTROL, so the check below runs after them.
-	observer := attacktest.Record(t, e.conn(attacktest.ObserverCreds(t, e.dir, auth.AccountControl)), specSubj, cfgSubj)
+	observer := attacktest.Record(t, e.conn(attacktest.ObserverCreds(t, e.dir, auth.AccountControl)), specSubj, cfgSubj, webSpecSubj)
 	request := func(subject string, body string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			m, err := ctl.nc.RequestWithContext(ctx, subject, []byte(body))
@@ -186,6 +203,13 @@ func TestControllerCannotChangeTheTarget(t *testing.T) {
 		{"delete the plan bucket", request("$JS.API.STREAM.DELETE."+kv.PlanStream, ""), true},
 		{"purge the config", request("$JS.API.STREAM.PURGE.KV_fleet_config", ""), true},
 		{"delete the config message", request("$JS.API.STREAM.MSG.DELETE.KV_fleet_config", `{"seq":1}`), true},
+		{"KV put an app's spec", jsPublish(webSpecSubj), true},
+		{"a direct get of an app's group answered onto its spec", reflect(planGet+kv.KeySubject(kv.BucketPlan, web.Group("evil")), webSpecSubj, nil), false},
+		{"a direct get of an app's spec answered onto it", reflect(planGet+webSpecSubj, webSpecSubj, nil), false},
+		{"an app's group write's ack answered onto its spec", reflect(kv.KeySubject(kv.BucketPlan, web.Group("evil")), webSpecSubj, evilJSON), false},
+		{"an app's quarantine write's ack answered onto its spec", reflect(kv.KeySubject(kv.BucketPlan, web.Quarantine()), webSpecSubj, evilJSON), false},
+		{"a consumer delivering an app's group onto its spec", request("$JS.API.CONSUMER.CREATE."+kv.PlanStream,
+			`{"stream_name":"KV_fleet_plan","config":{"deliver_subject":"$KV.fleet_plan.web.spec","filter_subject":"$KV.fleet_plan.web.group.evil","deliver_policy":"last"}}`), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -205,6 +229,10 @@ func TestControllerCannotChangeTheTarget(t *testing.T) {
 		if s, c := observer.Count(specSubj), observer.Count(cfgSubj); s < 7 || c < 2 {
 			return fmt.Errorf("answers seen in CONTROL: %d on the spec's subject, %d on the config's", s, c)
 		}
+		// two direct gets and two acks onto the app's spec
+		if w := observer.Count(webSpecSubj); w < 4 {
+			return fmt.Errorf("answers seen in CONTROL: %d on web's spec's subject", w)
+		}
 		return nil
 	})
 	// What is stored: the spec and the config as the admin wrote them.
@@ -212,7 +240,7 @@ func TestControllerCannotChangeTheTarget(t *testing.T) {
 	for _, k := range []struct {
 		bucket, key string
 		rev         uint64
-	}{{kv.BucketPlan, kv.KeySpec, specRev}, {kv.BucketConfig, kv.KeyConfig, cfgRev}} {
+	}{{kv.BucketPlan, kv.KeySpec, specRev}, {kv.BucketConfig, kv.KeyConfig, cfgRev}, {kv.BucketPlan, web.Spec(), webSpecRev}} {
 		m, err := kv.DirectGetLast(e.ctx, nc, kv.StreamOf(k.bucket), kv.KeySubject(k.bucket, k.key))
 		if err != nil {
 			t.Fatal(err)

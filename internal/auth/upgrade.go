@@ -110,7 +110,7 @@ func (d Dir) Upgrade() (UpgradeResult, error) {
 			continue
 		}
 		if rec.Role == RoleAgent {
-			_, _, err = d.IssueAgent(rollout.AgentID(rec.AgentID), rec.Group, "")
+			_, _, err = d.IssueAgentApps(rollout.AgentID(rec.AgentID), rec.Group, rec.appGrant(), "")
 		} else {
 			_, _, err = d.IssueUser(rec.Name, rec.Role, "")
 		}
@@ -120,6 +120,14 @@ func (d Dir) Upgrade() (UpgradeResult, error) {
 		res.Reissued = append(res.Reissued, rec)
 	}
 	return res, nil
+}
+
+// appGrant is the apps rec's agent was last minted for.
+func (rec Record) appGrant() AppGrant {
+	if rec.Apps == nil {
+		return AppGrant{}
+	}
+	return *rec.Apps
 }
 
 func (rec Record) hasValidKey() bool {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,10 +157,17 @@ func RunAuthInit(_ context.Context, o *AuthInitOptions) error {
 // AuthAgentOptions are the flags of "fleetctl auth agent".
 type AuthAgentOptions struct {
 	*AuthOptions
-	ID     string
-	Group  string
-	Out    string
-	Output string
+	ID    string
+	Group string
+	// Apps are the apps the agent speaks for (--apps): names, or "*" alone
+	// for any app; none is the fleet's default app only.
+	Apps []string
+	// DefaultApp names the fleet's default app (--default-app), whose
+	// subjects carry no name; without it and with Apps, the config on the
+	// bus says.
+	DefaultApp string
+	Out        string
+	Output     string
 }
 
 // AuthAgentReport is the JSON of "fleetctl auth agent -o json": the
@@ -168,8 +176,11 @@ type AuthAgentReport struct {
 	WriteResult
 	AgentID string `json:"agent_id"`
 	Group   string `json:"group"`
-	UserKey string `json:"user_key"`
-	Creds   string `json:"creds"`
+	// Apps are the apps the creds speak for ("*": any), the default app
+	// first; absent for the default app alone.
+	Apps    []string `json:"apps,omitempty"`
+	UserKey string   `json:"user_key"`
+	Creds   string   `json:"creds"`
 }
 
 func newAuthAgentCmd(ao *AuthOptions) *cobra.Command {
@@ -184,6 +195,18 @@ its own inbox (_INBOX_<id>, which agentd uses), and connect only as a client.
 It reaches FLEET only through the AGENTS account's imports, so no reply
 subject it writes can name a bucket, the stream or another host's subject.
 
+Apps (DESIGN §9): without --apps the creds are the fleet's default app's
+only, exactly as before apps existed (a host that runs only the default app
+needs nothing new). --apps a,b grants each app named the same in its own
+namespace: fleet.hb.<app>.<group>.<id>, the keys "<app>.spec" and
+"<app>.group.<group>", fleet.plan.<app>.spec and fleet.plan.<app>.group.<group>;
+the default app, when named, keeps its unprefixed subjects. Which app is the
+default comes from the config on the bus (--nats), which must list every app
+named, or from --default-app NAME (offline). --apps '*' is every app, now
+and later (the app a wildcard; still this host's group and id only). A host
+that starts running another app needs new creds with the apps it runs; the
+other hosts keep theirs.
+
 --id is the host's agent id (<root>/agent_id, 'agentd status'); without it a
 new id is drawn and printed: write it to <root>/agent_id before agentd first
 starts (deploy/systemd/install.sh --agent-id does). Minting again for the same
@@ -194,7 +217,9 @@ id (another group, a rotation) adds a key; the old one stays valid until
 		Example: `  fleetctl auth agent --dir /etc/fleetwave/auth --group prod --id 1b4e28ba-2fa1-4d2e-883f-0016d3cca427
   fleetctl auth agent --group canary -o json | jq -r .agent_id
   fleetctl auth agent --group prod --id "$ID" --out /srv/provision/$HOST/agent.creds
-  fleetctl auth agent --group prod --nats nats://nats-a:4222 --reason "new host web-42"   # recorded`,
+  fleetctl auth agent --group prod --nats nats://nats-a:4222 --reason "new host web-42"   # recorded
+  fleetctl auth agent --group prod --id "$ID" --apps web,db --nats nats://nats-a:4222     # web is the default app
+  fleetctl auth agent --group prod --id "$ID" --apps db --default-app web                 # offline: db only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkWriteOutput(o.Output); err != nil {
@@ -208,12 +233,17 @@ id (another group, a rotation) adds a key; the old one stays valid until
 					return cliutil.Usagef("--id: %v", err)
 				}
 			}
+			if err := checkAgentApps(o, cmd.Flags().Changed("apps")); err != nil {
+				return err
+			}
 			o.Bus = busNamed(cmd)
 			return RunAuthAgent(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.ID, "id", "", "the agent's id (default: draw a new one)")
 	cmd.Flags().StringVar(&o.Group, "group", "", "the agent's rollout group (required)")
+	cmd.Flags().StringSliceVar(&o.Apps, "apps", nil, "the apps the host runs, comma-separated, or '*' for any (default: the fleet's default app only)")
+	cmd.Flags().StringVar(&o.DefaultApp, "default-app", "", "the fleet's default app, when --apps is given and the config is not read from the bus")
 	cmd.Flags().StringVar(&o.Out, "out", "", "write the creds here (default <dir>/agents/<id>.creds)")
 	writeOutputFlag(cmd, &o.Output)
 	return cmd
@@ -240,25 +270,123 @@ func RunAuthAgent(ctx context.Context, o *AuthAgentOptions) error {
 		}
 		defer audit.done()
 	}
+	grant, err := o.appGrant(audit)
+	if err != nil {
+		return err
+	}
 	before, err := recordValue(func() (auth.Record, error) { return d.Agent(id) })
 	if err != nil {
 		return err
 	}
-	u, out, err := d.IssueAgent(id, o.Group, o.Out)
+	u, out, err := d.IssueAgentApps(id, o.Group, grant, o.Out)
 	if err != nil {
 		return err
 	}
 	o.recordMint(audit, command, func() (auth.Record, error) { return d.Agent(id) }, before)
 	out = inDir(d, out)
-	if o.Output == "json" {
-		return writeJSON(o.Global.Out, AuthAgentReport{WriteResult: WriteResult{Command: "auth agent", Written: true, Files: []string{out}},
-			AgentID: string(id), Group: o.Group, UserKey: u.PubKey, Creds: out})
+	rep := AuthAgentReport{WriteResult: WriteResult{Command: "auth agent", Written: true, Files: []string{out}},
+		AgentID: string(id), Group: o.Group, UserKey: u.PubKey, Creds: out}
+	if !grant.DefaultOnly() {
+		rep.Apps = strings.Split(grant.String(), ",")
 	}
-	fmt.Fprintf(o.Global.Out, "agent %s, group %s: user %s\ncreds written to %s (0600)\n", id, o.Group, u.PubKey, out)
+	if o.Output == "json" {
+		return writeJSON(o.Global.Out, rep)
+	}
+	apps := ""
+	if rep.Apps != nil {
+		apps = ", apps " + grant.String()
+	}
+	fmt.Fprintf(o.Global.Out, "agent %s, group %s%s: user %s\ncreds written to %s (0600)\n", id, o.Group, apps, u.PubKey, out)
 	if drawn {
 		fmt.Fprintf(o.Global.Out, "new agent id: write it to <root>/agent_id on the host before agentd first starts\n")
 	}
 	return nil
+}
+
+// checkAgentApps checks the syntax of --apps and --default-app (given: the
+// command line has --apps).
+func checkAgentApps(o *AuthAgentOptions, given bool) error {
+	if given && len(o.Apps) == 0 {
+		return cliutil.Usagef("--apps: name at least one app, or '*' for any (leave --apps out for the default app only)")
+	}
+	if o.DefaultApp != "" {
+		if len(o.Apps) == 0 {
+			return cliutil.Usagef("--default-app says which of --apps is the fleet's default app; without --apps the creds are the default app's")
+		}
+		if err := rollout.ValidateAppName(o.DefaultApp); err != nil {
+			return cliutil.Usagef("--default-app: %v", err)
+		}
+	}
+	for i, app := range o.Apps {
+		app = strings.TrimSpace(app)
+		o.Apps[i] = app
+		switch {
+		case app == "*" && len(o.Apps) > 1:
+			return cliutil.Usagef("--apps: '*' (any app) stands alone")
+		case app == "*":
+		default:
+			if err := rollout.ValidateAppName(app); err != nil {
+				return cliutil.Usagef("--apps: %v", err)
+			}
+			if slices.Contains(o.Apps[:i], app) {
+				return cliutil.Usagef("--apps: %q named twice", app)
+			}
+		}
+	}
+	if len(o.Apps) > rollout.MaxApps {
+		return cliutil.Usagef("--apps: %d apps; a fleet has at most %d", len(o.Apps), rollout.MaxApps)
+	}
+	return nil
+}
+
+// appGrant is what --apps grants: the default app alone without it; any app
+// with '*'; else the apps named, the fleet's default one (from
+// --default-app, or the config read on the bus, which must list every app
+// named) keeping its unprefixed subjects.
+func (o *AuthAgentOptions) appGrant(audit *authAudit) (auth.AppGrant, error) {
+	switch {
+	case len(o.Apps) == 0:
+		return auth.AppGrant{}, nil
+	case len(o.Apps) == 1 && o.Apps[0] == "*":
+		return auth.AppGrant{Any: true}, nil
+	}
+	def := o.DefaultApp
+	if audit != nil {
+		cfg, err := kv.Get[rollout.Config](audit.ctx, audit.f.Config, kv.KeyConfig)
+		if err != nil {
+			return auth.AppGrant{}, fmt.Errorf("--apps: read the config for its apps: %w (or mint offline with --default-app NAME)", err)
+		}
+		names := cfg.Value.AppNames()
+		if def != "" && def != cfg.Value.DefaultApp() {
+			return auth.AppGrant{}, cliutil.Usagef("--default-app %s: the config's default app is %s", def, cfg.Value.DefaultApp())
+		}
+		def = cfg.Value.DefaultApp()
+		for _, app := range o.Apps {
+			if !slices.Contains(names, app) {
+				hint := ""
+				if c, ok := rollout.ClosestGroupName(app, names); ok {
+					hint = fmt.Sprintf(" (did you mean %s?)", c)
+				}
+				return auth.AppGrant{}, cliutil.Usagef("--apps: app %q is not in the config%s; its apps: %s (add it to the config's apps first)",
+					app, hint, strings.Join(names, ", "))
+			}
+		}
+	}
+	if def == "" {
+		return auth.AppGrant{}, cliutil.Usagef("--apps: which app is the fleet's default (its subjects carry no name)? Give --nats to read the config, or --default-app NAME")
+	}
+	g := auth.AppGrant{NoDefault: true}
+	for _, app := range o.Apps {
+		if app == def {
+			g.NoDefault, g.DefaultName = false, def
+			continue
+		}
+		g.Apps = append(g.Apps, app)
+	}
+	if err := g.Validate(); err != nil {
+		return auth.AppGrant{}, cliutil.Usagef("--apps: %v", err)
+	}
+	return g, nil
 }
 
 // inDir is where a file the directory d wrote lives: a relative name is

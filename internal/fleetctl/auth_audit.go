@@ -38,6 +38,8 @@ type authAuditValue struct {
 	Role    auth.Role `json:"role,omitempty"`
 	AgentID string    `json:"agent_id,omitempty"`
 	Group   string    `json:"group,omitempty"`
+	// Apps are an agent's apps when not the default app alone ("*": any).
+	Apps string `json:"apps,omitempty"`
 	// Site is an edge site's leaf user's site.
 	Site string `json:"site,omitempty"`
 	// Keys are the user's public keys still valid, oldest first.
@@ -48,6 +50,9 @@ type authAuditValue struct {
 
 func auditValueOf(rec auth.Record) *authAuditValue {
 	v := &authAuditValue{Account: rec.Account, Name: rec.Name, Role: rec.Role, AgentID: rec.AgentID, Group: rec.Group, Site: rec.Site}
+	if rec.Apps != nil {
+		v.Apps = rec.Apps.String()
+	}
 	for _, k := range rec.Keys {
 		if k.RevokedAt.IsZero() {
 			v.Keys = append(v.Keys, k.UserKey)
