@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,9 +115,10 @@ func TestMigrateFrom298d45f(t *testing.T) {
 	// controller id: an upgrade in place of the binary.
 	port := natstest.FreePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	start(t, filepath.Join(dir, "controller.log"), "controller", "run", "--auth-dir", authDir, "--store-dir", storeDir,
+	controllerArgs := []string{"run", "--auth-dir", authDir, "--store-dir", storeDir,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", fx.ControlID, "--heartbeat-interval", "1s",
-		"--stats-interval", "1s", "--reconcile-interval", "300ms")
+		"--stats-interval", "1s", "--reconcile-interval", "300ms"}
+	stopController := start(t, filepath.Join(dir, "controller.log"), "controller", controllerArgs...)
 
 	// The hosts: every agent heartbeats as it did before the upgrade, on
 	// fleet.hb.<group>.<id> with no app in the body, with the creds it was
@@ -163,6 +165,25 @@ func TestMigrateFrom298d45f(t *testing.T) {
 			t.Errorf("agent %s (old creds) reads its plan: %v", a.id, err)
 		}
 	}
+
+	// The auth dir of 298d45f grants its controller the default app's
+	// keys only: "fleetctl auth upgrade" re-signs the accounts with every
+	// app's exports and imports and pushes them, and the controller (not a
+	// host) gets new creds with this version's grants and restarts on
+	// them. No agent's creds file changes: the hosts keep the ones they
+	// were enrolled with, and keep heartbeating through the restart.
+	credsBefore := readCreds(t, authDir)
+	fleetctl(t, url, adminCreds, "auth", "upgrade", "--dir", authDir)
+	fleetctl(t, url, adminCreds, "auth", "user", "--dir", authDir, "--name", auth.UserController, "--role", "controller", "--reason", "grants of apps")
+	for p, c := range readCreds(t, authDir) {
+		if strings.Contains(p, string(filepath.Separator)+"agents"+string(filepath.Separator)) && c != credsBefore[p] {
+			t.Errorf("the upgrade changed the agent creds %s", p)
+		}
+	}
+	stopController()
+	start(t, filepath.Join(dir, "controller-2.log"), "controller", controllerArgs...)
+	natstest.Eventually(t, 30*time.Second, defaultCounted(kv.DefaultNS(st.Config.Value)))
+	natstest.Consistently(t, 2*time.Second, kept)
 
 	// The fleet names its app and adds a second one: the default app is
 	// the first of apps, so nothing moves.
@@ -223,7 +244,10 @@ func TestMigrateFrom298d45f(t *testing.T) {
 	}
 	for _, a := range agents {
 		if n := a.failures(); n > 0 {
-			t.Errorf("agent %s: %d heartbeats not acked (last: %v)", a.id, n, a.lastErr())
+			t.Errorf("agent %s: %d errors from the server (last: %v)", a.id, n, a.lastErr())
+		}
+		if at := a.acked(); time.Since(at) > 5*time.Second {
+			t.Errorf("agent %s: last heartbeat acked at %v, not in the last 5 s", a.id, at)
 		}
 	}
 }
@@ -259,6 +283,24 @@ func sameRollout(was, now *kv.State) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// readCreds reads every creds file of the auth dir.
+func readCreds(t *testing.T, authDir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(authDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".creds") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[p] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // readOld starts a bare server (no controller) on the old store in
@@ -346,18 +388,28 @@ type oldAgent struct {
 	nc        *nats.Conn
 
 	mu     sync.Mutex
-	failed int
-	lastE  error
+	failed int   // permission errors the server sent
+	lastE  error // the last of them
+	lastOK time.Time
 }
 
 func startAgent(t *testing.T, ctx context.Context, url, creds, id, group, version string) *oldAgent {
 	t.Helper()
+	a := &oldAgent{id: id, group: group}
+	// A heartbeat may fail while the controller (and its embedded server)
+	// restarts; a permission error never may.
+	onErr := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		a.mu.Lock()
+		a.failed++
+		a.lastE = err
+		a.mu.Unlock()
+	})
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: url, Creds: creds, Name: "agent " + id,
-		InboxPrefix: kv.AgentInboxPrefix(id), Log: natstest.Logger(t), RetryFirst: true})
+		InboxPrefix: kv.AgentInboxPrefix(id), Log: natstest.Logger(t), RetryFirst: true, Extra: []nats.Option{onErr}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &oldAgent{id: id, group: group, nc: nc}
+	a.nc = nc
 	hb := heartbeat.Heartbeat{AgentID: rollout.AgentID(id), Hostname: "host-" + id[:8], Group: group,
 		ActiveVersion: version, UpdaterVersion: "0.0.0-298d45f"}
 	if version != "1.0.0" {
@@ -381,12 +433,11 @@ func startAgent(t *testing.T, ctx context.Context, url, creds, id, group, versio
 					pcancel()
 				}
 			}
-			if err != nil && ctx.Err() == nil && nc.IsConnected() {
-				a.mu.Lock()
-				a.failed++
-				a.lastE = err
-				a.mu.Unlock()
+			a.mu.Lock()
+			if err == nil {
+				a.lastOK = time.Now()
 			}
+			a.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return
@@ -402,6 +453,13 @@ func (a *oldAgent) failures() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.failed
+}
+
+// acked is when the stream last acked a heartbeat of the agent.
+func (a *oldAgent) acked() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastOK
 }
 
 func (a *oldAgent) lastErr() error {
@@ -434,7 +492,7 @@ func fleetctl(t *testing.T, url, creds string, args ...string) string {
 
 // start runs a binary until the test ends (SIGTERM, then wait); its log is
 // shown when the test fails, and no permission violation may be in it.
-func start(t *testing.T, logPath, name string, args ...string) {
+func start(t *testing.T, logPath, name string, args ...string) (stop func()) {
 	t.Helper()
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -445,7 +503,15 @@ func start(t *testing.T, logPath, name string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	var once sync.Once
+	stop = func() { once.Do(func() { stopCmd(t, cmd, logFile, logPath) }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// stopCmd stops a started binary (SIGTERM, then wait) and checks its log.
+func stopCmd(t *testing.T, cmd *exec.Cmd, logFile *os.File, logPath string) {
+	{
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -467,7 +533,7 @@ func start(t *testing.T, logPath, name string, args ...string) {
 			}
 			t.Logf("--- %s:\n%s", logPath, s)
 		}
-	})
+	}
 }
 
 // untar unpacks a .tar.gz of regular files and directories into dir.
