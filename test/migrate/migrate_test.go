@@ -187,17 +187,9 @@ func TestMigrateFrom298d45f(t *testing.T) {
 
 	// The fleet names its app and adds a second one: the default app is
 	// the first of apps, so nothing moves.
-	cfg := readState(t, ctx, fleet).Config.Value
-	cfg.Apps = []rollout.AppConfig{{Name: "web"}, {Name: "db", Installer: rollout.InstallerScript}}
-	cfgFile := filepath.Join(dir, "apps.json")
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfgFile, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fleetctl(t, url, adminCreds, "config", "apply", "-f", cfgFile, "--reason", "name the app, add db")
+	fleetctl(t, url, adminCreds, "apps", "add", "web", "--default", "--reason", "name the app")
+	natstest.Consistently(t, 2*time.Second, kept)
+	fleetctl(t, url, adminCreds, "apps", "add", "db", "--installer", "script", "--reason", "a second app")
 	st = readState(t, ctx, fleet)
 	if got := st.Config.Value.DefaultApp(); got != "web" {
 		t.Fatalf("default app %q after the apply, want web", got)

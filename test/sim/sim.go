@@ -545,8 +545,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.RolloutPass, rep.StatsWrite = rp.since(rp0), sw.since(sw0)
 	rep.Outcome = s.outcome
 	if len(sims) > 1 {
-		rep.HeartbeatsSent = 0
+		rep.HeartbeatsSent, rep.Connections = 0, 0
 		for _, a := range sims {
+			rep.Connections += len(a.shards)
 			ar := a.report(ctrl, end.Sub(start), recv0, cpu0)
 			rep.HeartbeatsSent += ar.HeartbeatsSent
 			rep.Apps = append(rep.Apps, AppReport{Name: a.ns.Name, Outcome: a.outcome, Groups: ar.Groups,
