@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -163,6 +164,8 @@ type shard struct {
 	wake   chan struct{}
 	churn  float64 // fractional agents owed to churn
 	buf    []byte  // the heartbeat being sent
+	// refreshing: a periodic plan refresh runs (at most one at a time).
+	refreshing atomic.Bool
 }
 
 func newShard(s *Sim, n int, count int) *shard {
@@ -345,7 +348,14 @@ func (sh *shard) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-refresh.C:
-			sh.refresh(ctx)
+			// Off the scheduler, as agentd's plan reads are off its
+			// heartbeats: a slow server must not stop the shard's beats.
+			if sh.refreshing.CompareAndSwap(false, true) {
+				go func() {
+					defer sh.refreshing.Store(false)
+					sh.refresh(ctx)
+				}()
+			}
 		case <-sh.wake:
 			sh.step(time.Now())
 		case <-tick.C:
