@@ -22,6 +22,7 @@ mkdir -p "$bin"
 go build -o "$bin/fleetbench" ./test/bench/cmd/fleetbench || exit 1
 go build -o "$bin/controller" ./cmd/controller || exit 1
 go build -o "$bin/agentd" ./cmd/agentd || exit 1
+go build -o "$bin/sim" ./test/cmd/sim || exit 1
 fb=$bin/fleetbench
 
 # run NAME COMMAND...: one section; a failure is remembered.
@@ -56,6 +57,15 @@ quick() {
 	run "httpfind" go test -run '^$' -bench 'BenchmarkDecide|BenchmarkFind' -benchtime 100ms ./pkg/httpfind
 	run "rollback 3" "$fb" rollback -runs 3 -health-timeout 1s -agentd "$bin/agentd"
 	run "idle 10s" "$fb" idle -duration 10s -settle 2s -agentd "$bin/agentd"
+	apps 1000 "--install-min 200ms --install-max 600ms"
+}
+
+# apps N ARGS: issue 26's scale figures: a simulated rollout of N hosts with
+# one app, then of the same N hosts running 3 apps rolled out at once, the
+# second printed as ratios to the first (sim --compare).
+apps() {
+	run "sim $1 hosts: 1 app, then 3 apps (ratios)" sh -c "\"$bin/sim\" --agents $1 $2 -o json >\"$tmp/sim1.json\" &&
+		\"$bin/sim\" --agents $1 $2 --apps 3 --compare \"$tmp/sim1.json\""
 }
 
 full() {
@@ -119,6 +129,8 @@ full() {
 	# (about 20 minutes; the whole process's RSS is the simulator's too).
 	run "sim 1M" go run ./test/cmd/sim --agents 1000000 --heartbeat 30s --install-min 10s --install-max 30s \
 		--reconcile 5s --stats 10s --timeout 30m --progress 1m
+	# issue 26: 3 apps × 100,000 hosts against 1 app × 100,000 (about 25 minutes).
+	apps 100000 "--heartbeat 30s --install-min 5s --install-max 15s --reconcile 5s --stats 10s --timeout 30m --progress 1m --max-rss 8000"
 	wait "$idle" || echo "idle 10m" >>"$tmp/failed"
 	echo "== idle 10m (ran in the background from the start)"
 	cat "$tmp/idle.txt"

@@ -51,6 +51,15 @@ func appendHeartbeat(b []byte, h *heartbeat.Heartbeat) []byte {
 	if h.Site != "" {
 		b = appendField(b, "site", h.Site)
 	}
+	if h.App != "" {
+		b = appendField(b, "app", h.App)
+	}
+	if h.Installer != "" {
+		b = appendField(b, "installer", h.Installer)
+	}
+	if h.Left {
+		b = append(b, `,"left":true`...)
+	}
 	return append(b, '}')
 }
 

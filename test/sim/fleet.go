@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -163,6 +164,8 @@ type shard struct {
 	wake   chan struct{}
 	churn  float64 // fractional agents owed to churn
 	buf    []byte  // the heartbeat being sent
+	// refreshing: a periodic plan refresh runs (at most one at a time).
+	refreshing atomic.Bool
 }
 
 func newShard(s *Sim, n int, count int) *shard {
@@ -268,9 +271,9 @@ func (sh *shard) start(ctx context.Context) error {
 // refresh does the direct gets of spec and every group key, as agents do at
 // start, on reconnect and periodically.
 func (sh *shard) refresh(ctx context.Context) {
-	keys := []string{kv.KeySpec}
+	keys := []string{sh.s.ns.Spec()}
 	for _, g := range sh.s.groups {
-		keys = append(keys, kv.GroupKey(g))
+		keys = append(keys, sh.s.ns.Group(g))
 	}
 	for _, k := range keys {
 		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -303,7 +306,7 @@ func (sh *shard) apply(key string, value []byte, rev uint64) {
 	changed := false
 	var fresh *rollout.GroupStatus
 	p := &sh.plan
-	if key == kv.KeySpec {
+	if key == sh.s.ns.Spec() {
 		var sp rollout.Spec
 		if rev > p.specRev && json.Unmarshal(value, &sp) == nil {
 			p.spec, p.specRev, p.allDirty, changed = sp, rev, true, true
@@ -345,7 +348,14 @@ func (sh *shard) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-refresh.C:
-			sh.refresh(ctx)
+			// Off the scheduler, as agentd's plan reads are off its
+			// heartbeats: a slow server must not stop the shard's beats.
+			if sh.refreshing.CompareAndSwap(false, true) {
+				go func() {
+					defer sh.refreshing.Store(false)
+					sh.refresh(ctx)
+				}()
+			}
 		case <-sh.wake:
 			sh.step(time.Now())
 		case <-tick.C:
@@ -520,6 +530,7 @@ func (sh *shard) heartbeat(i int, now int64) heartbeat.Heartbeat {
 		V: heartbeat.SchemaVersion, AgentID: a.id, Hostname: "sim-" + strconv.Itoa(sh.n) + "-" + strconv.Itoa(i),
 		Group: sh.s.groups[a.group], ActiveVersion: sh.vers[a.active], StartVersion: sh.vers[a.startVersion],
 		Rollback: a.has(flRollback), RollbackFrom: sh.vers[a.rollbackFrom], At: time.Unix(0, now), Seq: uint64(a.seq),
+		App: sh.s.ns.Key(),
 	}
 	if a.startTime != 0 {
 		hb.StartTime = time.Unix(0, a.startTime)
@@ -539,7 +550,7 @@ func (sh *shard) beat(i int, now int64) {
 	// heartbeat.Encode's bytes, into a buffer the shard reuses (Publish
 	// copies them).
 	sh.buf = appendHeartbeat(sh.buf[:0], &hb)
-	if err := sh.nc.Publish(heartbeat.SubjectFor(hb.Group, hb.AgentID), sh.buf); err != nil {
+	if err := sh.nc.Publish(sh.s.ns.HBSubject(hb.Group, hb.AgentID), sh.buf); err != nil {
 		return // the connection is closing: not sent
 	}
 	sh.s.stats.beats.Add(1)

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/kv"
 )
 
 // TestEventHeapPopsInTimeOrder: the typed heap gives events back earliest
@@ -56,7 +57,7 @@ func TestAgentIsSmall(t *testing.T) {
 // updated) and a few with text JSON escapes is, byte for byte, what
 // heartbeat.Encode writes, and valid.
 func TestAppendHeartbeatIsEncode(t *testing.T) {
-	s := &Sim{o: Options{Agents: 5, AgentsPerConn: 5}.withDefaults(), groups: []string{"g1", "g2"}}
+	s := &Sim{o: Options{Agents: 5, AgentsPerConn: 5}.withDefaults(), groups: []string{"g1", "g2"}, groupIndex: map[string]int{}}
 	sh := newShard(s, 3, 5)
 	now := time.Date(2026, 11, 28, 12, 0, 0, 123456789, time.Local).UnixNano()
 	target := sh.ver("2.0.0")
@@ -81,6 +82,15 @@ func TestAppendHeartbeatIsEncode(t *testing.T) {
 	utc := hbs[0]
 	utc.At = time.Unix(0, now).UTC()
 	hbs = append(hbs, utc)
+	// Another app than the default's, as a shard of an app's Sim sends it.
+	s.setNS(kv.OtherNS("db"))
+	hbs = append(hbs, sh.heartbeat(1, now))
+	if hbs[len(hbs)-1].App != "db" {
+		t.Fatalf("an app's heartbeat has app %q, want db", hbs[len(hbs)-1].App)
+	}
+	left := hbs[len(hbs)-1]
+	left.Installer, left.Left = "script", true
+	hbs = append(hbs, left)
 	for i, hb := range hbs {
 		want, err := heartbeat.Encode(&hb)
 		if err != nil {

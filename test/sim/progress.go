@@ -19,7 +19,8 @@ type Progress struct {
 	// HeartbeatsPerSec is what the controller received since the last
 	// Progress, per second.
 	HeartbeatsPerSec float64
-	// Inventory is how many agents the controller holds.
+	// Inventory is how many agents the controller holds (every app's:
+	// a host running N apps is N entries).
 	Inventory  int
 	RSSBytes   int64
 	Goroutines int
@@ -106,6 +107,17 @@ func (p PassTimes) since(prev PassTimes) PassTimes {
 	return d
 }
 
+// inventory is the size of every app's inventory in the controller.
+func inventory(ctrl *controller.Controller, apps int) int {
+	n := 0
+	for _, app := range appNames(apps) {
+		if agg := ctrl.AppInventory(app); agg != nil {
+			n += agg.Len()
+		}
+	}
+	return n
+}
+
 func (s *Sim) progress(ctrl *controller.Controller, phase string, start time.Time, prev *progressMark) Progress {
 	now := time.Now()
 	recv, _ := ctrl.Counters()
@@ -114,7 +126,7 @@ func (s *Sim) progress(ctrl *controller.Controller, phase string, start time.Tim
 		Phase:            phase,
 		Elapsed:          now.Sub(start),
 		HeartbeatsPerSec: float64(recv-prev.recv) / now.Sub(prev.at).Seconds(),
-		Inventory:        ctrl.Inventory().Len(),
+		Inventory:        inventory(ctrl, s.o.Apps),
 		RSSBytes:         rss(),
 		Goroutines:       runtime.NumGoroutine(),
 		RolloutPass:      rp.since(prev.rollout),

@@ -20,8 +20,32 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "outcome %s after %v: %d agents on %d connections\n\n", r.Outcome, r.Duration.Round(time.Millisecond), r.Agents, r.Connections)
+	if len(r.Apps) == 0 {
+		writeGroups(tw, r.Groups)
+	}
+	for _, a := range r.Apps {
+		fmt.Fprintf(tw, "app %s: outcome %s; plan write → agent notified p50 %v p99 %v (%d agents); %d heartbeats sent\n", a.Name, a.Outcome,
+			a.NotifyP50.Round(time.Microsecond), a.NotifyP99.Round(time.Microsecond), a.Notified, a.HeartbeatsSent)
+		writeGroups(tw, a.Groups)
+	}
+	if len(r.Apps) > 0 {
+		fmt.Fprintf(tw, "(every app: the first app's figures below)\n")
+	}
+	fmt.Fprintf(tw, "plan write → agent notified\tp50 %v\tp99 %v\t(%d agents)\n", r.NotifyP50.Round(time.Microsecond), r.NotifyP99.Round(time.Microsecond), r.Notified)
+	fmt.Fprintf(tw, "heartbeats\t%.0f/s ingested\t%d received, %d rejected, %d sent\n", r.HeartbeatsPerSec, r.HeartbeatsReceived, r.HeartbeatsRejected, r.HeartbeatsSent)
+	fmt.Fprintf(tw, "process CPU\t%v\t(whole process: controller + embedded nats-server + simulator)\n", r.ProcessCPU.Round(time.Millisecond))
+	fmt.Fprintf(tw, "controller passes\trollout %s\tstats write %s\n", r.RolloutPass, r.StatsWrite)
+	fmt.Fprintf(tw, "RSS\t%.1f MiB\t(VmRSS of the whole process; peak %.1f MiB)\n", float64(r.RSSBytes)/(1<<20), float64(r.RSSPeakBytes)/(1<<20))
+	if r.Churned > 0 {
+		fmt.Fprintf(tw, "churn\t%d agents replaced\n", r.Churned)
+	}
+	return tw.Flush()
+}
+
+// writeGroups writes one app's groups: the table, then halts and checks.
+func writeGroups(tw io.Writer, groups []GroupReport) {
 	fmt.Fprintln(tw, "GROUP\tSTATE\tINITIAL\tON TARGET\tWALL TIME\tMAX IN FLIGHT (ACTIVE/BOUND)\tCANARY PHASE\tBAD-VERSION HOSTS\tFAILED (SIM/CTRL/LIMIT)\tSTARTS AFTER HALT\tSTUCK/TIMED OUT\tBLOCKED (HOSTS/MAX CTRL/HELD)")
-	for _, g := range r.Groups {
+	for _, g := range groups {
 		state := string(g.State)
 		if g.Halted {
 			state += " (halted)"
@@ -39,7 +63,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			g.Stuck, g.TimedOut, g.BlockedHosts, g.MaxBlocked, held)
 	}
 	fmt.Fprintln(tw)
-	for _, g := range r.Groups {
+	for _, g := range groups {
 		if g.Halted {
 			fmt.Fprintf(tw, "%s halted with %d on the target: %s\n", g.Name, g.OnTargetAtHalt, g.HaltReason)
 		}
@@ -48,15 +72,62 @@ func (r *Report) WriteTable(w io.Writer) error {
 				g.Name, c.Name, c.Measurements, c.Passes, c.Count, c.Inconclusive, orDash(string(c.Result)), orDash(c.Detail))
 		}
 	}
-	fmt.Fprintf(tw, "plan write → agent notified\tp50 %v\tp99 %v\t(%d agents)\n", r.NotifyP50.Round(time.Microsecond), r.NotifyP99.Round(time.Microsecond), r.Notified)
-	fmt.Fprintf(tw, "heartbeats\t%.0f/s ingested\t%d received, %d rejected, %d sent\n", r.HeartbeatsPerSec, r.HeartbeatsReceived, r.HeartbeatsRejected, r.HeartbeatsSent)
-	fmt.Fprintf(tw, "process CPU\t%v\t(whole process: controller + embedded nats-server + simulator)\n", r.ProcessCPU.Round(time.Millisecond))
-	fmt.Fprintf(tw, "controller passes\trollout %s\tstats write %s\n", r.RolloutPass, r.StatsWrite)
-	fmt.Fprintf(tw, "RSS\t%.1f MiB\t(VmRSS of the whole process; peak %.1f MiB)\n", float64(r.RSSBytes)/(1<<20), float64(r.RSSPeakBytes)/(1<<20))
-	if r.Churned > 0 {
-		fmt.Fprintf(tw, "churn\t%d agents replaced\n", r.Churned)
+}
+
+// WriteComparison writes r's figures as ratios to base's (a run of one
+// app on the same hosts, in the same program run or just before): ingest
+// rate, RSS peak, rollout pass and stats write mean, plan notification
+// p50/p99 (r's slowest app), rollout duration; and whether every app of r
+// held its in-flight bounds.
+func WriteComparison(w io.Writer, base, r *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	apps := max(1, len(r.Apps))
+	p50, p99 := r.NotifyP50, r.NotifyP99
+	held := true
+	groups := [][]GroupReport{r.Groups}
+	if len(r.Apps) > 0 {
+		groups = nil
+		for _, a := range r.Apps {
+			p50, p99 = max(p50, a.NotifyP50), max(p99, a.NotifyP99)
+			groups = append(groups, a.Groups)
+		}
 	}
+	for _, gs := range groups {
+		for _, g := range gs {
+			if g.MaxInFlightActive > g.Bound {
+				held = false
+			}
+		}
+	}
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	fmt.Fprintf(tw, "FIGURE\t1 APP × %d HOSTS\t%d APPS × %d HOSTS\tRATIO\n", base.Agents, apps, r.Agents)
+	fmt.Fprintf(tw, "heartbeats ingested/s\t%.0f\t%.0f\t%s\n", base.HeartbeatsPerSec, r.HeartbeatsPerSec, ratio(r.HeartbeatsPerSec, base.HeartbeatsPerSec))
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	fmt.Fprintf(tw, "RSS peak MiB (whole process)\t%.0f\t%.0f\t%s\n", mib(base.RSSPeakBytes), mib(r.RSSPeakBytes), ratio(mib(r.RSSPeakBytes), mib(base.RSSPeakBytes)))
+	fmt.Fprintf(tw, "rollout pass mean\t%v\t%v\t%s\n", base.RolloutPass.Mean.Round(10*time.Microsecond), r.RolloutPass.Mean.Round(10*time.Microsecond),
+		ratio(float64(r.RolloutPass.Mean), float64(base.RolloutPass.Mean)))
+	fmt.Fprintf(tw, "stats write mean\t%v\t%v\t%s\n", base.StatsWrite.Mean.Round(10*time.Microsecond), r.StatsWrite.Mean.Round(10*time.Microsecond),
+		ratio(float64(r.StatsWrite.Mean), float64(base.StatsWrite.Mean)))
+	fmt.Fprintf(tw, "plan notification p50 (slowest app)\t%v\t%v\t%s\n", base.NotifyP50.Round(time.Millisecond), p50.Round(time.Millisecond), ratio(float64(p50), float64(base.NotifyP50)))
+	fmt.Fprintf(tw, "plan notification p99 (slowest app)\t%v\t%v\t%s\n", base.NotifyP99.Round(time.Millisecond), p99.Round(time.Millisecond), ratio(float64(p99), float64(base.NotifyP99)))
+	fmt.Fprintf(tw, "rollout duration\t%v\t%v\t%s\n", base.Duration.Round(time.Second), r.Duration.Round(time.Second), ratio(float64(r.Duration), float64(base.Duration)))
+	fmt.Fprintf(tw, "process CPU during the rollout\t%v\t%v\t%s\n", base.ProcessCPU.Round(time.Second), r.ProcessCPU.Round(time.Second), ratio(float64(r.ProcessCPU), float64(base.ProcessCPU)))
+	fmt.Fprintf(tw, "every in-flight bound held\t%v\t%v\t\n", boundsHeld(base.Groups), held)
 	return tw.Flush()
+}
+
+func boundsHeld(groups []GroupReport) bool {
+	for _, g := range groups {
+		if g.MaxInFlightActive > g.Bound {
+			return false
+		}
+	}
+	return true
 }
 
 func orDash(s string) string {

@@ -45,6 +45,15 @@ type Options struct {
 	Agents        int // 2000
 	Groups        int // 3, named g1..gN, each depending on the one before
 	AgentsPerConn int // 5000
+	// Apps is how many apps every host runs (1). With more than one, the
+	// config lists apps app1..appN (app1 the default app, on today's
+	// unprefixed keys and subjects; the others on their own), every host
+	// heartbeats once per app on the app's subject, and every app's
+	// rollout (the same start and target) runs at once, each with its own
+	// plan, statuses and in-flight bound. The same Seed gives every app
+	// the same hosts (ids and groups). Apps are independent here: the
+	// simulator does not model agentd's one-install-at-a-time host lock.
+	Apps int
 
 	MaxInFlight      rollout.Percent // 20
 	CanaryCount      int             // 5 (0 is allowed: set NoCanaries)
@@ -156,6 +165,9 @@ func (o Options) withDefaults() Options {
 	if o.Groups == 0 {
 		o.Groups = 3
 	}
+	if o.Apps == 0 {
+		o.Apps = 1
+	}
 	if o.AgentsPerConn == 0 {
 		o.AgentsPerConn = 5000
 	}
@@ -206,14 +218,52 @@ func (o Options) withDefaults() Options {
 
 // Sim is a running simulation.
 type Sim struct {
-	o          Options
-	url        string
-	log        *slog.Logger
+	o   Options
+	url string
+	log *slog.Logger
+	// app is this fleet's app ("" when the config lists none) and ns its
+	// keys and subjects; one Sim per app, all on the same controller.
+	app        string
+	ns         kv.AppNS
 	groups     []string
-	groupIndex map[string]int // plan key → group index
+	groupIndex map[string]int // plan key (the app's) → group index
 	stats      *tracker
 	churnOn    atomic.Int64 // milli-agents per second, 0 until the spec is written
 	shards     []*shard
+	haltQuiet  time.Time // since when the app has been halted with nothing in flight
+	outcome    string
+}
+
+// newSim is the simulated fleet of one app (ns), its keys set once the
+// config is known (setNS).
+func newSim(o Options, url, app string) *Sim {
+	s := &Sim{o: o, log: o.Log, url: url, app: app, groupIndex: map[string]int{}, outcome: "timeout"}
+	for i := range o.Groups {
+		s.groups = append(s.groups, "g"+strconv.Itoa(i+1))
+	}
+	s.stats = newTracker(o.Groups)
+	return s
+}
+
+// setNS makes ns the app's keys and subjects.
+func (s *Sim) setNS(ns kv.AppNS) {
+	s.ns = ns
+	clear(s.groupIndex)
+	for i, g := range s.groups {
+		s.groupIndex[ns.Group(g)] = i
+	}
+}
+
+// appNames are the apps' names: none (today's config) for one app.
+func appNames(n int) []string {
+	if n <= 1 {
+		return []string{""}
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "app" + strconv.Itoa(i+1)
+	}
+	return out
 }
 
 // GroupReport is one group's outcome.
@@ -296,24 +346,36 @@ type Report struct {
 	// rollout passes and stats writes during the rollout.
 	RolloutPass PassTimes `json:"rollout_pass"`
 	StatsWrite  PassTimes `json:"stats_write"`
+	// Apps is every app's own outcome when the run had more than one
+	// (Options.Apps): Outcome and Groups above are then the first app's,
+	// the heartbeat, CPU, RSS and pass figures the whole run's.
+	Apps []AppReport `json:"apps,omitempty"`
 }
 
-// Run simulates one rollout from StartVersion to TargetVersion and reports.
+// AppReport is one app's rollout in a run of several.
+type AppReport struct {
+	Name           string        `json:"name"`
+	Outcome        string        `json:"outcome"`
+	Groups         []GroupReport `json:"groups"`
+	NotifyP50      time.Duration `json:"notify_p50_ns"`
+	NotifyP99      time.Duration `json:"notify_p99_ns"`
+	Notified       int           `json:"notified"`
+	HeartbeatsSent uint64        `json:"heartbeats_sent"`
+}
+
+// Run simulates one rollout from StartVersion to TargetVersion (of every
+// app, at once, with Options.Apps) and reports.
 // The report is returned with the error when the rollout timed out.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	o := opts.withDefaults()
 	if o.Agents < 1 || o.Groups < 1 || o.Groups > o.Agents {
 		return nil, fmt.Errorf("sim: need at least one agent per group (agents %d, groups %d)", o.Agents, o.Groups)
 	}
-	s := &Sim{o: o, log: o.Log, url: o.URL, groupIndex: map[string]int{}}
-	for i := range o.Groups {
-		name := "g" + strconv.Itoa(i+1)
-		s.groups = append(s.groups, name)
-		s.groupIndex[kv.GroupKey(name)] = i
+	if o.Apps > rollout.MaxApps {
+		return nil, fmt.Errorf("sim: %d apps, at most %d", o.Apps, rollout.MaxApps)
 	}
-	s.stats = newTracker(o.Groups)
-
-	if s.url == "" {
+	url := o.URL
+	if url == "" {
 		dir, err := os.MkdirTemp("", "fleetwave-sim-")
 		if err != nil {
 			return nil, err
@@ -324,11 +386,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, err
 		}
 		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-		s.url = ns.ClientURL()
+		url = ns.ClientURL()
 	}
-	nc, err := nats.Connect(s.url, nats.Name("fleetwave-sim-controller"), nats.MaxReconnects(-1))
+	var sims []*Sim
+	for _, app := range appNames(o.Apps) {
+		sims = append(sims, newSim(o, url, app))
+	}
+	s := sims[0] // the default app: progress, app metrics, the report's groups
+	nc, err := nats.Connect(url, nats.Name("fleetwave-sim-controller"), nats.MaxReconnects(-1))
 	if err != nil {
-		return nil, fmt.Errorf("sim: connect %s: %w", s.url, err)
+		return nil, fmt.Errorf("sim: connect %s: %w", url, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -339,8 +406,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	if err := s.writeConfig(ctx, fleet); err != nil {
+	cfg, err := s.writeConfig(ctx, fleet, appNames(o.Apps))
+	if err != nil {
 		return nil, err
+	}
+	for _, a := range sims {
+		ns, err := kv.NS(cfg, a.app)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		a.setNS(ns)
 	}
 	ctrl, err := controller.New(fleet, controller.Options{
 		ID: "sim", StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
@@ -358,13 +433,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	})
 
-	for n := 0; n*o.AgentsPerConn < o.Agents; n++ {
-		count := min(o.AgentsPerConn, o.Agents-n*o.AgentsPerConn)
-		sh := newShard(s, n, count)
-		s.shards = append(s.shards, sh)
-		defer sh.close()
-		if err := sh.start(runCtx); err != nil {
-			return nil, fmt.Errorf("sim: shard %d: %w", n, err)
+	for _, a := range sims {
+		for n := 0; n*o.AgentsPerConn < o.Agents; n++ {
+			count := min(o.AgentsPerConn, o.Agents-n*o.AgentsPerConn)
+			sh := newShard(a, n, count)
+			a.shards = append(a.shards, sh)
+			defer sh.close()
+			if err := sh.start(runCtx); err != nil {
+				return nil, fmt.Errorf("sim: app %s shard %d: %w", a.ns.Name, n, err)
+			}
 		}
 	}
 	if o.AppMetricsListen != "" {
@@ -374,8 +451,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		defer stopMetrics()
 	}
-	for _, sh := range s.shards {
-		wg.Go(func() { sh.run(runCtx) })
+	for _, a := range sims {
+		for _, sh := range a.shards {
+			wg.Go(func() { sh.run(runCtx) })
+		}
 	}
 
 	// Progress lines, every ProgressEvery, in the warm-up and the rollout.
@@ -388,8 +467,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 
-	// Warm up: every agent established in the controller and counted in
-	// fleet_stats, so initial_count is the whole group.
+	// Warm up: every agent of every app established in the controller and
+	// counted in fleet_stats, so initial_count is the whole group.
 	counted := 0
 	if err := s.until(ctx, 30*time.Second+20*o.HeartbeatInterval, func() (bool, error) {
 		tellProgress()
@@ -401,13 +480,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return false, err
 		}
 		total := 0
-		for _, gs := range kv.MergeStats(stats, time.Now()) {
-			total += gs.Versions.Total()
+		for _, a := range sims {
+			for _, gs := range kv.MergeStats(kv.StatsOf(stats, a.ns), time.Now()) {
+				total += gs.Versions.Total()
+			}
 		}
 		counted = total
-		return total == o.Agents, nil
+		return total == o.Agents*len(sims), nil
 	}); err != nil {
-		return nil, fmt.Errorf("sim: warm-up: not every agent counted (%d of %d in fleet_stats): %w", counted, o.Agents, err)
+		return nil, fmt.Errorf("sim: warm-up: not every agent counted (%d of %d in fleet_stats): %w", counted, o.Agents*len(sims), err)
 	}
 
 	recv0, _ := ctrl.Counters()
@@ -416,68 +497,45 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	start := time.Now()
 	phase, phaseStart = "rollout", start
 	mark = progressMark{at: start, recv: recv0, rollout: rp0, stats: sw0}
-	s.stats.setSpecAt(start)
 	spec := rollout.DefaultSpec(o.StartVersion, o.TargetVersion)
 	spec.Critical = true // windows ignored; dependencies still apply
-	if err := saveLatest(ctx, fleet.Plan, kv.KeySpec, spec); err != nil {
-		return nil, err
+	for _, a := range sims {
+		a.stats.setSpecAt(time.Now())
+		if err := saveLatest(ctx, fleet.Plan, a.ns.Spec(), spec); err != nil {
+			return nil, err
+		}
+		a.churnOn.Store(int64(o.Churn * 1000))
 	}
-	s.churnOn.Store(int64(o.Churn * 1000))
-	churnStop := time.AfterFunc(o.ChurnFor, func() { s.churnOn.Store(0) })
+	churnStop := time.AfterFunc(o.ChurnFor, func() {
+		for _, a := range sims {
+			a.churnOn.Store(0)
+		}
+	})
 	defer churnStop.Stop()
 
-	outcome := "timeout"
-	var haltQuiet time.Time
 	err = s.until(ctx, o.Timeout, func() (bool, error) {
 		tellProgress()
 		if err := s.overRSS(); err != nil {
-			outcome = "rss-limit"
+			for _, a := range sims {
+				a.outcome = "rss-limit"
+			}
 			return false, err
 		}
-		sts, inFlight := s.stats.snapshot()
-		stuck := s.stats.stuckCounts()
-		done, halted, timedOut := true, false, false
-		for i, st := range sts {
-			// A group whose only agents off the target are stuck, all
-			// timed out, and nothing else installing, is as far as it goes.
-			over := st.TargetVersion == o.TargetVersion && st.State == rollout.StateActive && !st.Halted &&
-				st.Progress == 1 && stuck[i].n > 0 && st.TimedOutCount == stuck[i].n && stuck[i].inFlight == stuck[i].n
-			if over {
-				timedOut = true
-				continue
-			}
-			if st.TargetVersion != o.TargetVersion || st.State != rollout.StateDone {
-				done = false
-			}
-			if st.TargetVersion == o.TargetVersion && st.Halted {
-				halted = true
+		all := true
+		for _, a := range sims {
+			if !a.ended() {
+				all = false
 			}
 		}
-		switch {
-		case done && timedOut:
-			outcome = "stuck"
-			return true, nil
-		case done:
-			outcome = "done"
-			return true, nil
-		case halted && inFlight == 0:
-			if haltQuiet.IsZero() {
-				haltQuiet = time.Now()
-			}
-			if time.Since(haltQuiet) >= o.Settle {
-				outcome = "halted"
-				return true, nil
-			}
-		default:
-			haltQuiet = time.Time{}
-		}
-		return false, nil
+		return all, nil
 	})
 	end := time.Now()
-	if err != nil && ctx.Err() != nil {
-		outcome = "interrupted"
+	for _, a := range sims {
+		if err != nil && ctx.Err() != nil {
+			a.outcome = "interrupted"
+		}
+		a.churnOn.Store(0)
 	}
-	s.churnOn.Store(0)
 	if o.AtEnd != nil {
 		o.AtEnd()
 	}
@@ -485,15 +543,74 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep := s.report(ctrl, end.Sub(start), recv0, cpu0)
 	rp, sw := passTimes(ctrl)
 	rep.RolloutPass, rep.StatsWrite = rp.since(rp0), sw.since(sw0)
-	rep.Outcome = outcome
+	rep.Outcome = s.outcome
+	if len(sims) > 1 {
+		rep.HeartbeatsSent, rep.Connections = 0, 0
+		for _, a := range sims {
+			rep.Connections += len(a.shards)
+			ar := a.report(ctrl, end.Sub(start), recv0, cpu0)
+			rep.HeartbeatsSent += ar.HeartbeatsSent
+			rep.Apps = append(rep.Apps, AppReport{Name: a.ns.Name, Outcome: a.outcome, Groups: ar.Groups,
+				NotifyP50: ar.NotifyP50, NotifyP99: ar.NotifyP99, Notified: ar.Notified, HeartbeatsSent: ar.HeartbeatsSent})
+		}
+	}
 	if err != nil {
 		return rep, fmt.Errorf("sim: rollout not finished: %w", err)
 	}
 	return rep, nil
 }
 
-func (s *Sim) writeConfig(ctx context.Context, fleet *kv.Fleet) error {
+// ended reports whether the app's rollout is over (s.outcome says how):
+// every group done, or stuck, or halted with nothing in flight for Settle.
+func (s *Sim) ended() bool {
+	o := s.o
+	sts, inFlight := s.stats.snapshot()
+	stuck := s.stats.stuckCounts()
+	done, halted, timedOut := true, false, false
+	for i, st := range sts {
+		// A group whose only agents off the target are stuck, all
+		// timed out, and nothing else installing, is as far as it goes.
+		over := st.TargetVersion == o.TargetVersion && st.State == rollout.StateActive && !st.Halted &&
+			st.Progress == 1 && stuck[i].n > 0 && st.TimedOutCount == stuck[i].n && stuck[i].inFlight == stuck[i].n
+		if over {
+			timedOut = true
+			continue
+		}
+		if st.TargetVersion != o.TargetVersion || st.State != rollout.StateDone {
+			done = false
+		}
+		if st.TargetVersion == o.TargetVersion && st.Halted {
+			halted = true
+		}
+	}
+	switch {
+	case done && timedOut:
+		s.outcome = "stuck"
+		return true
+	case done:
+		s.outcome = "done"
+		return true
+	case halted && inFlight == 0:
+		if s.haltQuiet.IsZero() {
+			s.haltQuiet = time.Now()
+		}
+		if time.Since(s.haltQuiet) >= o.Settle {
+			s.outcome = "halted"
+			return true
+		}
+	default:
+		s.haltQuiet = time.Time{}
+	}
+	return false
+}
+
+func (s *Sim) writeConfig(ctx context.Context, fleet *kv.Fleet, apps []string) (rollout.Config, error) {
 	cfg := rollout.DefaultConfig()
+	for _, a := range apps {
+		if a != "" {
+			cfg.Apps = append(cfg.Apps, rollout.AppConfig{Name: a})
+		}
+	}
 	cfg.Groups = nil
 	for _, name := range s.groups {
 		g := rollout.DefaultGroup(name)
@@ -516,9 +633,9 @@ func (s *Sim) writeConfig(ctx context.Context, fleet *kv.Fleet) error {
 		cfg.QuarantineAfter = s.o.QuarantineAfter
 	}
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("sim: config: %w", err)
+		return cfg, fmt.Errorf("sim: config: %w", err)
 	}
-	return saveLatest(ctx, fleet.Config, kv.KeyConfig, cfg)
+	return cfg, saveLatest(ctx, fleet.Config, kv.KeyConfig, cfg)
 }
 
 // saveLatest writes v over whatever is there (an external server may hold

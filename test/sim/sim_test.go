@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,50 @@ func TestGoodRelease(t *testing.T) {
 	}
 	if rep.HeartbeatsPerSec <= 0 || rep.HeartbeatsRejected != 0 {
 		t.Errorf("heartbeats %.0f/s, %d rejected", rep.HeartbeatsPerSec, rep.HeartbeatsRejected)
+	}
+}
+
+// TestThreeAppsAtOnce (issue 26 point 6): the same hosts run three apps,
+// each heartbeating once per app on its own subject (app1, the default,
+// on today's); the three rollouts run at once on one controller and each
+// app's groups finish with that app's in-flight bound held: no app's
+// installs count against another's window, and none exceeds its own.
+func TestThreeAppsAtOnce(t *testing.T) {
+	o := ciOptions(t)
+	o.Agents, o.AgentsPerConn, o.Apps = 600, 600, 3
+	rep := run(t, o)
+	if len(rep.Apps) != 3 {
+		t.Fatalf("%d app reports, want 3", len(rep.Apps))
+	}
+	for i, app := range rep.Apps {
+		if want := fmt.Sprintf("app%d", i+1); app.Name != want {
+			t.Errorf("app %d named %q, want %q", i, app.Name, want)
+		}
+		if app.Outcome != "done" {
+			t.Errorf("app %s: outcome %s, want done", app.Name, app.Outcome)
+		}
+		total := 0
+		for _, g := range app.Groups {
+			total += g.InitialCount
+			if g.State != "done" || g.Halted || g.OnTarget != g.InitialCount {
+				t.Errorf("app %s group %s: %s halted=%v, %d of %d on the target", app.Name, g.Name, g.State, g.Halted, g.OnTarget, g.InitialCount)
+			}
+			if g.MaxInFlightActive > g.Bound || g.MaxInFlightActive < 1 {
+				t.Errorf("app %s group %s: %d agents updating at once, bound %d", app.Name, g.Name, g.MaxInFlightActive, g.Bound)
+			}
+			if g.MaxInFlightCanary > o.CanaryCount {
+				t.Errorf("app %s group %s: %d agents updating at once in the canary phase, %d canaries", app.Name, g.Name, g.MaxInFlightCanary, o.CanaryCount)
+			}
+		}
+		if total != o.Agents {
+			t.Errorf("app %s: initial counts sum to %d, want %d (one heartbeat per host per app)", app.Name, total, o.Agents)
+		}
+		if app.Notified != o.Agents || app.HeartbeatsSent == 0 {
+			t.Errorf("app %s: notified %d agents, want %d; %d heartbeats sent", app.Name, app.Notified, o.Agents, app.HeartbeatsSent)
+		}
+	}
+	if rep.HeartbeatsRejected != 0 {
+		t.Errorf("%d heartbeats rejected", rep.HeartbeatsRejected)
 	}
 }
 

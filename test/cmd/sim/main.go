@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,8 @@ func main() {
 	flag.IntVar(&o.Agents, "agents", 2000, "virtual agents")
 	flag.IntVar(&o.Groups, "groups", 3, "groups g1..gN, each after the one before")
 	flag.IntVar(&o.AgentsPerConn, "agents-per-conn", 5000, "virtual agents per NATS connection")
+	flag.IntVar(&o.Apps, "apps", 1, "apps every host runs (app1..appN, app1 the default app), all rolled out at once")
+	compare := flag.String("compare", "", "a JSON report (-o json) of a one-app run: print this run's figures as ratios to it")
 	flag.Var(fr, "fail-rate", "VERSION=P: installs of VERSION fail on this fraction of hosts (repeatable)")
 	flag.Var(stuck, "stuck", "VERSION=P: installs of VERSION never end (stuck in the health wait) on this fraction of hosts (repeatable)")
 	flag.Var(infra, "infra-fail", "VERSION=P: installs of VERSION are blocked on infrastructure (release site 503) on this fraction of hosts, for --infra-for from their first attempt (repeatable)")
@@ -87,6 +90,19 @@ func main() {
 	memProfile := flag.String("memprofile", "", "write a heap profile to this file when the rollout ends (before anything is stopped)")
 	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile (1 in 10 events) to this file when the rollout ends")
 	flag.Parse()
+	var base *sim.Report
+	if *compare != "" {
+		b, err := os.ReadFile(*compare)
+		if err == nil {
+			base = new(sim.Report)
+			err = json.Unmarshal(b, base)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sim: --compare:", err)
+			code = 2
+			return
+		}
+	}
 	if *out != "table" && *out != "json" {
 		fmt.Fprintln(os.Stderr, "sim: -o must be table or json")
 		code = 2
@@ -144,6 +160,14 @@ func main() {
 			_ = rep.WriteJSON(os.Stdout)
 		} else {
 			_ = rep.WriteTable(os.Stdout)
+		}
+		if base != nil {
+			w := os.Stdout
+			if *out == "json" {
+				w = os.Stderr
+			}
+			fmt.Fprintln(w)
+			_ = sim.WriteComparison(w, base, rep)
 		}
 	}
 	if err != nil {
