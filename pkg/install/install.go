@@ -340,12 +340,18 @@ func (in *Installer) rollBack(ctx context.Context, st Status, j *Journal) (Statu
 	if len(errs) > 0 {
 		st.Error += "; rollback problems: " + errors.Join(errs...).Error()
 	}
+	return in.endRollback(st, j, errs)
+}
+
+// endRollback saves the status a rollback (of either installer) leaves and
+// ends its journal. With errs the journal stays, so that the next Repair
+// restores (or runs the command) again.
+func (in *Installer) endRollback(st Status, j *Journal, errs []error) (Status, error) {
 	if err := in.withSpace(func() error { return in.Save(st) }); err != nil {
 		return st, errors.Join(append(errs, err)...)
 	}
 	failpoint(string(StepRollback) + "/saved")
 	if len(errs) > 0 {
-		// Keep the journal: the next Repair tries again.
 		return st, errors.Join(errs...)
 	}
 	var err error

@@ -392,22 +392,7 @@ func (in *Installer) rollBackScript(ctx context.Context, st Status, j *Journal) 
 			}
 		}
 	}
-	if err := in.withSpace(func() error { return in.Save(st) }); err != nil {
-		return st, errors.Join(append(errs, err)...)
-	}
-	failpoint(string(StepRollback) + "/saved")
-	if len(errs) > 0 {
-		// Keep the journal: the next Repair runs the command again.
-		return st, errors.Join(errs...)
-	}
-	var err error
-	if j.Bad {
-		err = removeJournal(in.Tree)
-	} else {
-		err = in.endJournal(j)
-	}
-	in.sweep("")
-	return st, err
+	return in.endRollback(st, j, errs)
 }
 
 // Refresh re-reads the installed version with the version command (the
