@@ -2,10 +2,10 @@ package controller
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -16,8 +16,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/escape"
@@ -90,20 +88,22 @@ type Dashboard struct {
 	// DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
 
-	readMu   sync.Mutex // serializes readTimeline
-	mu       sync.Mutex
-	streams  map[chan streamMsg]struct{}
-	clients  map[string]int     // streams open per streamClient
-	timeline []view.TimelineRow // the newest, oldest first
-	cursor   kv.TimelineCursor  // of the timeline read so far
-	loaded   bool               // the timeline's first read succeeded
-	// quarantine is fleet_plan/quarantine as last read (readQuarantine),
-	// quarantineErr why it could not be, quarantineRead whether it was.
-	quarantine     rollout.QuarantineList
-	quarantineErr  string
-	quarantineRead bool
-	wake           chan struct{}
-	stop           chan struct{} // closed when Run returns: the streams end
+	readMu sync.Mutex // serializes readTimeline
+	mu     sync.Mutex
+	// streams are the open live streams, each with the app it follows.
+	streams  map[chan streamMsg]kv.AppNS
+	clients  map[string]int    // streams open per streamClient
+	timeline []timelineRow     // the newest, oldest first
+	cursor   kv.TimelineCursor // of the timeline read so far
+	loaded   bool              // the timeline's first read succeeded
+	// plan is the fleet's plan state (config, every app's spec, group
+	// statuses and quarantine) as last read (readPlan), planErr why the
+	// last read failed, planRead whether one was tried.
+	plan     *kv.State
+	planErr  string
+	planRead bool
+	wake     chan struct{}
+	stop     chan struct{} // closed when Run returns: the streams end
 }
 
 type streamMsg struct {
@@ -112,10 +112,17 @@ type streamMsg struct {
 }
 
 // Overview is the JSON of /api/v1/status and of the stream's "status"
-// events: what the top of the page shows.
+// events: what the top of the page shows, of one app (App), and a line
+// for every app (Apps).
 type Overview struct {
 	At         time.Time `json:"at"`
 	Controller string    `json:"controller"`
+	// App is the app the numbers are of (its name: the default app's
+	// when the request named none).
+	App string `json:"app"`
+	// Apps is every app of the config, the default app first, each in one
+	// line: the all-apps overview and the page's app selector.
+	Apps []AppSummary `json:"apps"`
 	// Leader: this controller drives the rollout (others only count).
 	Leader bool `json:"leader"`
 	// Ready is "" once the plan has been read and the bus is connected,
@@ -216,13 +223,16 @@ type AgentsPage struct {
 // addFailures fills the failures of every group of rep that counts a
 // failed agent from the inventory, as fleetctl status does from the
 // stream (view.GroupFailures): the page and the terminal say the same.
-func (d *Dashboard) addFailures(rep *view.StatusReport, now time.Time) {
+func addFailures(inv *heartbeat.Aggregator, rep *view.StatusReport, now time.Time) {
+	if inv == nil {
+		return
+	}
 	for i := range rep.Groups {
 		g := &rep.Groups[i]
 		if g.Failed == 0 && (g.Rollout == nil || g.Rollout.Agents.Failed == 0 && g.Rollout.FailedCount == 0) {
 			continue
 		}
-		agents := d.C.agg.Agents(g.Name, now)
+		agents := inv.Agents(g.Name, now)
 		hbs, seen := make([]heartbeat.Heartbeat, len(agents)), make([]time.Time, len(agents))
 		for j, a := range agents {
 			hbs[j], seen[j] = a.Heartbeat, a.LastSeen
@@ -254,55 +264,29 @@ type AgentItem struct {
 	Established bool      `json:"established"`
 }
 
-// Overview computes the page's numbers at now.
+// Overview computes the default app's numbers at now, from the plan as
+// read now (the page's stream computes them from the plan read once per
+// Refresh for every page).
 func (d *Dashboard) Overview(now time.Time) Overview {
-	c := d.C
-	counts, sites := c.agg.CountsWithSites(now)
-	entries := make([]kv.Stats, 0, len(counts))
-	for group, vc := range counts {
-		entries = append(entries, kv.Stats{V: 1, ControllerID: c.o.ID, Group: group, At: now.UTC(), Agents: vc.Total(), Versions: vc, Sites: sites[group]})
-	}
-	ov := Overview{At: now.UTC(), Controller: c.o.ID, Leader: c.leading.Load(), Agents: c.agg.Len()}
-	var cfg *rollout.Config
-	var st *kv.State
-	if m := d.Mirror; m != nil {
-		if err := m.Ready(); err != nil {
-			ov.Ready = err.Error()
-		}
-		cfg = m.config.Load()
-		if p := m.Store.Get(); p != nil && p.HasSpec && cfg != nil {
-			st = &kv.State{Config: kv.Entry[rollout.Config]{Value: *cfg}, Spec: kv.Entry[rollout.Spec]{Value: p.Spec}, HasSpec: true,
-				Groups: make(map[string]kv.Entry[rollout.GroupStatus], len(p.Groups))}
-			for g, s := range p.Groups {
-				st.Groups[g] = kv.Entry[rollout.GroupStatus]{Value: s}
-			}
-		}
-	}
-	ov.Status = view.BuildRolloutStatus(entries, st, now)
-	d.addFailures(&ov.Status, now)
-	if ov.Status.Plan != nil {
-		h := view.Header(ov.Status)
-		ov.Header = &h
-	}
-	ov.Rows = view.Rows(ov.Status, cfg, now)
-	ov.PendingApprovals = view.PendingApprovals(ov.Rows, now)
-	for _, g := range ov.Status.Groups {
-		if g.Agents > 0 {
-			ov.Versions = append(ov.Versions, groupVersions(g, ov.Status.Plan))
-		}
-	}
-	if ov.Versions == nil {
-		ov.Versions = []GroupVersions{}
-	}
-	d.mu.Lock()
-	quarantine, qErr, qRead := d.quarantine, d.quarantineErr, d.quarantineRead
-	d.mu.Unlock()
-	ov.Quarantined = append([]rollout.Quarantine{}, quarantine.Versions...)
-	if !qRead {
-		qErr = ""
-	}
-	ov.Fleet, ov.Banners = badNews(ov.Status, ov.Quarantined, qErr, now)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d.readPlan(ctx)
+	ov, _ := d.AppOverview("", now)
 	return ov
+}
+
+// AppOverview computes app's numbers ("": the default app) at now from the
+// plan as last read. An app the config does not list is an error naming
+// the apps it does.
+func (d *Dashboard) AppOverview(app string, now time.Time) (Overview, error) {
+	d.mu.Lock()
+	st := d.plan
+	d.mu.Unlock()
+	ns, err := resolveApp(d.config(st), app)
+	if err != nil {
+		return Overview{}, err
+	}
+	return d.numbersAt(now).overview(ns), nil
 }
 
 // groupVersions is g's versions with their roles.
@@ -336,8 +320,9 @@ func groupVersions(g view.GroupReport, p *view.PlanReport) GroupVersions {
 
 // badNews is the rollout's state in a word and the banners of rep, with
 // the versions quarantined (qErr: why the quarantine list could not be
-// read).
-func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr string, now time.Time) (FleetState, []Banner) {
+// read). appFlag goes after the fleetctl commands the banners name
+// (" --app db" on a fleet with several apps, where fleetctl asks for it).
+func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr, appFlag string, now time.Time) (FleetState, []Banner) {
 	banners := []Banner{}
 	p := rep.Plan
 	if p == nil {
@@ -380,7 +365,7 @@ func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr strin
 			what += fmt.Sprintf(" after %d agents rolled back from it", q.AgentCount)
 		}
 		banners = append(banners, Banner{Kind: "quarantine", Version: q.Version,
-			Text: fmt.Sprintf("%s %s, %s ago: %s (no group rolls it out or holds it; lift: fleetctl quarantine rm %s)", q.Version, what, view.Age(now, q.At), q.Reason, q.Version)})
+			Text: fmt.Sprintf("%s %s, %s ago: %s (no group rolls it out or holds it; lift: fleetctl quarantine rm%s %s)", q.Version, what, view.Age(now, q.At), q.Reason, appFlag, q.Version)})
 	}
 	if qErr != "" {
 		banners = append(banners, Banner{Kind: "quarantine_unknown", Text: "cannot read the quarantined versions: " + qErr})
@@ -394,7 +379,7 @@ func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr strin
 		// Whichever of the two set it is where to lift it.
 		var fixes []string
 		if p.PlanMode != rollout.ModeEnabled {
-			fixes = append(fixes, "fleetctl resume")
+			fixes = append(fixes, "fleetctl resume"+appFlag)
 		}
 		if p.ConfigMode != rollout.ModeEnabled {
 			fixes = append(fixes, "set mode: enabled in the config (fleetctl config apply)")
@@ -436,31 +421,41 @@ func badNews(rep view.StatusReport, quarantined []rollout.Quarantine, qErr strin
 	return st, banners
 }
 
-// readQuarantine reads fleet_plan/quarantine for the banners.
-func (d *Dashboard) readQuarantine(ctx context.Context) {
-	var l rollout.QuarantineList
-	e, err := d.C.fleet.Plan.Get(ctx, kv.KeyQuarantine)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		err = nil
-	case err == nil:
-		l, err = kv.DecodeQuarantine(e.Value())
-	}
+// readPlan reads the plan state (kv.Fleet.ReadState: the config and
+// every key of fleet_plan, one batched direct get) for the numbers and the
+// banners of every app. A failure keeps what was read before, and the
+// numbers say why they may be old.
+func (d *Dashboard) readPlan(ctx context.Context) {
+	st, err := d.C.fleet.ReadState(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil {
 		if ctx.Err() != nil {
 			return // stopping, or the bus is slow: keep what was read
 		}
-		d.quarantineErr = err.Error()
-		d.quarantineRead = true
+		d.planErr, d.planRead = err.Error(), true
 		return
 	}
-	d.quarantine, d.quarantineErr, d.quarantineRead = l, "", true
+	d.plan, d.planErr, d.planRead = st, "", true
+}
+
+// ensurePlan reads the plan if it was never read.
+func (d *Dashboard) ensurePlan(ctx context.Context) {
+	d.mu.Lock()
+	read := d.planRead
+	d.mu.Unlock()
+	if !read {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		d.readPlan(ctx)
+	}
 }
 
 // AgentsFilter selects agents for the table; empty fields match all.
 type AgentsFilter struct {
+	// App is the app whose inventory is listed (its name; "": the
+	// default app's).
+	App                   string
 	Group, Version, Class string
 	// Query matches a substring of the id or the hostname, any case.
 	Query   string
@@ -474,14 +469,18 @@ type AgentsFilter struct {
 // (pageOf), not every match.
 func (d *Dashboard) Agents(f AgentsFilter, now time.Time) AgentsPage {
 	interval := d.C.o.HeartbeatInterval
+	inv := d.C.AppInventory(f.App)
+	if inv == nil {
+		return AgentsPage{Page: 1, Pages: 1, PerPage: cmp.Or(min(f.PerPage, maxPerPage), defaultPerPage), Agents: []AgentItem{}, Versions: []string{}, Groups: []string{}}
+	}
 	q := strings.ToLower(f.Query)
 	type key struct{ group, id string }
 	var keys []key
-	if f == (AgentsFilter{Page: f.Page, PerPage: f.PerPage}) {
-		keys = make([]key, 0, d.C.agg.Len()) // every agent matches
+	if f == (AgentsFilter{App: f.App, Page: f.Page, PerPage: f.PerPage}) {
+		keys = make([]key, 0, inv.Len()) // every agent matches
 	}
 	var versions, groups stringSet
-	d.C.agg.EachAgent(now, func(hb *heartbeat.Heartbeat, lastSeen time.Time, _ bool) {
+	inv.EachAgent(now, func(hb *heartbeat.Heartbeat, lastSeen time.Time, _ bool) {
 		v := hb.Version()
 		versions.add(v)
 		groups.add(hb.Group)
@@ -509,7 +508,7 @@ func (d *Dashboard) Agents(f AgentsFilter, now time.Time) AgentsPage {
 		}
 		return strings.Compare(a.id, b.id)
 	}) {
-		a, ok := d.C.agg.Lookup(rollout.AgentID(k.id), now)
+		a, ok := inv.Lookup(rollout.AgentID(k.id), now)
 		if !ok {
 			continue // expired since the pass
 		}
@@ -644,14 +643,33 @@ func (d *Dashboard) Streams() int {
 func (d *Dashboard) Timeline() []view.TimelineRow {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]view.TimelineRow{}, d.timeline...) // [] when empty, for JSON
+	out := make([]view.TimelineRow, len(d.timeline)) // [] when empty, for JSON
+	for i, r := range d.timeline {
+		out[i] = r.TimelineRow
+	}
+	return out
+}
+
+// TimelineOf is Timeline with only the entries about ns's app and those
+// about the whole fleet (timelineRow.of).
+func (d *Dashboard) TimelineOf(ns kv.AppNS) []view.TimelineRow {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cfg := d.config(d.plan)
+	out := []view.TimelineRow{}
+	for _, r := range d.timeline {
+		if r.of(ns, cfg) {
+			out = append(out, r.TimelineRow)
+		}
+	}
+	return out
 }
 
 // readTimeline reads the entries added to the timeline since the last read
 // (at the first, the newest timelineKeep; at most the newest timelineKeep
 // of each stream at any read, however many were stored meanwhile) and
 // returns them.
-func (d *Dashboard) readTimeline(ctx context.Context) ([]view.TimelineRow, error) {
+func (d *Dashboard) readTimeline(ctx context.Context) ([]timelineRow, error) {
 	d.readMu.Lock() // one reader at a time: two would append the same entries
 	defer d.readMu.Unlock()
 	f := d.C.fleet
@@ -668,9 +686,9 @@ func (d *Dashboard) readTimeline(ctx context.Context) ([]view.TimelineRow, error
 	if err != nil {
 		return nil, err
 	}
-	rows := make([]view.TimelineRow, 0, len(tl.Entries))
+	rows := make([]timelineRow, 0, len(tl.Entries))
 	for _, e := range tl.Entries {
-		rows = append(rows, view.TimelineRowOf(e))
+		rows = append(rows, timelineRowOf(e))
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -683,9 +701,9 @@ func (d *Dashboard) readTimeline(ctx context.Context) ([]view.TimelineRow, error
 // keepNewest keeps the newest keep operator records and the newest keep
 // events of rows (oldest first): a flood of events never pushes the
 // operators' records off the page.
-func keepNewest(rows []view.TimelineRow, keep int) []view.TimelineRow {
+func keepNewest(rows []timelineRow, keep int) []timelineRow {
 	seen := map[string]int{}
-	out := make([]view.TimelineRow, 0, min(len(rows), 2*keep))
+	out := make([]timelineRow, 0, min(len(rows), 2*keep))
 	for i := len(rows) - 1; i >= 0; i-- {
 		if seen[rows[i].Kind]++; seen[rows[i].Kind] <= keep {
 			out = append(out, rows[i])
@@ -740,14 +758,12 @@ func (d *Dashboard) Run(ctx context.Context) error {
 		if err != nil {
 			lastErr = err.Error()
 		}
-		for _, r := range rows {
-			d.broadcast("timeline", r)
-		}
+		d.broadcastTimeline(rows)
 		if tick {
-			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			d.readQuarantine(qctx)
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			d.readPlan(pctx)
 			cancel()
-			d.broadcast("status", d.Overview(clk.Now()))
+			d.pushStatus(clk.Now())
 		}
 	}
 }
@@ -756,7 +772,7 @@ func (d *Dashboard) init() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.streams == nil {
-		d.streams = map[chan streamMsg]struct{}{}
+		d.streams = map[chan streamMsg]kv.AppNS{}
 		d.clients = map[string]int{}
 		d.wake = make(chan struct{}, 1)
 		d.stop = make(chan struct{})
@@ -770,20 +786,56 @@ func (d *Dashboard) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// broadcast sends v to every open stream; a page too slow to take it
-// misses it (the next status replaces it).
-func (d *Dashboard) broadcast(event string, v any) {
+// broadcast sends v to every open stream that follows app (to:
+// whether it does); a page too slow to take it misses it (the next status
+// replaces it).
+func (d *Dashboard) broadcast(event string, v any, to func(app kv.AppNS) bool) {
 	data, err := escape.MarshalJSON(v)
 	if err != nil {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for ch := range d.streams {
+	for ch, app := range d.streams {
+		if !to(app) {
+			continue
+		}
 		select {
 		case ch <- streamMsg{event, data}:
 		default:
 		}
+	}
+}
+
+// broadcastTimeline sends each of rows to the streams of the apps it is
+// about.
+func (d *Dashboard) broadcastTimeline(rows []timelineRow) {
+	if len(rows) == 0 {
+		return
+	}
+	d.mu.Lock()
+	cfg := d.config(d.plan)
+	d.mu.Unlock()
+	for _, r := range rows {
+		d.broadcast("timeline", r.TimelineRow, func(app kv.AppNS) bool { return r.of(app, cfg) })
+	}
+}
+
+// pushStatus sends every open stream the numbers of its app at now: each
+// app's computed once, however many pages follow it.
+func (d *Dashboard) pushStatus(now time.Time) {
+	d.mu.Lock()
+	apps := map[string]kv.AppNS{}
+	for _, ns := range d.streams {
+		apps[ns.Name] = ns
+	}
+	d.mu.Unlock()
+	if len(apps) == 0 {
+		return
+	}
+	s := d.numbersAt(now)
+	for name, ns := range apps {
+		d.broadcast("status", s.overview(ns), func(app kv.AppNS) bool { return app.Name == name })
 	}
 }
 
@@ -817,17 +869,33 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.serveAsset(w, r, "web/"+strings.TrimPrefix(p, PathUIAssets))
 	case p == PathAPIStatus:
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		d.readQuarantine(ctx)
+		d.readPlan(ctx)
 		cancel()
-		writeJSON(w, d.Overview(now))
+		ns, err := d.appOf(r)
+		if err != nil {
+			writeJSONError(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, d.numbersAt(now).overview(ns))
 	case p == PathAPIAgents:
+		ns, err := d.appOf(r)
+		if err != nil {
+			writeJSONError(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		f, err := parseAgentsFilter(r)
 		if err != nil {
 			writeJSONError(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		f.App = ns.Name
 		writeJSON(w, d.Agents(f, now))
 	case p == PathAPIHistory:
+		ns, err := d.appOf(r)
+		if err != nil {
+			writeJSONError(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		// Catch up first (one direct get when nothing is new): with no
 		// page streaming, Run does not read the timeline.
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -837,12 +905,15 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSONError(w, "cannot read the timeline: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		for _, row := range rows { // the open pages get them too
-			d.broadcast("timeline", row)
-		}
-		writeJSON(w, d.Timeline())
+		d.broadcastTimeline(rows) // the open pages get them too
+		writeJSON(w, d.TimelineOf(ns))
 	case p == PathAPIStream:
-		d.serveStream(w, r)
+		ns, err := d.appOf(r)
+		if err != nil {
+			writeJSONError(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		d.serveStream(w, r, ns)
 	default:
 		writeJSONError(w, fmt.Sprintf("no such page: %s", p), http.StatusNotFound)
 	}
@@ -870,7 +941,7 @@ func (d *Dashboard) serveAsset(w http.ResponseWriter, r *http.Request, name stri
 
 // serveStream is the live stream: the numbers and the timeline at once,
 // then what Run pushes, and a comment every 15s so proxies keep it open.
-func (d *Dashboard) serveStream(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) serveStream(w http.ResponseWriter, r *http.Request, ns kv.AppNS) {
 	rc := http.NewResponseController(w)
 	// The server's write timeout is for answers, not for a stream: each
 	// write below gets its own deadline instead, so a page that stops
@@ -895,7 +966,7 @@ func (d *Dashboard) serveStream(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, msg, http.StatusServiceUnavailable)
 		return
 	}
-	d.streams[ch] = struct{}{}
+	d.streams[ch] = ns
 	d.clients[client]++
 	d.mu.Unlock()
 	defer func() {
@@ -922,15 +993,8 @@ func (d *Dashboard) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush() == nil
 	}
-	d.mu.Lock()
-	read := d.quarantineRead
-	d.mu.Unlock()
-	if !read { // the first page: its first numbers carry the quarantines
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		d.readQuarantine(ctx)
-		cancel()
-	}
-	if data, err := escape.MarshalJSON(d.Overview(d.C.o.Clock.Now())); err == nil && !send("status", data) {
+	d.ensurePlan(r.Context()) // read by appOf, unless that failed
+	if data, err := escape.MarshalJSON(d.numbersAt(d.C.o.Clock.Now()).overview(ns)); err == nil && !send("status", data) {
 		return
 	}
 	keepalive := time.NewTicker(15 * time.Second)

@@ -27,6 +27,7 @@ import (
 func BenchmarkDashboard100k(b *testing.B) {
 	c, now := benchController(b, 100_000)
 	d := &Dashboard{C: c, Mirror: c.mirror.Load()}
+	storePlan(b, c)
 	h := c.HTTPHandler(http.NotFoundHandler(), d)
 	tally := func(b *testing.B) {
 		for g, vc := range c.agg.Counts(now) {
@@ -88,6 +89,26 @@ func BenchmarkDashboard100k(b *testing.B) {
 		})
 		b.ReportMetric(float64(time.Second)/(float64(b.Elapsed())/float64(b.N)), "pushes/s")
 	})
+}
+
+// storePlan writes the plan benchController gave c's mirror (config, spec,
+// group statuses) to the bus, where the dashboard reads every app's plan.
+func storePlan(b *testing.B, c *Controller) {
+	b.Helper()
+	m := c.mirror.Load()
+	ctx := b.Context()
+	if _, err := kv.Save(ctx, c.fleet.Config, kv.KeyConfig, *m.config.Load(), 0); err != nil {
+		b.Fatal(err)
+	}
+	p := m.Store.Get()
+	if _, err := kv.Save(ctx, c.fleet.Plan, kv.KeySpec, p.Spec, 0); err != nil {
+		b.Fatal(err)
+	}
+	for g, st := range p.Groups {
+		if _, err := kv.Save(ctx, c.fleet.Plan, kv.GroupKey(g), st, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchController is benchController for the external test package (the

@@ -604,7 +604,13 @@ type sseEvent struct {
 // body ends (the channel is then closed) and a function that closes it.
 func stream(t *testing.T, client *http.Client, base string) (<-chan sseEvent, func()) {
 	t.Helper()
-	resp, err := openStream(client, base)
+	return streamQuery(t, client, base, "")
+}
+
+// streamQuery is stream with query ("?app=db") after the stream's path.
+func streamQuery(t *testing.T, client *http.Client, base, query string) (<-chan sseEvent, func()) {
+	t.Helper()
+	resp, err := openStreamQuery(client, base, query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -648,7 +654,11 @@ func stream(t *testing.T, client *http.Client, base string) (<-chan sseEvent, fu
 }
 
 func openStream(client *http.Client, base string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodGet, base+controller.PathAPIStream, nil)
+	return openStreamQuery(client, base, "")
+}
+
+func openStreamQuery(client *http.Client, base, query string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, base+controller.PathAPIStream+query, nil)
 	if err != nil {
 		return nil, err
 	}

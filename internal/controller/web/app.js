@@ -12,8 +12,116 @@
     return e;
   };
 
+  // ---- the app ---------------------------------------------------------------
+  // The app the page shows is in its URL (?app=db, absent: the fleet's
+  // default app), so that a link or a reload shows the same app; every
+  // API request names it.
+  const app = new URLSearchParams(location.search).get("app") || "";
+  function api(path, q) {
+    q = q || new URLSearchParams();
+    if (app) q.set("app", app);
+    const qs = q.toString();
+    return qs ? path + "?" + qs : path;
+  }
+  // The link to an app's page.
+  function appHref(name) {
+    const q = new URLSearchParams(location.search);
+    q.set("app", name);
+    return "?" + q.toString();
+  }
+
+  // The app selector and the all-apps overview: one row per app, its
+  // state in a word, target, groups done, agents on the target, failed,
+  // and its bad news under it, whichever app the page shows. Both hidden
+  // when the fleet has one app.
+  let manyApps = false, currentApp = "";
+  function renderApps(apps, current) {
+    const many = apps.length > 1;
+    manyApps = many;
+    currentApp = current;
+    const pick = $("app-pick"), sel = $("app-select"), card = $("apps-card");
+    pick.hidden = !many;
+    card.hidden = !many;
+    card.dataset.count = apps.length;
+    document.body.dataset.app = current || "";
+    if (!many) return;
+    // Rebuilt only when the apps change: not under an open list.
+    const names = apps.map((a) => a.app).join(",");
+    if (sel.dataset.apps !== names) {
+      sel.dataset.apps = names;
+      sel.replaceChildren(...apps.map((a) => {
+        const o = el("option", null, a.app + (a.default ? " (default)" : ""));
+        o.value = a.app;
+        return o;
+      }));
+    }
+    sel.value = current;
+    const body = $("apps").tBodies[0];
+    const out = document.createDocumentFragment();
+    for (const a of apps) {
+      const tr = el("tr", "app-row" + (a.app === current ? " current" : ""));
+      tr.dataset.app = a.app;
+      const state = (a.fleet && a.fleet.state) || "no_plan";
+      tr.dataset.state = state;
+      const name = el("td", "name");
+      const link = el("a", null, a.app);
+      link.href = appHref(a.app);
+      name.appendChild(link);
+      if (a.default) name.appendChild(el("span", "small muted", " default"));
+      name.appendChild(el("span", "small muted installer", " " + a.installer));
+      const st = el("td", "state");
+      const pill = el("span", "fleet-state", (a.fleet && a.fleet.text) || "no plan");
+      pill.dataset.state = state.replace(/[^a-z_]/g, "");
+      st.appendChild(pill);
+      const target = a.target ? (a.start ? a.start + " \u2192 " : "") + a.target : "no plan";
+      tr.append(name, st, el("td", "target", target),
+        el("td", "num groups-done", a.groups_done + " / " + a.groups),
+        el("td", "num on-target", a.on_target + " / " + a.agents),
+        el("td", "num failed" + (a.failed > 0 ? " bad" : ""), a.failed));
+      out.appendChild(tr);
+      // The app shown has its bad news in the banners below: the
+      // others' go under their rows, so that no app's halt is out of sight.
+      if (a.app !== current && ((a.banners || []).length || a.error)) {
+        const nr = el("tr", "app-news");
+        nr.dataset.app = a.app;
+        const td = el("td");
+        td.colSpan = 6;
+        for (const b of a.banners || []) {
+          const d = el("div", "app-banner banner-" + String(b.kind).replace(/[^a-z_]/g, ""), b.text);
+          d.dataset.kind = b.kind;
+          if (b.group) d.dataset.group = b.group;
+          td.appendChild(d);
+        }
+        if (a.error) td.appendChild(el("div", "app-banner banner-halt", a.error));
+        nr.appendChild(td);
+        out.appendChild(nr);
+      }
+    }
+    body.replaceChildren(out);
+  }
+  $("app-select").addEventListener("change", (e) => { location.search = appHref(e.target.value).slice(1); });
+
+  // An answer that is not the numbers (an app the config does not list):
+  // said where the numbers go.
+  function renderError(msg) {
+    const fs = $("fleet-state");
+    fs.dataset.state = "error";
+    fs.textContent = "error";
+    $("plan-version").textContent = app ? "app " + app : "";
+    const ready = $("ready");
+    ready.hidden = false;
+    ready.textContent = msg;
+    const body = $("groups").tBodies[0];
+    const tr = el("tr");
+    const td = el("td", "muted", msg);
+    td.colSpan = 7;
+    tr.appendChild(td);
+    body.replaceChildren(tr);
+  }
+
   // ---- the rollout -------------------------------------------------------
   function renderStatus(ov) {
+    renderApps(ov.apps || [], ov.app || "");
     const h = ov.header;
     $("plan-version").textContent = h ? h.version : "no plan: fleetctl plan set --target VERSION";
     const fs = $("fleet-state");
@@ -58,7 +166,7 @@
     a.dataset.count = pending.length;
     a.textContent = pending.length === 0 ? "" : (pending.length === 1 ? "1 approval pending: " : pending.length + " approvals pending: ") +
       pending.map((p) => p.group + " (" + p.stage.replace("_", " ") + ", " + p.for + ")").join(", ");
-    a.title = "fleetctl approve --group G --reason TEXT";
+    a.title = "fleetctl approve" + (manyApps && currentApp ? " --app " + currentApp : "") + " --group G --reason TEXT";
   }
 
   // The bad news at the top of the page: a paused or disabled rollout,
@@ -331,7 +439,7 @@
     const table = $("agents");
     table.dataset.loading = "true";
     try {
-      const res = await fetch("/api/v1/agents?" + filterQuery().toString(), { headers: { Accept: "application/json" } });
+      const res = await fetch(api("/api/v1/agents", filterQuery()), { headers: { Accept: "application/json" } });
       const body = await res.json();
       if (!res.ok) throw new Error(body.error || res.statusText);
       page = body.page;
@@ -407,7 +515,7 @@
     l.textContent = text;
   }
   function connect() {
-    const es = new EventSource("/api/v1/stream");
+    const es = new EventSource(api("/api/v1/stream"));
     es.addEventListener("open", () => setLive("open", "connected"));
     es.addEventListener("status", (e) => {
       gotStatus = true;
@@ -417,14 +525,28 @@
       if (Date.now() - lastAgentsFetch > 5000 && !document.hidden) agentsSoon(0);
     });
     es.addEventListener("timeline", (e) => addTimeline(JSON.parse(e.data)));
-    es.addEventListener("error", () => setLive("closed", "reconnecting…"));
+    es.addEventListener("error", () => {
+      setLive("closed", "reconnecting…");
+      // A stream refused (an unknown app, too many pages) is not tried
+      // again by the browser: say why, from the same answer as JSON.
+      if (es.readyState === EventSource.CLOSED) {
+        setLive("closed", "disconnected");
+        loadStatus();
+      }
+    });
+  }
+  function loadStatus() {
+    fetch(api("/api/v1/status")).then((r) => r.json().then((body) => {
+      if (r.ok) renderStatus(body);
+      else renderError(body.error || r.statusText);
+    })).catch(() => {});
   }
 
-  fetch("/api/v1/timeline").then((r) => r.ok ? r.json() : []).then((rows) => rows.forEach(addTimeline)).catch(() => {});
+  fetch(api("/api/v1/timeline")).then((r) => r.ok ? r.json() : []).then((rows) => rows.forEach(addTimeline)).catch(() => {});
   // The stream sends the numbers at once; ask for them only if it does not
   // (a proxy that buffers event streams).
   setTimeout(() => {
-    if (!gotStatus) fetch("/api/v1/status").then((r) => r.json()).then(renderStatus).catch(() => {});
+    if (!gotStatus) loadStatus();
   }, 2000);
   loadAgents();
   connect();
