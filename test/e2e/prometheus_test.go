@@ -195,7 +195,7 @@ func TestPrometheusScrapesRollout(t *testing.T) {
 }
 
 // grafanaQueriesAnswer runs every query of deploy/prometheus's Grafana
-// dashboard (the $group variable as every group) against the real
+// dashboard (the $app and $group variables as every app and group) against the real
 // Prometheus: each must evaluate, and those about the controller's numbers
 // must return data; the $group variable's own query must list the groups.
 // (No Grafana here: what it would send Prometheus is what is tested.)
@@ -226,7 +226,7 @@ func grafanaQueriesAnswer(t *testing.T, ctx context.Context, prom promv1.API) {
 				continue
 			}
 			n++
-			q := strings.NewReplacer(`"$group"`, `".+"`, "$__rate_interval", "1m", "$__range", "1h").Replace(tg.Expr)
+			q := strings.NewReplacer(`"$app"`, `".+"`, `"$group"`, `".+"`, "$__rate_interval", "1m", "$__range", "1h").Replace(tg.Expr)
 			natstest.Eventually(t, time.Minute, func() error {
 				v, warnings, _, err := prom.Query(ctx, q, time.Now())
 				if err != nil {
