@@ -12,7 +12,6 @@
 package apt_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,6 +31,7 @@ import (
 	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
+	"github.com/fleetwave/fleetwave/test/aptenv"
 )
 
 // versions of the package fwdemo; badVersion's health check fails.
@@ -40,10 +40,6 @@ var versions = []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0"}
 const badVersion = "1.2.0"
 
 const group = "apt"
-
-// tools the test needs; it is skipped only when one is missing (.ci/run
-// installs them).
-var tools = []string{"dpkg", "dpkg-deb", "dpkg-query", "dpkg-scanpackages", "apt-get"}
 
 // preinst and postinst of every version: a hook file hooks/kill-<phase>-<version>
 // under the throwaway root makes the script kill agentd (its pid in
@@ -80,9 +76,9 @@ func TestMain(m *testing.M) {
 // root, by agentd's script installer.
 type aptHost struct {
 	t      *testing.T
-	dir    string // the test's dir: repo, agentd root
-	sys    string // the throwaway system root apt and dpkg work in
-	root   string // agentd's --root
+	dir    string       // the test's dir: repo, agentd root
+	sys    *aptenv.Root // the throwaway system root apt and dpkg work in
+	root   string       // agentd's --root
 	agentd string
 	nats   *natstest.Server
 	fleet  *kv.Fleet
@@ -94,21 +90,19 @@ type aptHost struct {
 
 func newAptHost(t *testing.T) *aptHost {
 	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found (apt-get install dpkg-dev apt; .ci/run does): %v", tool, err)
-		}
-	}
+	aptenv.Require(t)
 	dir := t.TempDir()
-	h := &aptHost{t: t, dir: dir, sys: filepath.Join(dir, "sys"), root: filepath.Join(dir, "agentd"), ctx: t.Context()}
+	h := &aptHost{t: t, dir: dir, root: filepath.Join(dir, "agentd"), ctx: t.Context()}
 	h.agentd = filepath.Join(dir, "agentd-bin")
 	build := exec.Command("go", "build", "-o", h.agentd, "./cmd/agentd")
 	build.Dir = "../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build agentd: %v\n%s", err, out)
 	}
-	h.buildRepo()
-	h.setupSystem()
+	h.sys = aptenv.NewRoot(t, dir, h.buildRepo())
+	if err := os.MkdirAll(h.sys.Path("hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	h.nats = natstest.Start(t)
 	var err error
 	if h.fleet, err = kv.Ensure(h.ctx, h.nats.JetStream("admin"), kv.Options{Memory: true}); err != nil {
@@ -140,112 +134,35 @@ func newAptHost(t *testing.T) *aptHost {
 
 func (h *aptHost) must(name string, args ...string) string {
 	h.t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "APT_CONFIG="+h.aptConf(), "DEBIAN_FRONTEND=noninteractive")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		h.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return h.sys.Must(name, args...)
 }
 
 func (h *aptHost) write(path, content string, mode os.FileMode) {
 	h.t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		h.t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
-		h.t.Fatal(err)
-	}
+	aptenv.WriteFile(h.t, path, content, mode)
 }
 
-// buildRepo builds every version with dpkg-deb and indexes them.
-func (h *aptHost) buildRepo() {
-	repo := filepath.Join(h.dir, "repo")
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		h.t.Fatal(err)
-	}
+// buildRepo builds every version with dpkg-deb and indexes them; it
+// returns the repository's directory.
+func (h *aptHost) buildRepo() string {
+	var debs []aptenv.Deb
 	for _, v := range versions {
-		d := filepath.Join(h.dir, "build", "fwdemo-"+v)
 		mode := "good"
 		if v == badVersion {
 			mode = "bad"
 		}
-		h.write(filepath.Join(d, "DEBIAN", "control"), fmt.Sprintf("Package: fwdemo\nVersion: %s\nArchitecture: all\nMaintainer: fleetwave tests <tests@fleetwave.invalid>\nDescription: fleetwave's apt test app\n", v), 0o644)
-		for _, phase := range []string{"preinst", "postinst"} {
-			h.write(filepath.Join(d, "DEBIAN", phase), fmt.Sprintf(maintScript, phase, v), 0o755)
-		}
-		h.write(filepath.Join(d, "opt", "fwdemo", "version"), v+"\n", 0o644)
-		h.write(filepath.Join(d, "opt", "fwdemo", "bin", "fwdemo-check"), fmt.Sprintf(checkScript, mode, v, v, v), 0o755)
-		h.must("dpkg-deb", "--root-owner-group", "--build", d, filepath.Join(repo, "fwdemo_"+v+"_all.deb"))
+		debs = append(debs, aptenv.Deb{Name: "fwdemo", Version: v,
+			Scripts: map[string]string{"preinst": fmt.Sprintf(maintScript, "preinst", v), "postinst": fmt.Sprintf(maintScript, "postinst", v)},
+			Files: map[string]string{"opt/fwdemo/version": v + "\n",
+				"opt/fwdemo/bin/fwdemo-check": fmt.Sprintf(checkScript, mode, v, v, v)}})
 	}
-	cmd := exec.Command("dpkg-scanpackages", "--multiversion", ".", "/dev/null")
-	cmd.Dir = repo
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		h.t.Fatalf("dpkg-scanpackages: %v\n%s", err, stderr.String())
-	}
-	h.write(filepath.Join(repo, "Packages"), out.String(), 0o644)
-}
-
-func (h *aptHost) aptConf() string { return filepath.Join(h.dir, "apt.conf") }
-
-func (h *aptHost) admindir() string { return filepath.Join(h.sys, "var", "lib", "dpkg") }
-
-// setupSystem makes the throwaway root: dpkg's database, apt's dirs, the
-// file: source, and an apt.conf that points apt and dpkg at it.
-func (h *aptHost) setupSystem() {
-	for _, d := range []string{"var/lib/dpkg/updates", "var/lib/dpkg/info", "var/lib/dpkg/triggers", "etc/apt/sources.list.d", "etc/apt/preferences.d",
-		"etc/apt/apt.conf.d", "var/lib/apt/lists/partial", "var/cache/apt/archives/partial", "var/log/apt", "hooks"} {
-		if err := os.MkdirAll(filepath.Join(h.sys, d), 0o755); err != nil {
-			h.t.Fatal(err)
-		}
-	}
-	h.write(filepath.Join(h.admindir(), "status"), "", 0o644)
-	h.write(filepath.Join(h.sys, "etc", "apt", "sources.list"), "deb [trusted=yes] file:"+filepath.Join(h.dir, "repo")+" ./\n", 0o644)
-	h.write(h.aptConf(), fmt.Sprintf(`Dir "%[1]s/";
-Dir::State::status "%[1]s/var/lib/dpkg/status";
-DPkg::Options { "--root=%[1]s"; "--admindir=%[1]s/var/lib/dpkg"; "--force-script-chrootless"; "--force-not-root"; };
-APT::Sandbox::User "root";
-`, h.sys), 0o644)
-	h.must("apt-get", "update", "-qq")
-}
-
-// installCmd is the docs' apt example, pointed at the throwaway root:
-// finish what an interrupted dpkg left (dpkg --configure -a), install
-// exactly the version asked for, downgrades allowed (a rollback is one),
-// and reinstall it when dpkg still does not call it installed: a kill
-// while dpkg unpacked leaves the package half-installed, which neither
-// dpkg --configure -a nor apt-get install (the version is already there)
-// repairs.
-func (h *aptHost) installCmd() string {
-	return fmt.Sprintf(`set -eu
-export APT_CONFIG=%q DEBIAN_FRONTEND=noninteractive
-dpkg --root=%q --admindir=%q --force-script-chrootless --force-not-root --configure -a
-apt-get update -qq
-apt-get install -y -q --allow-downgrades "fwdemo=$FLEETWAVE_VERSION"
-if [ "$(dpkg-query --admindir=%[3]q -W -f='${db:Status-Status} ${Version}' fwdemo)" != "installed $FLEETWAVE_VERSION" ]; then
-  apt-get install -y -q --allow-downgrades --reinstall "fwdemo=$FLEETWAVE_VERSION"
-fi
-`, h.aptConf(), h.sys, h.admindir())
-}
-
-// versionCmd prints the version dpkg has fully installed; nothing when
-// none is; an error when dpkg is in the middle of one.
-func (h *aptHost) versionCmd() string {
-	return fmt.Sprintf(`s=$(dpkg-query --admindir=%q -W -f='${db:Status-Status} ${Version}' fwdemo 2>/dev/null) || exit 0
-case "$s" in
-  "installed "*) echo "${s#installed }" ;;
-  not-installed*|config-files*|"") ;;
-  *) echo "fwdemo is $s (dpkg --configure -a finishes it)" >&2; exit 1 ;;
-esac`, h.admindir())
+	return aptenv.BuildRepo(h.t, h.dir, debs)
 }
 
 func (h *aptHost) args(cmd string) []string {
 	return []string{cmd, "--root", h.root, "--nats", h.nats.URL(), "--group", group, "--log-format", "text",
-		"--installer", "script", "--install-cmd", h.installCmd(), "--version-cmd", h.versionCmd(), "--script-timeout", "2m",
-		"--health-command", filepath.Join(h.sys, "opt", "fwdemo", "bin", "fwdemo-check")}
+		"--installer", "script", "--install-cmd", h.sys.InstallCmd("fwdemo"), "--version-cmd", h.sys.VersionCmd("fwdemo"), "--script-timeout", "2m",
+		"--health-command", h.sys.Path("opt/fwdemo/bin/fwdemo-check")}
 }
 
 func (h *aptHost) logPath() string { return filepath.Join(h.dir, "agentd.log") }
@@ -284,7 +201,7 @@ func (h *aptHost) start(failpoint string) {
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
 	}
-	h.write(filepath.Join(h.sys, "hooks", "agentd.pid"), strconv.Itoa(cmd.Process.Pid), 0o644)
+	h.write(h.sys.Path("hooks/agentd.pid"), strconv.Itoa(cmd.Process.Pid), 0o644)
 	h.run, h.runErr = cmd, make(chan error, 1)
 	go func() { h.runErr <- cmd.Wait(); logf.Close() }()
 }
@@ -348,13 +265,7 @@ func (h *aptHost) setPlanMode(target string, mode rollout.Mode) {
 }
 
 // dpkgState is what dpkg says of fwdemo: "installed 1.1.0", "half-configured 1.3.0"...
-func (h *aptHost) dpkgState() string {
-	out, err := exec.Command("dpkg-query", "--admindir="+h.admindir(), "-W", "-f=${db:Status-Status} ${Version}", "fwdemo").Output()
-	if err != nil {
-		return "unknown: " + err.Error()
-	}
-	return string(out)
-}
+func (h *aptHost) dpkgState() string { return h.sys.State("fwdemo") }
 
 func (h *aptHost) status() install.Status {
 	h.t.Helper()
@@ -375,11 +286,10 @@ func (h *aptHost) converged(v string) {
 		if s := h.dpkgState(); s != "installed "+v {
 			return fmt.Errorf("dpkg: %q, want installed %s", s, v)
 		}
-		audit, err := exec.Command("dpkg", "--admindir="+h.admindir(), "--audit").CombinedOutput()
-		if err != nil || len(bytes.TrimSpace(audit)) != 0 {
-			return fmt.Errorf("dpkg --audit: %v %s", err, audit)
+		if err := h.sys.Audit(); err != nil {
+			return err
 		}
-		if b, _ := os.ReadFile(filepath.Join(h.sys, "opt", "fwdemo", "version")); strings.TrimSpace(string(b)) != v {
+		if b, _ := os.ReadFile(h.sys.Path("opt/fwdemo/version")); strings.TrimSpace(string(b)) != v {
 			return fmt.Errorf("files of %q", b)
 		}
 		uf, err := install.LoadUpdateFile(h.root)
@@ -419,7 +329,7 @@ func (h *aptHost) heartbeated(v string) error {
 }
 
 func (h *aptHost) hook(phase, v string) string {
-	p := filepath.Join(h.sys, "hooks", "kill-"+phase+"-"+v)
+	p := h.sys.Path("hooks/kill-" + phase + "-" + v)
 	h.write(p, "", 0o644)
 	return p
 }

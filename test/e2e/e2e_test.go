@@ -124,6 +124,11 @@ type fleet struct {
 	relURL  string // the release site
 	// agentFlags are extra agentd flags of every agent (setup may set them).
 	agentFlags []string
+	// authFlags are extra flags of every agent's "fleetctl auth agent"
+	// (--apps); prepare, when set, runs for every agent between its mint
+	// and its agentd's start, with its creds (setup may set both).
+	authFlags []string
+	prepare   func(a *agent, creds string)
 
 	mu     sync.Mutex
 	beats  []heartbeat.Heartbeat
@@ -371,7 +376,10 @@ func (f *fleet) startAgent(group string, cut bool, extra ...string) *agent {
 	}
 	a.id = id
 	creds := filepath.Join(f.authDir, "agents", string(id)+".creds")
-	runCmd(t, "fleetctl", "auth", "agent", "--dir", f.authDir, "--group", group, "--id", string(id))
+	runCmd(t, "fleetctl", append([]string{"auth", "agent", "--dir", f.authDir, "--group", group, "--id", string(id)}, f.authFlags...)...)
+	if f.prepare != nil {
+		f.prepare(a, creds)
+	}
 	a.args = []string{"run", "--root", a.root, "--creds", creds,
 		"--process", "app", "--bin-dir", filepath.Join(a.root, "bin"), "--hostname", fmt.Sprintf("host-%d", i),
 		"--heartbeat-interval", "1s", "--heartbeat-jitter", "100ms",

@@ -226,7 +226,7 @@ func grafanaQueriesAnswer(t *testing.T, ctx context.Context, prom promv1.API) {
 				continue
 			}
 			n++
-			q := strings.NewReplacer(`"$group"`, `".+"`, `"$app"`, `".+"`, "$__rate_interval", "1m", "$__range", "1h").Replace(tg.Expr)
+			q := strings.NewReplacer(`"$app"`, `".+"`, `"$group"`, `".+"`, "$__rate_interval", "1m", "$__range", "1h").Replace(tg.Expr)
 			natstest.Eventually(t, time.Minute, func() error {
 				v, warnings, _, err := prom.Query(ctx, q, time.Now())
 				if err != nil {
