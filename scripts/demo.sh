@@ -147,8 +147,6 @@ fleetctl apps add web --default            # names the app the fleet had: nothin
 fleetctl apps add tool --installer script
 export FLEETCTL_APP=web # fleetctl's plan and status commands act on web unless --app says otherwise
 fleetctl plan set --start 1.0.0 --target 1.0.0 --critical >/dev/null # critical: start now, ignore windows
-fleetctl plan set --app tool --start 1.0.0 --target 1.0.0 --critical >/dev/null
-fleetctl apps ls
 
 step "Six agents; each installs web 1.0.0 (what its group runs) and supervises it, and installs tool 1.0.0 with its install command"
 i=0
@@ -174,6 +172,11 @@ for group in canary canary prod prod prod prod; do
 		--heartbeat-interval 1s --heartbeat-jitter 100ms >"$work/agent-$i.log" 2>&1 &
 	pids+=($!)
 done
+# tool's plan after its hosts are set up: 'agentd enable' installs what the
+# plan gives at once, and before the controller's first pass over a new plan
+# the group's health times are the defaults (5 minutes' min_healthy_time).
+fleetctl plan set --app tool --start 1.0.0 --target 1.0.0 --critical >/dev/null
+fleetctl apps ls
 timeout 180 fleetctl status --wait >/dev/null || { echo "web did not reach 1.0.0 in 3 minutes"; exit 1; }
 timeout 180 fleetctl status --app tool --wait >/dev/null || { echo "tool did not reach 1.0.0 in 3 minutes"; exit 1; }
 fleetctl status
