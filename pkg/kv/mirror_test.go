@@ -110,10 +110,14 @@ func TestPlanMirrorThroughSiteConsumer(t *testing.T) {
 			return nil
 		})
 	}
-	b, err := kv.EnsurePlanMirror(ctxT(t), leafJS, "hub", "berlin", kv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The leaf may not route the hub's JetStream API the instant the
+	// consumer is made (no responders: seen under a loaded full run).
+	var b jetstream.KeyValue
+	natstest.Eventually(t, 20*time.Second, func() error {
+		var err error
+		b, err = kv.EnsurePlanMirror(ctxT(t), leafJS, "hub", "berlin", kv.Options{})
+		return err
+	})
 	waitMirror(b)
 	// The consumer learns what the mirror stored (flow control acks).
 	natstest.Eventually(t, 10*time.Second, func() error {
@@ -138,20 +142,25 @@ func TestPlanMirrorThroughSiteConsumer(t *testing.T) {
 	if err := leafJS.DeleteStream(ctxT(t), kv.PlanStream); err != nil {
 		t.Fatal(err)
 	}
-	b, err = kv.EnsurePlanMirror(ctxT(t), leafJS, "hub", "berlin", kv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	natstest.Eventually(t, 20*time.Second, func() error { // the store race above
+		var err error
+		b, err = kv.EnsurePlanMirror(ctxT(t), leafJS, "hub", "berlin", kv.Options{})
+		return err
+	})
 	waitMirror(b)
 
 	// An older fleetwave's mirror (its own consumer at the hub): replaced.
 	if err := leafJS.DeleteStream(ctxT(t), kv.PlanStream); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leafJS.CreateKeyValue(ctxT(t), jetstream.KeyValueConfig{Bucket: kv.BucketPlan,
-		Mirror: &jetstream.StreamSource{Name: kv.BucketPlan, Domain: "hub"}}); err != nil {
-		t.Fatal(err)
-	}
+	// A file stream made again at once after its delete may find its
+	// store still being removed ("error creating store for stream", seen
+	// under a loaded full run): the server's, not what is tested.
+	natstest.Eventually(t, 20*time.Second, func() error {
+		_, err := leafJS.CreateKeyValue(ctxT(t), jetstream.KeyValueConfig{Bucket: kv.BucketPlan,
+			Mirror: &jetstream.StreamSource{Name: kv.BucketPlan, Domain: "hub"}})
+		return err
+	})
 	// Not for a site whose consumer does not answer: the old copy stays.
 	if _, err := kv.EnsurePlanMirror(ctxT(t), leafJS, "hub", "paris", kv.Options{}); err == nil {
 		t.Fatal("mirror for a site without a consumer at the hub")
@@ -159,10 +168,11 @@ func TestPlanMirrorThroughSiteConsumer(t *testing.T) {
 	if st, err := leafJS.Stream(ctxT(t), kv.PlanStream); err != nil || st.CachedInfo().Config.Mirror.Consumer != nil {
 		t.Fatalf("the old mirror after a failed edge init: %v", err)
 	}
-	b, err = kv.EnsurePlanMirror(ctxT(t), leafJS, "hub", "berlin", kv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	natstest.Eventually(t, 20*time.Second, func() error { // the store race above
+		var err error
+		b, err = kv.EnsurePlanMirror(ctxT(t), leafJS, "hub", "berlin", kv.Options{})
+		return err
+	})
 	waitMirror(b)
 	st, err := leafJS.Stream(ctxT(t), kv.PlanStream)
 	if err != nil {
