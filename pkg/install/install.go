@@ -329,6 +329,17 @@ func (in *Installer) rollBack(ctx context.Context, st Status, j *Journal) (Statu
 		}
 	}
 	st.ActiveVersion, st.StartVersion = from, from
+	st = rolledBack(st, j, target, from)
+	if len(errs) > 0 {
+		st.Error += "; rollback problems: " + errors.Join(errs...).Error()
+	}
+	return in.endRollback(st, j, errs)
+}
+
+// rolledBack is st after a rollback (of either installer) from target to
+// from: rolled back and the release blamed when the journal says the
+// release was bad, an interrupted install otherwise.
+func rolledBack(st Status, j *Journal, target, from string) Status {
 	if j.Bad {
 		st.Rollback, st.RollbackFrom = true, target
 		st.Error = fmt.Sprintf("rolled back from %s: %s", target, j.Cause)
@@ -337,10 +348,7 @@ func (in *Installer) rollBack(ctx context.Context, st Status, j *Journal) (Statu
 		st.Error = fmt.Sprintf("install of %s interrupted (%s); restored %s", target, j.Cause, orNothing(from))
 	}
 	st.ErrorClass, st.ErrorCause = j.outcome()
-	if len(errs) > 0 {
-		st.Error += "; rollback problems: " + errors.Join(errs...).Error()
-	}
-	return in.endRollback(st, j, errs)
+	return st
 }
 
 // endRollback saves the status a rollback (of either installer) leaves and

@@ -375,14 +375,7 @@ func (in *Installer) rollBackScript(ctx context.Context, st Status, j *Journal) 
 		errs = append(errs, fmt.Errorf("%w: rolled back to %s, and the version command says %s", ErrScriptVersion, from, orNothing(got)))
 	}
 	st.ActiveVersion, st.StartVersion = got, from
-	if j.Bad {
-		st.Rollback, st.RollbackFrom = true, target
-		st.Error = fmt.Sprintf("rolled back from %s: %s", target, j.Cause)
-	} else {
-		st.Rollback, st.RollbackFrom = false, ""
-		st.Error = fmt.Sprintf("install of %s interrupted (%s); restored %s", target, j.Cause, orNothing(from))
-	}
-	st.ErrorClass, st.ErrorCause = j.outcome()
+	st = rolledBack(st, j, target, from)
 	if len(errs) > 0 {
 		st.Error += "; rollback problems: " + errors.Join(errs...).Error()
 		if st.ErrorOutput == "" {

@@ -88,10 +88,6 @@ func (n AppNS) HBFilter(group string) string {
 	return heartbeat.SubjectPrefix + n.key + "." + g + ".*"
 }
 
-// PlanSubject is where the plan bucket republishes changes of n's key k
-// (one of Spec or Group).
-func (n AppNS) PlanSubject(key string) string { return PlanRepublish + key }
-
 // PlanKey is a fleet_plan key taken apart: the app token ("" for the default
 // app), and what the key holds.
 type PlanKey struct {
