@@ -36,7 +36,9 @@ func New(t testing.TB, now func() time.Time) *Repo {
 		t.Fatal(err)
 	}
 	r.Root, r.Targets, r.Snapshot, r.Timestamp = r.Key("root"), r.Key("targets"), r.Key("snapshot"), r.Key("timestamp")
-	one := func(s *release.Signer) release.RoleKeys { return release.RoleKeys{Keys: []*metadata.Key{s.Key}, Threshold: 1} }
+	one := func(s *release.Signer) release.RoleKeys {
+		return release.RoleKeys{Keys: []*metadata.Key{s.Key}, Threshold: 1}
+	}
 	if err := r.Repo.Init(release.InitOptions{Root: one(r.Root), Targets: one(r.Targets), Snapshot: one(r.Snapshot), Timestamp: one(r.Timestamp)}); err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func DecodeStats(key string, data []byte) (Stats, error) {
 // and the entries it skipped because they are not what their key should
 // hold (DecodeStats, or a foreign message). The error is for the bus only.
 // The leader lease (KeyLeader), the attribution check's state
-// (KeyAttribution) and the webhooks' cursors (IsWebhookCursorKey) are not
+// (KeyAttribution), the release catalog (KeyReleases) and the webhooks' cursors (IsWebhookCursorKey) are not
 // stats entries and are neither returned nor
 // judged. The bucket keeps one message per key, so a scan of the stream
 // (batched direct gets, no consumer) reads exactly the current entries.
@@ -137,7 +137,7 @@ func (f *Fleet) ReadValidStats(ctx context.Context) ([]Stats, []Problem, error) 
 	var skipped []Problem
 	_, err := ScanFrom(ctx, f.JS.Conn(), StreamOf(BucketStats), KeySubject(BucketStats, ">"), 1, func(m StoredMsg) error {
 		key, ok := KeyOfSubject(BucketStats, m.Subject)
-		if !ok || key == KeyLeader || key == KeyAttribution || IsWebhookCursorKey(key) || m.Deleted {
+		if !ok || key == KeyLeader || key == KeyAttribution || key == KeyReleases || IsWebhookCursorKey(key) || m.Deleted {
 			return nil
 		}
 		if m.Foreign {

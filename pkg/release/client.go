@@ -244,18 +244,6 @@ func (t *Trusted) target(p string, tf *metadata.TargetFiles) (Target, error) {
 	return Target{Path: p, URL: t.targetsURL + "/" + remote, Length: tf.Length, SHA256: hexSum, Custom: c}, nil
 }
 
-// Release is one version of one app in the repository.
-type Release struct {
-	App     string `json:"app"`
-	Version string `json:"version"`
-	// Platforms lists "<os>-<arch>" it was published for, sorted.
-	Platforms []string `json:"platforms"`
-	// Security and EndOfLife are set when any of its targets says so.
-	Security  bool   `json:"security,omitempty"`
-	EndOfLife bool   `json:"end_of_life,omitempty"`
-	Notes     string `json:"notes,omitempty"`
-}
-
 // Releases lists the verified releases, by app then version (semver
 // order), and the targets it skipped because they name no release.
 func (t *Trusted) Releases() ([]Release, []error) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -144,12 +143,8 @@ func clip(s string) string {
 	return strings.ToValidUTF8(s, "?")
 }
 
+// Release is one version of one app in the repository.
+type Release = rollout.Release
+
 // SortReleases orders rs by app, then version (semver, oldest first).
-func SortReleases(rs []Release) {
-	slices.SortFunc(rs, func(a, b Release) int {
-		if c := strings.Compare(a.App, b.App); c != 0 {
-			return c
-		}
-		return rollout.CompareVersions(a.Version, b.Version)
-	})
-}
+func SortReleases(rs []Release) { rollout.SortReleases(rs) }
