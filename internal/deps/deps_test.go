@@ -29,6 +29,9 @@ func TestDependencyDirection(t *testing.T) {
 		{"pkg/rollout", nil, []string{"github.com/nats-io/", "testing"}},
 		{"pkg/install", []string{"pkg/rollout"}, []string{"github.com/nats-io/", "testing"}},
 		{"pkg/httpfind", []string{"pkg/rollout"}, []string{"github.com/nats-io/", "testing"}},
+		// The release repository is read by agentd and the controller and
+		// maintained by fleetctl: TUF and nothing of the bus.
+		{"pkg/release", []string{"pkg/rollout"}, []string{"github.com/nats-io/", "testing"}},
 		// The agent and the CLI must not carry a whole nats-server.
 		{"cmd/agentd", nil, []string{"github.com/nats-io/nats-server/", "testing", module + "internal/natstest"}},
 		{"cmd/fleetctl", nil, []string{"github.com/nats-io/nats-server/", "testing", module + "internal/natstest"}},
