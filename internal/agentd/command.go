@@ -80,6 +80,8 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.StringVar(&f.o.Site, "site", "", "site this host runs at, for counts and halt reasons by site (saved in update.yaml; --site= clears); default: the JetStream domain of the NATS server it connects to")
 	fl.StringVar(&f.o.Hostname, "hostname", "", "host name heartbeats report (saved in update.yaml; --hostname= clears it; default: the system's)")
 	fl.StringVar(&f.o.App.URLTemplate, "url-template", "", "release URL, e.g. https://dl.example/app/{{.Version}}/app-{{.OS}}-{{.Arch}}.tar.gz (saved in update.yaml)")
+	fl.StringVar(&f.o.App.ReleaseRepo, "release-repo", "", "TUF release repository URL (its metadata/ and targets/ below it): install only what its verified metadata names for this app, version, OS and arch (saved; excludes --url-template and --public-key; needs --release-root once)")
+	fl.StringVar(&f.o.App.ReleaseRootFile, "release-root", "", "the release repository's root.json, given once out of band: checked and kept as the trusted root under the app's tree (<tree>/tuf/); root rotations are followed from it")
 	fl.StringArrayVar(&f.o.FindURLs, "find-url", nil, "controller find endpoint, e.g. https://ctl-1:8080/v1/find, for when the bus is unreachable (repeat; saved in update.yaml)")
 	// The app settings: enable and run save those given in update.yaml
 	// (spec.app); every command uses the saved ones it is not given.
@@ -260,7 +262,7 @@ func newRunCmd() *cobra.Command {
 		Long: `Run the agent until SIGINT or SIGTERM.
 
 On first start it draws the host's agent id (kept in <root>/agent_id) and
-writes <root>/update.yaml; --group, --site, --url-template, --find-url and
+writes <root>/update.yaml; --group, --site, --url-template (or --release-repo), --find-url and
 the app settings (--app, --systemd-unit, --bin-dir, health, --db,
 --public-key) are saved there, and used when not given. --nats is not (pass
 it or NATS_URL each time, or save it as spec.nats with 'agentd enable'). It
@@ -367,11 +369,25 @@ gives this host's group at once: a new host gets the version its group runs,
 whether or not a rollout is in progress. Later commands (run, update, status,
 disable, link, unlink) read these settings; a flag given to them overrides.
 
+Releases come from --url-template (with .sha256 and, with --public-key,
+.sig files), or from a TUF release repository: --release-repo URL with
+--release-root FILE, the repository's root.json, given once out of band.
+The root is checked and kept under the app's tree in tuf/; agentd refreshes
+the repository's metadata before every install, installs only the target
+its verified metadata names for the app, the version and this host's OS and
+architecture, and follows root rotations by itself (no re-enrolment). A
+repository that is down, expired or does not verify is an infrastructure
+failure: the host is left as it was and the install retried.
+
 Every flag is checked, and (when it installs) the plan read from the bus,
 before anything is written: a failed enable leaves update.yaml and agent_id
 as they were.`,
 		Example: `  agentd enable --nats nats://fleet.example:4222 --group canary \
-    --url-template 'https://dl.example/app/{{.Version}}/app.tar.gz' --systemd-unit app.service`,
+    --url-template 'https://dl.example/app/{{.Version}}/app.tar.gz' --systemd-unit app.service
+  agentd enable --nats nats://fleet.example:4222 --group canary --systemd-unit app.service \
+    --release-repo https://releases.example/fleet --release-root ./root.json
+  agentd enable --app db --group canary --systemd-unit db.service \
+    --release-repo https://releases.example/fleet --release-root ./root.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a, err := f.load(cmd, accessInstall, true)
@@ -414,7 +430,7 @@ as they were.`,
 			out := cmd.OutOrStdout()
 			switch {
 			case a.installer == nil:
-				fmt.Fprintln(out, "enabled; no --url-template yet, so nothing is installed")
+				fmt.Fprintln(out, "enabled; no --url-template or --release-repo yet, so nothing is installed")
 				return nil
 			case a.supervised():
 				fmt.Fprintln(out, "enabled; 'agentd run' (which supervises the app) installs and starts it")
@@ -568,6 +584,9 @@ type StatusReport struct {
 	// "fetch" has got, as last recorded (every --progress-interval).
 	Download     *install.DownloadProgress `json:"download,omitempty"`
 	JournalError string                    `json:"journal_error,omitempty"`
+	// ReleaseRepo is the trust state of the app's release repository
+	// (repository mode, repo.go); absent without one.
+	ReleaseRepo *RepoStatus `json:"release_repo,omitempty"`
 	// Apps are every app of the host (apps.go), the default app first:
 	// the top-level fields are the one --app selects (default: the
 	// default app), as before apps.
@@ -597,11 +616,18 @@ are disabled; a --root that does not exist is an error.
 
 On a host with several apps, the top-level fields are the app --app
 selects (default: the default app, at the root), and "apps" lists every
-app with the same fields; -o table prints one row per app.`,
+app with the same fields; -o table prints one row per app.
+
+An app whose releases come from a release repository (--release-repo) has
+"release_repo": its URL, the trusted root's version and expiry (after any
+rotation agentd followed), the targets version and earliest expiry the last
+successful refresh verified, and the last refresh's error, if it failed
+(-o table prints a line per such app below the table).`,
 		Example: `  agentd status | jq .installed
   agentd status --root /tmp/agent1
   agentd status -o table
-  agentd status --app db | jq '.apps[] | {app, installed, desired}'`,
+  agentd status --app db | jq '.apps[] | {app, installed, desired}'
+  agentd status | jq '.apps[] | {app, release_repo}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "json" && output != "table" {
@@ -695,7 +721,7 @@ var errNoPlan = errors.New("no plan yet (fleetctl plan set)")
 // host gets what its group runs even before the rollout reaches it).
 func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error {
 	if a.installer == nil {
-		return errors.New("no url_template configured: pass --url-template (and --process or --systemd-unit), or --installer script")
+		return errors.New("no url_template or release_repo configured: pass --url-template or --release-repo (and --process or --systemd-unit), or --installer script")
 	}
 	// Finish what a crash interrupted before deciding anything: the
 	// decision reads the active version, which the repair may change.
