@@ -314,6 +314,9 @@ func (r *Repo) RotateKey(c KeyChange) (*metadata.Metadata[metadata.RootType], er
 	if c.Threshold != 0 {
 		rl.Threshold = c.Threshold
 	}
+	if len(rl.KeyIDs) == 0 {
+		return nil, fmt.Errorf("%w: %s would have no key left: add its new key (--add) in the same change", ErrBadKeyChange, c.Role)
+	}
 	if n := len(rl.KeyIDs); rl.Threshold < 1 || rl.Threshold > n {
 		return nil, fmt.Errorf("%w: %s would have threshold %d with %d keys: want 1-%d (--threshold)", ErrBadKeyChange, c.Role, rl.Threshold, n, max(n, 1))
 	}

@@ -135,7 +135,7 @@ func (r *Repo) stage(role string, md interface{ ToBytes(bool) ([]byte, error) })
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(r.Dir, StagedDir, role+".json"), b)
+	return writeServed(filepath.Join(r.Dir, StagedDir, role+".json"), b)
 }
 
 func (r *Repo) stagedPath(role string) string { return filepath.Join(r.Dir, StagedDir, role+".json") }
@@ -484,10 +484,10 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(md, strconv.FormatInt(root.Signed.Version, 10)+".root.json"), b); err != nil {
+		if err := writeServed(filepath.Join(md, strconv.FormatInt(root.Signed.Version, 10)+".root.json"), b); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(md, "root.json"), b); err != nil {
+		if err := writeServed(filepath.Join(md, "root.json"), b); err != nil {
 			return err
 		}
 	}
@@ -495,7 +495,7 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(md, strconv.FormatInt(t.Signed.Version, 10)+".targets.json"), tb); err != nil {
+	if err := writeServed(filepath.Join(md, strconv.FormatInt(t.Signed.Version, 10)+".targets.json"), tb); err != nil {
 		return err
 	}
 	snapVersion := int64(1)
@@ -514,7 +514,7 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(md, strconv.FormatInt(snapVersion, 10)+".snapshot.json"), sb); err != nil {
+	if err := writeServed(filepath.Join(md, strconv.FormatInt(snapVersion, 10)+".snapshot.json"), sb); err != nil {
 		return err
 	}
 	if err := r.writeTimestamp(snapVersion, timestamp); err != nil {
@@ -581,5 +581,34 @@ func (r *Repo) writeTimestamp(snapVersion int64, s *Signer) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(r.Dir, MetadataDir, "timestamp.json"), b)
+	return writeServed(filepath.Join(r.Dir, MetadataDir, "timestamp.json"), b)
+}
+
+// writeServed writes one of the repository's files: through a synced
+// temporary file and a rename, like writeFileAtomic, but readable by all
+// (0644): a web server serves it under another user. (The foundation
+// wrote them 0600, as a client's trusted metadata is, and a web server
+// running as its own user answered 403 for every metadata file.)
+func writeServed(name string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), name)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
 }

@@ -464,3 +464,27 @@ func TestEphemeralClient(t *testing.T) {
 		t.Fatalf("no root: %v", err)
 	}
 }
+
+// TestServedFilesReadable: every file a web server serves (metadata/,
+// targets/) is readable by all, whatever the umask: the server runs as
+// another user than whoever publishes.
+func TestServedFilesReadable(t *testing.T) {
+	r := tuftest.New(t, nil)
+	r.Add(release.Custom{App: "web", Version: "1.0.0", OS: "linux", Arch: "amd64"}, "app.tar.gz", []byte("one"))
+	if err := r.Repo.Timestamp(r.Timestamp); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for p, v := range tuftest.Files(t, r.Repo.Dir) {
+		if strings.HasSuffix(p, "/") || !(strings.HasPrefix(p, "metadata/") || strings.HasPrefix(p, "targets/")) {
+			continue
+		}
+		n++
+		if mode, _, _ := strings.Cut(v, " "); mode != "-rw-r--r--" {
+			t.Errorf("%s: mode %s", p, mode)
+		}
+	}
+	if n < 7 {
+		t.Fatalf("only %d served files", n)
+	}
+}
