@@ -49,6 +49,9 @@ type Repo struct {
 	Expiry Expiry
 	// Now is the clock for expiries; nil means time.Now.
 	Now func() time.Time
+	// LockWait bounds the wait for another command writing the
+	// repository (0: DefaultLockWait).
+	LockWait time.Duration
 }
 
 func (r *Repo) now() time.Time {
@@ -90,6 +93,11 @@ type InitOptions struct {
 // Init stages version 1 of root and an empty targets in a new repository.
 // Nothing is served until they are signed (Sign) and published (Publish).
 func (r *Repo) Init(o InitOptions) error {
+	unlock, err := r.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := r.checkNoRepository(); err != nil {
 		return err
 	}
@@ -246,6 +254,11 @@ func (r *Repo) rootReady(prev, staged *metadata.Metadata[metadata.RootType]) err
 // app, version, os and arch from the arguments). Adding a target that is
 // there already with the same bytes changes only its flags.
 func (r *Repo) AddTarget(file string, c Custom) (string, error) {
+	unlock, err := r.lock()
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	name := filepath.Base(file)
 	tp, err := TargetPath(c.App, c.Version, c.OS, c.Arch, name)
 	if err != nil {
@@ -352,6 +365,11 @@ func (r *Repo) copyTarget(file, tp string) (*metadata.TargetFiles, error) {
 // the root that will be trusted when it is published). It returns the
 // roles signed; signing nothing is an error.
 func (r *Repo) Sign(s *Signer) ([]string, error) {
+	unlock, err := r.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	var signed []string
 	pub, err := r.PublishedRoot()
 	if err != nil {
@@ -430,6 +448,11 @@ func signOnce[T metadata.Roles](md *metadata.Metadata[T], s *Signer) error {
 // short of signatures is an error naming what it lacks, and nothing is
 // published.
 func (r *Repo) Publish(snapshot, timestamp *Signer) error {
+	unlock, err := r.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	pub, err := r.PublishedRoot()
 	if err != nil {
 		return err
@@ -532,6 +555,11 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 // snapshot: what a timer runs so that hosts can tell a current repository
 // from a frozen one.
 func (r *Repo) Timestamp(s *Signer) error {
+	unlock, err := r.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	trust, err := r.PublishedRoot()
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/theupdateframework/go-tuf/v2/metadata"
+	"golang.org/x/sys/unix"
 
 	"github.com/fleetwave/fleetwave/internal/tuftest"
 	"github.com/fleetwave/fleetwave/pkg/release"
@@ -489,5 +490,45 @@ func TestServedFilesReadable(t *testing.T) {
 	}
 	if n < 7 {
 		t.Fatalf("only %d served files", n)
+	}
+}
+
+// TestWritersExclude: while another command holds the repository (its
+// directory's flock), a write waits, then gives up changing nothing; the
+// timer's timestamp cannot interleave with a publish.
+func TestWritersExclude(t *testing.T) {
+	r := tuftest.New(t, nil)
+	f, err := os.Open(r.Repo.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	r.Repo.LockWait = 100 * time.Millisecond
+	before := tuftest.Files(t, r.Repo.Dir)
+	if err := r.Repo.Timestamp(r.Timestamp); !errors.Is(err, release.ErrLocked) {
+		t.Fatalf("timestamp while locked: %v", err)
+	}
+	if _, err := r.Repo.Renew(metadata.TARGETS); !errors.Is(err, release.ErrLocked) {
+		t.Fatalf("renew while locked: %v", err)
+	}
+	unchanged(t, "writes while locked", r.Repo.Dir, before)
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Repo.Timestamp(r.Timestamp); err != nil {
+		t.Fatal(err)
+	}
+	// Reads take no lock.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Repo.Status(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Repo.Releases(); err != nil {
+		t.Fatal(err)
 	}
 }
