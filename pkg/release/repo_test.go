@@ -532,3 +532,39 @@ func TestWritersExclude(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTimestampKeyRotation: the online key is replaced (docs/release-repo.md
+// "Key custody"); a client with cached metadata follows, and the old key
+// can no longer re-sign the timestamp.
+func TestTimestampKeyRotation(t *testing.T) {
+	r := tuftest.New(t, nil)
+	r.Add(release.Custom{App: "web", Version: "1.0.0", OS: "linux", Arch: "amd64"}, "app.tar.gz", []byte("one"))
+	c := r.Client(nil)
+	ctx := context.Background()
+	if _, err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old, ts2 := r.Timestamp, r.Key("timestamp-2")
+	if _, err := r.Repo.RotateKey(release.KeyChange{Role: metadata.TIMESTAMP, Add: []*metadata.Key{ts2.Key}, Revoke: []string{old.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	r.Sign(r.Root)
+	if err := r.Repo.Publish(r.Snapshot, old); !errors.Is(err, release.ErrKeyNotInRole) {
+		t.Fatalf("publish with the revoked timestamp key: %v", err)
+	}
+	r.Timestamp = ts2
+	r.Publish()
+	tr, err := c.Refresh(ctx)
+	if err != nil || tr.RootVersion != 2 {
+		t.Fatalf("%+v %v", tr, err)
+	}
+	if err := r.Repo.Timestamp(old); !errors.Is(err, release.ErrKeyNotInRole) {
+		t.Fatalf("timestamp with the revoked key: %v", err)
+	}
+	if err := r.Repo.Timestamp(ts2); err != nil {
+		t.Fatal(err)
+	}
+	if tr2, err := c.Refresh(ctx); err != nil || tr2.TimestampVersion != tr.TimestampVersion+1 {
+		t.Fatalf("%+v %v", tr2, err)
+	}
+}
