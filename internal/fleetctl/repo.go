@@ -584,7 +584,7 @@ the snapshot already published. Hosts refuse a repository whose timestamp has
 expired (a frozen mirror cannot keep them on old releases), so this runs
 from a timer: deploy/systemd/fleetwave-repo-timestamp.timer, every 6 hours.
 
-Prints nothing on success; on stderr a warning when the root, targets or
+Prints nothing on success (-o json: the repository's status); on stderr a warning when the root, targets or
 snapshot expire within 14 days (they need their offline keys). Fails,
 changing nothing, when the snapshot, targets or root have expired already:
 a fresh timestamp would not help any host.`,
@@ -592,6 +592,9 @@ a fresh timestamp would not help any host.`,
   fleetctl repo timestamp /srv/repo --key /etc/fleetwave/repo/timestamp.key --expires 12h`,
 		Args: exactArgs(1, "DIR: the repository's directory"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkWriteOutput(o.Output); err != nil {
+				return err
+			}
 			if o.Key == "" {
 				return cliutil.Usagef("--key is required: the timestamp key's private key file")
 			}
@@ -603,6 +606,7 @@ a fresh timestamp would not help any host.`,
 	}
 	cmd.Flags().StringVar(&o.Key, "key", "", "the timestamp key's private key file (required)")
 	cmd.Flags().DurationVar(&o.Expires, "expires", release.DefaultExpiry.Timestamp, "how long the new timestamp is valid")
+	writeOutputFlag(cmd, &o.Output)
 	return cmd
 }
 
@@ -616,10 +620,15 @@ func RunRepoTimestamp(_ context.Context, o *RepoTimestampOptions, dir string) er
 	if err := r.Timestamp(s); err != nil {
 		return err
 	}
-	if st, err := r.Status(); err == nil {
-		for _, w := range st.Warnings {
-			fmt.Fprintln(o.ErrOut, "warning: "+w)
-		}
+	st, err := r.Status()
+	if err != nil {
+		return err
+	}
+	if o.Output == "json" {
+		return writeJSON(o.Out, WriteResult{Command: "repo timestamp", Written: true, Value: RepoWriteReport{Published: true, Status: st}})
+	}
+	for _, w := range st.Warnings {
+		fmt.Fprintln(o.ErrOut, "warning: "+w)
 	}
 	return nil
 }
