@@ -506,7 +506,10 @@ func RunRepoSign(_ context.Context, o *RepoOptions, dir string) error {
 		lines = append(lines, fmt.Sprintf("signed %s with key %s (%s)", strings.Join(roles, " and "), release.ShortID(s.ID), s.Path))
 	}
 	if len(lines) == 0 {
-		return fmt.Errorf("%w: none of the keys given may sign what is staged in %s; nothing signed", release.ErrKeyNotInRole, dir)
+		if st, err := r.Status(); err == nil && len(st.Staged) == 0 {
+			return fmt.Errorf("nothing is staged in %s: nothing to sign (repo add, flag, rotate-key and renew stage changes)", dir)
+		}
+		return fmt.Errorf("%w: none of the keys given may sign what is staged in %s ('fleetctl repo status %s' lists who may); nothing signed", release.ErrKeyNotInRole, dir, dir)
 	}
 	return finishRepoWrite(o.Global, o.Output, "repo sign", r, nil, lines)
 }
