@@ -1030,7 +1030,7 @@ func newRepoStatusCmd(g *Global) *cobra.Command {
 		Long: `Show the published roles (version, expiry, keys and threshold), each staged
 document with the signatures it has and still needs and what it changes,
 and a warning for metadata that has expired or expires soon (the timestamp
-within half its lifetime: is the timer running?; root, targets and snapshot
+within 12h, half its default 24h: is the timer running?; root, targets and snapshot
 within 14 days). Reads files only. Exit 0 even with warnings; -o json for
 monitoring.`,
 		Example: `  fleetctl repo status /srv/repo
