@@ -97,6 +97,7 @@ docs/cli.md).
 		newApproveCmd(g),
 		newAppsCmd(g),
 	)
+	root.AddCommand(newRepoCmd(g)) // the release repository: files and keys, no bus
 	registerCompletions(root, g)
 	return root
 }
