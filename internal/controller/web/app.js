@@ -314,19 +314,20 @@
     for (const g of groups) {
       const row = el("div", "vrow");
       row.dataset.group = g.group;
-      const name = el("span", "vname", g.group);
-      // What the release repository says of the group's versions.
+      row.appendChild(el("span", "vname", g.group));
+      // What the release repository says of the group's versions, under
+      // its bar.
+      const badges = el("div", "vbadges");
       if (g.end_of_life > 0) {
         const b = el("span", "rbadge r-eol", g.end_of_life + (g.end_of_life === 1 ? " host" : " hosts") + " end of life");
         b.dataset.kind = "end_of_life";
-        name.appendChild(b);
+        badges.appendChild(b);
       }
       if (g.behind_security > 0) {
         const b = el("span", "rbadge r-security", g.behind_security + (g.behind_security === 1 ? " host" : " hosts") + " behind security release " + g.security_release);
         b.dataset.kind = "behind_security";
-        name.appendChild(b);
+        badges.appendChild(b);
       }
-      row.appendChild(name);
       const stack = el("div", "vstack");
       const legend = el("span", "vlegend small");
       const width = (n) => (n / Math.max(g.agents, 1) * 100).toFixed(2) + "%";
@@ -363,6 +364,7 @@
         legend.appendChild(item);
       }
       row.append(stack, legend);
+      if (badges.childElementCount > 0) row.appendChild(badges);
       out.appendChild(row);
     }
     box.replaceChildren(out);
