@@ -244,7 +244,7 @@ grant: agents verify every install through the repository themselves.`,
 	f.StringVar(&o.ReleaseRepo, "release-repo", "", "the release repository's base URL (TUF; metadata under URL/metadata/): the leader lists its releases in fleet_stats/releases for fleetctl releases ls, plan set's check, the dashboard and the end-of-life and security metrics (docs/release-repo.md); with --release-root")
 	f.StringVar(&o.ReleaseRoot, "release-root", "", "the repository's root.json this controller trusts (checked at start; rotations are followed from it)")
 	f.DurationVar(&o.ReleaseRefresh, "release-refresh", DefaultReleaseRefresh, "how often the leader reads the release repository")
-	f.StringVar(&o.ReleaseTrustDir, "release-trust-dir", "", "where the trusted repository metadata is kept (default: <store-dir>/release-trust with the embedded server, else release-trust-<id> beside the default store dir)")
+	f.StringVar(&o.ReleaseTrustDir, "release-trust-dir", "", "where the trusted repository metadata is kept (default: <store-dir>/release-trust with the embedded server, else release-trust-<id> beside --store-dir)")
 	o.Webhook.Register(f)
 	o.Log.Register(cmd)
 	return cmd
@@ -417,7 +417,8 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 // releaseTrustDir is where the trusted metadata of the release repository
 // is kept: --release-trust-dir, else under the embedded server's store
 // dir (which the store's lock makes this controller's), else beside the
-// default store dir, named by the controller's id.
+// store dir (unused by the server with --nats, and writable where the
+// systemd unit puts it), named by the controller's id.
 func (o *RunOptions) releaseTrustDir() string {
 	switch {
 	case o.ReleaseTrustDir != "":
@@ -425,7 +426,7 @@ func (o *RunOptions) releaseTrustDir() string {
 	case o.NATSURL == "":
 		return filepath.Join(o.StoreDir, "release-trust")
 	}
-	return filepath.Join(filepath.Dir(defaultStoreDir()), "release-trust-"+o.ID)
+	return filepath.Join(filepath.Dir(o.StoreDir), "release-trust-"+o.ID)
 }
 
 // trustReleaseRoot sets up the trust dir from root (nil: no repository).
