@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/common/model"
 
 	"github.com/fleetwave/fleetwave/internal/clock"
 	"github.com/fleetwave/fleetwave/internal/controller"
 	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/internal/promtest"
 	"github.com/fleetwave/fleetwave/internal/tuftest"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/release"
@@ -409,4 +411,92 @@ func writeFile(t *testing.T, name, content string) {
 	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestReleaseAlertsFromTheController (issue 27 point 3): a real Prometheus
+// (internal/promtest) scrapes the real controller's /metrics with
+// deploy/prometheus's rules loaded: the rules' expressions hold on what
+// the controller serves, not only on promtool's made-up series. With hosts
+// on an end-of-life version and behind a security release, both alerts go
+// pending for blue (their 'for' is longer than a test); with the
+// repository down, FleetwaveReleaseRepositoryStale does. Before that, with
+// nothing flagged, none is pending.
+func TestReleaseAlertsFromTheController(t *testing.T) {
+	f := newFixture(t)
+	f.blueConfig(nil)
+	repo := newReleaseRepo(t)
+	repo.release("default", "1.0.0", nil)
+	repo.release("default", "1.2.0", nil)
+	f.releases = repo.repoFor(t)
+	rc := f.startController("c1")
+	base := f.serveMetrics(rc) // with the plan mirror: fleetwave_group_* for the security rule's guard
+	agents := tenAgents()
+	f.publishHeartbeats(rc, agents)
+	f.advance(interval)
+	f.pass()
+	f.waitCatalog(func(c kv.ReleaseCatalog) error {
+		if got := flagsOf(c, "default"); got != "1.0.0 1.2.0" {
+			return fmt.Errorf("releases %q", got)
+		}
+		return nil
+	})
+	rules, err := filepath.Abs("../../deploy/prometheus/fleetwave.rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom := promtest.Start(t, promtest.Options{Targets: []string{strings.TrimPrefix(base, "http://")}, Job: "fleetwave-controller", RuleFiles: []string{rules}})
+	alerts := func() (map[string]bool, error) {
+		v, _, _, err := prom.API.Query(context.Background(), `ALERTS{alertname=~"FleetwaveHosts.*|FleetwaveReleaseRepositoryStale"}`, time.Time{})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]bool{}
+		for _, s := range v.(model.Vector) {
+			out[fmt.Sprintf("%s/%s/%s", s.Metric["alertname"], s.Metric["group"], s.Metric["version"])] = true
+		}
+		return out, nil
+	}
+	// Scraped, nothing flagged: no release alert.
+	natstest.Eventually(t, 60*time.Second, func() error {
+		v, _, _, err := prom.API.Query(context.Background(), `fleetwave_release_catalog_error`, time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(v.(model.Vector)) != 1 {
+			return fmt.Errorf("fleetwave_release_catalog_error not scraped yet: %v", v)
+		}
+		return nil
+	})
+	if got, err := alerts(); err != nil || len(got) > 0 {
+		t.Errorf("nothing flagged, yet alerts %v (%v)", got, err)
+	}
+
+	repo.release("default", "1.0.0", func(c *release.Custom) { c.EndOfLife = true })
+	repo.release("default", "1.2.0", func(c *release.Custom) { c.Security = true })
+	repo.refresh(t, 1)
+	natstest.Eventually(t, 60*time.Second, func() error {
+		got, err := alerts()
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{"FleetwaveHostsEndOfLife/blue/1.0.0", "FleetwaveHostsBehindSecurityRelease/blue/1.0.0"} {
+			if !got[want] {
+				return fmt.Errorf("%s not pending: %v", want, got)
+			}
+		}
+		return nil
+	})
+
+	repo.broken.Store(true)
+	repo.refresh(t, 1)
+	natstest.Eventually(t, 60*time.Second, func() error {
+		got, err := alerts()
+		if err != nil {
+			return err
+		}
+		if !got["FleetwaveReleaseRepositoryStale//"] {
+			return fmt.Errorf("FleetwaveReleaseRepositoryStale not pending: %v", got)
+		}
+		return nil
+	})
 }
