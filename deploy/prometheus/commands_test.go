@@ -35,7 +35,7 @@ func isCommand(name string) bool {
 	return false
 }
 
-var labelSamples = map[string]string{"group": "prod", "version": "1.2.0", "source": "plan", "key": "fleet_plan/spec", "webhook": "hooks.example-1a2b3c4d", "instance": "c1:8080"}
+var labelSamples = map[string]string{"group": "prod", "version": "1.2.0", "source": "plan", "key": "fleet_plan/spec", "webhook": "hooks.example-1a2b3c4d", "instance": "c1:8080", "security_release": "1.3.0"}
 
 // alertCommands are the fleetctl command lines of every alert's summary and
 // description in fleetwave.rules.yml, labels filled in; it fails on a

@@ -450,6 +450,13 @@ func TestAgentGrantsAndDenials(t *testing.T) {
 			}, "$JS.API.STREAM.INFO.KV_fleet_stats", false},
 			{"direct get the leader lease", directGet("KV_fleet_stats", "$KV.fleet_stats.leader"),
 				"$JS.API.DIRECT.GET.KV_fleet_stats.$KV.fleet_stats.leader", false},
+			// The release catalog (issue 27): the controller's listing of the
+			// repository; an agent neither forges nor reads it (agents read
+			// the repository itself).
+			{"write the release catalog", jsPublish(kv.KeySubject(kv.BucketStats, kv.KeyReleases), []byte(`{"v":1}`)),
+				kv.KeySubject(kv.BucketStats, kv.KeyReleases), false},
+			{"read the release catalog", directGet(kv.StreamOf(kv.BucketStats), kv.KeySubject(kv.BucketStats, kv.KeyReleases)),
+				"$JS.API.DIRECT.GET.KV_fleet_stats." + kv.KeySubject(kv.BucketStats, kv.KeyReleases), false},
 			{"heartbeat stream info", func(ctx context.Context, a *agentConn) error {
 				_, err := a.js.Stream(ctx, kv.StreamHB)
 				return err

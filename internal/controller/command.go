@@ -24,6 +24,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
+	"github.com/fleetwave/fleetwave/pkg/release"
 )
 
 // RunOptions are the flags of "controller run".
@@ -65,7 +66,16 @@ type RunOptions struct {
 	UIInsecure bool
 	// Webhook: the leader POSTs rollout events (docs/controller.md#webhooks).
 	Webhook WebhookFlags
-	Log     cliutil.LogFlags
+	// ReleaseRepo is the release repository's base URL (--release-repo),
+	// ReleaseRoot the file of its root the controller trusts
+	// (--release-root), ReleaseRefresh how often the leader reads it, and
+	// ReleaseTrustDir where the trusted metadata is kept (default
+	// releaseTrustDir).
+	ReleaseRepo     string
+	ReleaseRoot     string
+	ReleaseRefresh  time.Duration
+	ReleaseTrustDir string
+	Log             cliutil.LogFlags
 }
 
 // exitCodesHelp lists the codes the controller returns: it waits on no
@@ -155,7 +165,18 @@ receivers dedupe on and an X-Fleetwave-Signature HMAC-SHA256 keyed with the
 contents of --webhook-secret-file; slack=URL posts a Slack message instead.
 Deliveries follow the audit trail from a cursor on the bus, retry with
 backoff for --webhook-max-age, and survive a change of leader; a receiver
-that is down never holds the rollout (docs/controller.md#webhooks).`,
+that is down never holds the rollout (docs/controller.md#webhooks).
+
+With --release-repo URL and --release-root FILE (the repository's
+root.json), the leader reads the signed release repository (TUF,
+docs/release-repo.md) every --release-refresh and lists its releases in
+fleet_stats/releases: fleetctl releases ls and plan set's check read it,
+the dashboard shows it, and /metrics counts the hosts on a version flagged
+end_of_life or older than a security release. A root that is not a TUF
+root signed by its own threshold fails the start. A repository that cannot
+be read is not: the listing keeps its last good releases with the error
+beside them (alert FleetwaveReleaseRepositoryStale). The listing is never a
+grant: agents verify every install through the repository themselves.`,
 		Example: `  # one-command system on this host
   controller run --store-dir /var/lib/fleetwave/nats
 
@@ -172,7 +193,11 @@ that is down never holds the rollout (docs/controller.md#webhooks).`,
   # POST events to an incident tool (signed) and to a Slack channel
   controller run --webhook https://hooks.example.com/fleetwave \
     --webhook slack=https://hooks.slack.com/services/T000/B000/XXXX \
-    --webhook-secret-file /etc/fleetwave/webhook.secret`,
+    --webhook-secret-file /etc/fleetwave/webhook.secret
+
+  # list the releases of a signed release repository, read every 5 minutes
+  controller run --release-repo https://releases.example.com/fleet \
+    --release-root /etc/fleetwave/release-root.json --release-refresh 5m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("nats") && strings.TrimSpace(o.NATSURL) == "" {
@@ -216,6 +241,10 @@ that is down never holds the rollout (docs/controller.md#webhooks).`,
 	f.StringSliceVar(&o.HTTPAllowedHosts, "http-allowed-hosts", nil, "Host names --http-addr answers on every path, comma separated (*.example.com for a domain's names, * for any); others get 421. IP addresses and localhost always answer. Not given: the --http-addr host and this host's name, checked on the dashboard's paths and for browsers (docs/dashboard.md)")
 	f.BoolVar(&o.UI, "ui", true, "serve the read-only dashboard at / on --http-addr (see docs/dashboard.md)")
 	f.BoolVar(&o.UIInsecure, "ui-insecure", false, "serve the dashboard on a non-loopback --http-addr without TLS although the bus is secured (behind a TLS-terminating SSO proxy)")
+	f.StringVar(&o.ReleaseRepo, "release-repo", "", "the release repository's base URL (TUF; metadata under URL/metadata/): the leader lists its releases in fleet_stats/releases for fleetctl releases ls, plan set's check, the dashboard and the end-of-life and security metrics (docs/release-repo.md); with --release-root")
+	f.StringVar(&o.ReleaseRoot, "release-root", "", "the repository's root.json this controller trusts (checked at start; rotations are followed from it)")
+	f.DurationVar(&o.ReleaseRefresh, "release-refresh", DefaultReleaseRefresh, "how often the leader reads the release repository")
+	f.StringVar(&o.ReleaseTrustDir, "release-trust-dir", "", "where the trusted repository metadata is kept (default: <store-dir>/release-trust with the embedded server, else release-trust-<id> beside --store-dir)")
 	o.Webhook.Register(f)
 	o.Log.Register(cmd)
 	return cmd
@@ -231,6 +260,13 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	notify, err := o.Webhook.Notify(log)
 	if err != nil {
 		return err
+	}
+	// So is the release repository's root: a bad one fails the start.
+	var releaseRoot []byte
+	if o.ReleaseRepo != "" {
+		if releaseRoot, err = ReadReleaseRoot(o.ReleaseRoot); err != nil {
+			return cliutil.Usagef("%v", err)
+		}
 	}
 	url, creds, serverConfig := o.NATSURL, o.Creds, o.ServerConfig
 	if o.AuthDir != "" {
@@ -276,6 +312,10 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 			return err
 		}
 		defer lock.Release()
+		// The trust dir is under the store dir, which is ours now.
+		if err := o.trustReleaseRoot(releaseRoot, log); err != nil {
+			return err
+		}
 		ns, err := natsembed.Start(natsembed.Options{Listen: o.Listen, StoreDir: o.StoreDir, ServerName: o.ID, ConfigFile: serverConfig})
 		if err != nil {
 			return err
@@ -292,6 +332,9 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 		log.Info("NATS: embedded JetStream server on "+url+", store "+o.StoreDir+" ("+why+")",
 			slog.String("url", url), slog.String("store_dir", o.StoreDir))
 	} else {
+		if err := o.trustReleaseRoot(releaseRoot, log); err != nil {
+			return err
+		}
 		log.Info("NATS: connecting to "+url+" (from --nats)", slog.String("url", url))
 	}
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{URL: url, Name: "fleetwave-controller " + o.ID, Creds: creds, TLS: o.TLS, Log: log})
@@ -319,9 +362,15 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 		return err
 	}
 	waiting.ready()
+	var releases *ReleaseRepo
+	if o.ReleaseRepo != "" {
+		releases = &ReleaseRepo{Refresh: o.ReleaseRefresh,
+			Client: &release.Client{URL: o.ReleaseRepo, Dir: o.releaseTrustDir(), HTTP: releaseHTTPClient(o.ReleaseRepo)}}
+	}
 	c, err := New(fleet, Options{
 		ID: o.ID, StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
-		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, AttributionGrace: o.AttributionGrace, Notify: notify, Log: log,
+		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, LeaseTTL: o.LeaseTTL, AttributionGrace: o.AttributionGrace, Notify: notify,
+		Releases: releases, Log: log,
 	})
 	if err != nil {
 		return err
@@ -363,6 +412,35 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// releaseTrustDir is where the trusted metadata of the release repository
+// is kept: --release-trust-dir, else under the embedded server's store
+// dir (which the store's lock makes this controller's), else beside the
+// store dir (unused by the server with --nats, and writable where the
+// systemd unit puts it), named by the controller's id.
+func (o *RunOptions) releaseTrustDir() string {
+	switch {
+	case o.ReleaseTrustDir != "":
+		return o.ReleaseTrustDir
+	case o.NATSURL == "":
+		return filepath.Join(o.StoreDir, "release-trust")
+	}
+	return filepath.Join(filepath.Dir(o.StoreDir), "release-trust-"+o.ID)
+}
+
+// trustReleaseRoot sets up the trust dir from root (nil: no repository).
+func (o *RunOptions) trustReleaseRoot(root []byte, log *slog.Logger) error {
+	if root == nil {
+		return nil
+	}
+	dir := o.releaseTrustDir()
+	if err := TrustReleaseRoot(dir, root); err != nil {
+		return err
+	}
+	log.Info("release repository: "+o.ReleaseRepo+", read every "+o.ReleaseRefresh.String()+" by the leader", slog.String("url", o.ReleaseRepo),
+		slog.String("root", o.ReleaseRoot), slog.String("trust_dir", dir))
+	return nil
 }
 
 // settleLogEvery is the least time between two "waiting for the bus" lines.
@@ -449,6 +527,21 @@ func (o *RunOptions) validate() error {
 	}
 	if err := o.Webhook.Validate(); err != nil {
 		return err
+	}
+	switch {
+	case o.ReleaseRepo != "" && o.ReleaseRoot == "":
+		return cliutil.Usagef("--release-repo needs --release-root: the repository's root.json this controller trusts")
+	case o.ReleaseRepo == "" && o.ReleaseRoot != "":
+		return cliutil.Usagef("--release-root without --release-repo: give the repository's base URL too")
+	case o.ReleaseRepo == "" && o.ReleaseTrustDir != "":
+		return cliutil.Usagef("--release-trust-dir without --release-repo: there is no repository to trust")
+	case o.ReleaseRepo != "":
+		if err := checkReleaseURL(o.ReleaseRepo); err != nil {
+			return cliutil.Usagef("%v", err)
+		}
+		if o.ReleaseRefresh < time.Second {
+			return cliutil.Usagef("--release-refresh %v: must be at least 1s", o.ReleaseRefresh)
+		}
 	}
 	if o.Replicas < 1 || o.Replicas > 5 {
 		return cliutil.Usagef("--replicas %d: must be 1-5", o.Replicas)

@@ -42,8 +42,12 @@ type Options struct {
 	// an unattributed change (attribution.go). Default
 	// DefaultAttributionGrace.
 	AttributionGrace time.Duration
-	Clock            clock.Clock
-	Log              *slog.Logger
+	// Releases is the release repository the leader reads into
+	// fleet_stats/releases (releases.go); nil: none (--release-repo not
+	// given), and no release metrics.
+	Releases *ReleaseRepo
+	Clock    clock.Clock
+	Log      *slog.Logger
 }
 
 // Defaults.
@@ -90,6 +94,10 @@ type Controller struct {
 	mirror atomic.Pointer[PlanMirror] // the plan the group metrics read
 	an     *analyzer                  // metric analysis queries (analysis.go)
 	attr   *attribution               // the unattributed-change check (attribution.go)
+	// releases reads the release repository (releases.go); nil without
+	// one. catalog is the release catalog as last read (nil: none yet).
+	releases *releaseLoop
+	catalog  atomic.Pointer[kv.ReleaseCatalog]
 
 	// badValues maps bucket/key of each stored value the last rollout pass
 	// skipped to its revision, so that each is logged once, not every pass.
@@ -147,6 +155,13 @@ func New(fleet *kv.Fleet, o Options) (*Controller, error) {
 	}
 	apps, _ := c.appsOf(&appSet{}, rollout.DefaultConfig())
 	c.apps.Store(apps)
+	if o.Releases != nil {
+		l, err := newReleaseLoop(c, *o.Releases)
+		if err != nil {
+			return nil, fmt.Errorf("controller: %w", err)
+		}
+		c.releases = l
+	}
 	c.m = newMetrics(c)
 	if len(o.Notify.Webhooks) > 0 {
 		c.wm = newWebhookMetrics(c.m.reg, o.Notify.Webhooks)
@@ -212,6 +227,21 @@ func (c *Controller) Run(ctx context.Context) error {
 		defer func() {
 			stopWebhooks()
 			<-webhooksDone
+		}()
+	}
+
+	if c.releases != nil {
+		// Beside the rollout loop, as the webhooks: a slow repository
+		// never delays a pass.
+		rctx, stopReleases := context.WithCancel(ctx)
+		releasesDone := make(chan struct{})
+		go func() {
+			defer close(releasesDone)
+			c.releases.run(rctx)
+		}()
+		defer func() {
+			stopReleases()
+			<-releasesDone
 		}()
 	}
 

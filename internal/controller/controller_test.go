@@ -45,6 +45,9 @@ type fixture struct {
 	ctrls []*runningController
 	// notify is the webhooks of the controllers started from now on.
 	notify controller.Notify
+	// releases, when set, gives each controller started from now on its
+	// release repository (releases_test.go).
+	releases func(id string) *controller.ReleaseRepo
 }
 
 type runningAgent struct {
@@ -82,9 +85,13 @@ func (f *fixture) startController(id string) *runningController {
 // startControllerWith is startController with the controller logging to log.
 func (f *fixture) startControllerWith(id string, log *slog.Logger) *runningController {
 	f.t.Helper()
+	var releases *controller.ReleaseRepo
+	if f.releases != nil {
+		releases = f.releases(id)
+	}
 	c, err := controller.New(f.fleet, controller.Options{
 		ID: id, StatsInterval: statsEvery, HeartbeatInterval: interval, AgentExpiry: expiry,
-		Notify: f.notify, Clock: f.clk, Log: log,
+		Notify: f.notify, Releases: releases, Clock: f.clk, Log: log,
 	})
 	if err != nil {
 		f.t.Fatal(err)

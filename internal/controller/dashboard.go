@@ -152,6 +152,9 @@ type Overview struct {
 	// Quarantined are the versions quarantined fleet-wide
 	// (fleet_plan/quarantine), as last read; [] for none.
 	Quarantined []rollout.Quarantine `json:"quarantined"`
+	// Releases is the release repository's panel (dashboard_releases.go);
+	// absent without --release-repo or before its catalog is read.
+	Releases *ReleasesPanel `json:"releases,omitempty"`
 }
 
 // FleetState is the whole rollout in a word: State is one of no_plan,
@@ -184,6 +187,13 @@ type GroupVersions struct {
 	Hold     string        `json:"hold,omitempty"`
 	Started  bool          `json:"started"`
 	Versions []VersionItem `json:"versions"`
+	// EndOfLife counts the group's agents on a version the release
+	// repository flags end of life; BehindSecurity those on a version
+	// older than a security release, SecurityRelease the newest such
+	// release (rollout.StandingOf). Absent without a release catalog.
+	EndOfLife       int    `json:"end_of_life,omitempty"`
+	BehindSecurity  int    `json:"behind_security,omitempty"`
+	SecurityRelease string `json:"security_release,omitempty"`
 }
 
 // VersionItem is one version's count in a group and what it is to the
@@ -194,6 +204,10 @@ type GroupVersions struct {
 type VersionItem struct {
 	view.VersionRow
 	Role string `json:"role"`
+	// EndOfLife: the release repository flags the version end of life;
+	// SecurityRelease: the newest security release newer than it.
+	EndOfLife       bool   `json:"end_of_life,omitempty"`
+	SecurityRelease string `json:"security_release,omitempty"`
 }
 
 // Version roles (VersionItem.Role).

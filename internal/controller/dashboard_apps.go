@@ -227,6 +227,7 @@ func (s *numbers) overview(ns kv.AppNS) Overview {
 	}
 	ov.Quarantined = slices.Clone(n.quarantined)
 	ov.Fleet, ov.Banners = n.fleet, n.banners
+	c.addReleases(&ov, s.now)
 	return ov
 }
 

@@ -81,6 +81,9 @@ type metrics struct {
 	// result, and the time of their queries.
 	analysisMeasurements *prometheus.CounterVec
 	analysisQuery        prometheus.Histogram
+	// releaseFailures counts this controller's failed reads of the
+	// release repository (releases.go); nil without one.
+	releaseFailures prometheus.Counter
 }
 
 func newMetrics(c *Controller) *metrics {
@@ -120,6 +123,13 @@ func newMetrics(c *Controller) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 	})
 	m.reg.MustRegister(m.analysisMeasurements, m.analysisQuery)
+	if c.releases != nil {
+		m.releaseFailures = prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetwave_release_refresh_failures_total",
+			Help: "Reads of the release repository (--release-repo) this controller made while leading that failed (unreachable, expired, unverifiable).",
+		})
+		m.reg.MustRegister(m.releaseFailures)
+	}
 	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished, rejectUnprintable, rejectUnknownApp} {
 		m.rejected.WithLabelValues(r)
 	}
@@ -309,6 +319,24 @@ var (
 		"The successful measurements a group's check needs before the group leaves canary (its count).", []string{"app", "group", "check"}, nil)
 	descCheckInconclusive = prometheus.NewDesc("fleetwave_analysis_inconclusive",
 		"Inconclusive measurements of a group's check in a row; the group holds while it is above 0 and halts at the check's inconclusive_limit.", []string{"app", "group", "check"}, nil)
+
+	// The release repository's (releases.go): served only with
+	// --release-repo, once a catalog is known.
+	descHostsEndOfLife = prometheus.NewDesc("fleetwave_release_hosts_end_of_life",
+		"Counted agents of the group on a version the release repository flags end_of_life; absent for the other versions.", []string{"app", "group", "version"}, nil)
+	descHostsBehindSecurity = prometheus.NewDesc("fleetwave_release_hosts_behind_security",
+		"Counted agents of the group on a version older than a release the repository flags security (security_release: the newest such); absent for the other versions.",
+		[]string{"app", "group", "version", "security_release"}, nil)
+	descCatalogSuccess = prometheus.NewDesc("fleetwave_release_catalog_success_timestamp_seconds",
+		"When the release catalog was last read from the repository successfully (Unix seconds); 0 if never.", nil, nil)
+	descCatalogChecked = prometheus.NewDesc("fleetwave_release_catalog_checked_timestamp_seconds",
+		"When the leader last tried to read the release repository (Unix seconds).", nil, nil)
+	descCatalogError = prometheus.NewDesc("fleetwave_release_catalog_error",
+		"1 while the last read of the release repository failed (the catalog keeps the last good releases), else 0.", nil, nil)
+	descCatalogExpires = prometheus.NewDesc("fleetwave_release_catalog_expires_timestamp_seconds",
+		"When the repository's trusted metadata last read expires (the earliest of root, targets, snapshot and timestamp; Unix seconds): past it, hosts refuse the repository until it is re-signed.", nil, nil)
+	descCatalogReleases = prometheus.NewDesc("fleetwave_release_catalog_releases",
+		"Releases (versions) of the app in the release catalog.", []string{"app"}, nil)
 )
 
 var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, rollout.StateActive, rollout.StateDone, rollout.StateRolledBack}
@@ -316,7 +344,8 @@ var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, r
 func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAgents, descGroupState, descGroupInfo, descProgress, descInFlight, descInFlightBound,
 		descInitial, descHalted, descAlerted, descTargetQuarantined, descMode, descModeSetting, descQuarantined, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descHeld, descBlocked, descOffTarget,
-		descAwaitingApproval, descCheckValue, descCheckPasses, descCheckCount, descCheckInconclusive} {
+		descAwaitingApproval, descCheckValue, descCheckPasses, descCheckCount, descCheckInconclusive,
+		descHostsEndOfLife, descHostsBehindSecurity, descCatalogSuccess, descCatalogChecked, descCatalogError, descCatalogExpires, descCatalogReleases} {
 		ch <- d
 	}
 }
@@ -330,6 +359,13 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	var cfg *rollout.Config
 	if m != nil {
 		cfg = m.config.Load()
+	}
+	cat := c.catalog.Load()
+	if c.releases == nil {
+		cat = nil // a catalog only with --release-repo
+	}
+	if cat != nil {
+		collectCatalog(ch, cat)
 	}
 	// Every app the controller drives: the app label is bounded by the
 	// config (rollout.MaxApps).
@@ -345,14 +381,56 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 				appCfg = &ac
 			}
 		}
-		collectApp(ch, c, app, plan, appCfg, quarantine, m != nil, now)
+		collectApp(ch, c, app, plan, appCfg, quarantine, cat, m != nil, now)
+	}
+}
+
+// collectCatalog is the release catalog's age and error.
+func collectCatalog(ch chan<- prometheus.Metric, cat *kv.ReleaseCatalog) {
+	unix := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return float64(t.UnixMilli()) / 1000
+	}
+	ch <- constMetric(descCatalogSuccess, prometheus.GaugeValue, unix(cat.At))
+	ch <- constMetric(descCatalogChecked, prometheus.GaugeValue, unix(cat.Checked))
+	e := 0.0
+	if cat.Error != "" {
+		e = 1
+	}
+	ch <- constMetric(descCatalogError, prometheus.GaugeValue, e)
+	if !cat.Expires.IsZero() {
+		ch <- constMetric(descCatalogExpires, prometheus.GaugeValue, unix(cat.Expires))
+	}
+}
+
+// collectStanding is, per group and version of app's counted agents
+// (hosts), what the release catalog says of them: end of life, or behind
+// a security release (rollout.StandingOf, the one rule).
+func collectStanding(ch chan<- prometheus.Metric, cat *kv.ReleaseCatalog, app string, hosts map[[2]string]int) {
+	rs := cat.Of(app)
+	ch <- constMetric(descCatalogReleases, prometheus.GaugeValue, float64(len(rs)), app)
+	standing := map[string]rollout.VersionStanding{}
+	for gv, n := range hosts {
+		s, ok := standing[gv[1]]
+		if !ok {
+			s = rollout.StandingOf(rs, app, gv[1])
+			standing[gv[1]] = s
+		}
+		if s.EndOfLife {
+			ch <- constMetric(descHostsEndOfLife, prometheus.GaugeValue, float64(n), app, gv[0], gv[1])
+		}
+		if s.SecurityRelease != "" {
+			ch <- constMetric(descHostsBehindSecurity, prometheus.GaugeValue, float64(n), app, gv[0], gv[1], s.SecurityRelease)
+		}
 	}
 }
 
 // collectApp is one app's metrics: its agents (from its inventory) and,
 // with a plan mirror (mirrored), its plan's.
 func collectApp(ch chan<- prometheus.Metric, c *Controller, app *appInv, plan *httpfind.Plan, cfg *rollout.Config,
-	quarantine *rollout.QuarantineList, mirrored bool, now time.Time) {
+	quarantine *rollout.QuarantineList, cat *kv.ReleaseCatalog, mirrored bool, now time.Time) {
 	name := app.ns.Name
 	targets := map[string]string{}
 	if plan != nil {
@@ -381,6 +459,13 @@ func collectApp(ch chan<- prometheus.Metric, c *Controller, app *appInv, plan *h
 	})
 	for k, n := range agents {
 		ch <- constMetric(descAgents, prometheus.GaugeValue, float64(n), name, k.group, k.version, k.state)
+	}
+	if cat != nil {
+		hosts := map[[2]string]int{}
+		for k, n := range agents {
+			hosts[[2]string{k.group, k.version}] += n
+		}
+		collectStanding(ch, cat, name, hosts)
 	}
 	if !mirrored {
 		return

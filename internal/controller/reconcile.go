@@ -48,6 +48,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		c.leader = held
 		if held {
 			c.o.Log.Info("leading: this controller now drives the rollout")
+			c.releases.leading()
 		} else {
 			c.o.Log.Info("not leading: another controller holds the lease")
 		}

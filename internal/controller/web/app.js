@@ -146,6 +146,7 @@
     }
     renderGroups(ov.rows || [], held);
     renderVersions(ov.versions || []);
+    renderReleases(ov.releases || null);
     mark("fleetwave-status");
   }
 
@@ -314,6 +315,19 @@
       const row = el("div", "vrow");
       row.dataset.group = g.group;
       row.appendChild(el("span", "vname", g.group));
+      // What the release repository says of the group's versions, under
+      // its bar.
+      const badges = el("div", "vbadges");
+      if (g.end_of_life > 0) {
+        const b = el("span", "rbadge r-eol", g.end_of_life + (g.end_of_life === 1 ? " host" : " hosts") + " end of life");
+        b.dataset.kind = "end_of_life";
+        badges.appendChild(b);
+      }
+      if (g.behind_security > 0) {
+        const b = el("span", "rbadge r-security", g.behind_security + (g.behind_security === 1 ? " host" : " hosts") + " behind security release " + g.security_release);
+        b.dataset.kind = "behind_security";
+        badges.appendChild(b);
+      }
       const stack = el("div", "vstack");
       const legend = el("span", "vlegend small");
       const width = (n) => (n / Math.max(g.agents, 1) * 100).toFixed(2) + "%";
@@ -343,14 +357,58 @@
         item.dataset.role = role;
         const label = role === "target" ? " (target)" : role === "previous" ? " (held)" : "";
         let text = v.version + label + " " + v.count;
+        if (v.end_of_life) text += " (end of life)";
+        if (v.security_release) text += " (behind " + v.security_release + ")";
         if (failed) text += " (" + failed + " failed" + (g.started || role === "target" ? "" : " earlier") + ")";
         item.append(el("span", "sw v-" + role), document.createTextNode(text));
         legend.appendChild(item);
       }
       row.append(stack, legend);
+      if (badges.childElementCount > 0) row.appendChild(badges);
       out.appendChild(row);
     }
     box.replaceChildren(out);
+  }
+
+  // ---- the release repository ----------------------------------------------
+  // The app's releases with their flags, and the catalog's age and error.
+  // Versions and notes are the repository's data: text only.
+  function renderReleases(p) {
+    const card = $("releases-card");
+    card.hidden = !p;
+    if (!p) return;
+    let meta = "from " + p.url + ", " + (p.at ? "read " + p.age + " ago" : "never read");
+    if (p.targets_version) meta += " (targets v" + p.targets_version + ")";
+    if (p.expires) meta += "; metadata expires " + fmtTime(p.expires);
+    if (p.skipped) meta += "; " + p.skipped + " targets name no release";
+    $("releases-meta").textContent = meta;
+    const err = $("releases-error");
+    err.hidden = !p.error;
+    err.textContent = p.error ? "last read failed " + fmtTime(p.checked) + ": " + p.error + (p.at ? " (the list is from the last good read)" : "") : "";
+    card.dataset.error = p.error ? "true" : "false";
+    const body = $("releases").tBodies[0];
+    const out = document.createDocumentFragment();
+    if (p.releases.length === 0) {
+      const tr = el("tr");
+      const td = el("td", "muted", "No release of this app in the repository.");
+      td.colSpan = 5;
+      tr.appendChild(td);
+      out.appendChild(tr);
+    }
+    for (const r of p.releases) {
+      const tr = el("tr", "release-row");
+      tr.dataset.version = r.version;
+      tr.appendChild(el("td", "name", r.version));
+      const flags = el("td", "flags");
+      if (r.security) flags.appendChild(el("span", "rbadge r-security", "security"));
+      if (r.end_of_life) flags.appendChild(el("span", "rbadge r-eol", "end of life"));
+      tr.appendChild(flags);
+      tr.appendChild(el("td", "small muted", (r.platforms || []).join(", ")));
+      tr.appendChild(el("td", "num", r.hosts));
+      tr.appendChild(el("td", "small release-notes", r.notes || ""));
+      out.appendChild(tr);
+    }
+    body.replaceChildren(out);
   }
 
   // ---- the timeline --------------------------------------------------------
