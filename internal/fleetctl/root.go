@@ -96,6 +96,7 @@ docs/cli.md).
 		newQuarantineCmd(g),
 		newApproveCmd(g),
 		newAppsCmd(g),
+		newReleasesCmd(g),
 	)
 	registerCompletions(root, g)
 	return root
