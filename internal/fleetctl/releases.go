@@ -96,7 +96,8 @@ func catalogApps(c kv.ReleaseCatalog) []string {
 	return out
 }
 
-// versionList is up to n versions of rs (newest first), and how many more.
+// versionList is up to n versions of rs (newest first) with their flags,
+// and how many there are in all.
 func versionList(rs []rollout.Release, n int) string {
 	rs = newestFirst(rs)
 	var vs []string
@@ -105,9 +106,28 @@ func versionList(rs []rollout.Release, n int) string {
 			vs = append(vs, fmt.Sprintf("… %d in all", len(rs)))
 			break
 		}
-		vs = append(vs, r.Version)
+		v := r.Version
+		switch {
+		case r.EndOfLife:
+			v += " (end of life)"
+		case r.Security:
+			v += " (security)"
+		}
+		vs = append(vs, v)
 	}
 	return strings.Join(vs, ", ")
+}
+
+// newerLive are the releases of rs newer than version and not flagged end
+// of life: what to target instead of an end-of-life one.
+func newerLive(rs []rollout.Release, version string) []rollout.Release {
+	var out []rollout.Release
+	for _, r := range rs {
+		if !r.EndOfLife && rollout.CompareVersions(r.Version, version) > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func newReleasesCmd(g *Global) *cobra.Command {
@@ -140,7 +160,7 @@ func newReleasesLsCmd(g *Global) *cobra.Command {
 		Long: `List the releases the release repository publishes, as the leader controller
 last read it: per app, newest version first, the platforms (<os>-<arch>) it
 was published for, its flags (security: it fixes a security problem, hosts
-on older versions are behind it; end-of-life: no host should run it) and
+on older versions are behind it; end_of_life: no host should run it) and
 the operator's notes. Above the table: the repository's URL, when it was
 read and by which controller, the root and targets versions.
 
@@ -313,7 +333,7 @@ func writeReleases(w io.Writer, rep ReleasesReport, c kv.ReleaseCatalog, now tim
 			flags = append(flags, "security")
 		}
 		if r.EndOfLife {
-			flags = append(flags, "end-of-life")
+			flags = append(flags, "end_of_life")
 		}
 		fl := strings.Join(flags, ",")
 		if fl == "" {
@@ -393,9 +413,13 @@ func checkRelease(ctx context.Context, f appFleet, target string, now time.Time)
 				notes = " (notes: " + shorten(escape.Text(r.Notes), 200) + ")"
 			}
 		}
+		instead := "it has no newer release that is not end of life"
+		if newer := newerLive(rs, target); len(newer) > 0 {
+			instead = "target a newer release (newest first: " + versionList(newer, 5) + ")"
+		}
 		rc.refusal = fmt.Sprintf("--target %s: the release repository flags %s of app %s end of life%s: no host should run it, and status would list every host on it%s; "+
-			"target a newer release (newest first: %s), or add --force --reason \"why\" to roll it out anyway; nothing written",
-			target, target, app, notes, staleNote, versionList(rs, 5))
+			"%s, or add --force --reason \"why\" to roll it out anyway; nothing written",
+			target, target, app, notes, staleNote, instead)
 	default:
 		if staleNote != "" {
 			rc.notes = append(rc.notes, fmt.Sprintf("Note: --target %s checked against the release repository's last good list%s.", target, staleNote))
@@ -497,13 +521,17 @@ func writeStanding(w io.Writer, s *ReleaseStanding, plan *PlanReport, appArg str
 	}
 	for _, v := range s.SecurityReleases {
 		if plan != nil && rollout.ValidateVersion(plan.TargetVersion) == nil && rollout.CompareVersions(plan.TargetVersion, v) >= 0 {
-			fmt.Fprintf(w, "  security release %s: the plan targets %s, which the rollout brings them to\n", v, plan.TargetVersion)
+			paused := ""
+			if plan.Mode != rollout.ModeEnabled {
+				paused = fmt.Sprintf(" (once it is no longer %s: fleetctl resume%s)", plan.Mode, appArg)
+			}
+			fmt.Fprintf(w, "  security release %s: the plan targets %s, which the rollout brings them to%s\n", v, plan.TargetVersion, paused)
 			continue
 		}
 		fmt.Fprintf(w, "  security release %s available: fleetctl plan set%s --target %s\n", v, appArg, v)
 	}
 	for _, why := range s.StaleReasons {
-		for _, l := range wrap("WARNING: STALE release list: "+why, noteWidth, "    ") {
+		for _, l := range wrap("WARNING: STALE release list: "+why, noteWidth-2, "    ") {
 			fmt.Fprintln(w, "  "+l)
 		}
 	}

@@ -91,7 +91,7 @@ func TestPlanSetTargetCheckedAgainstReleasesBinary(t *testing.T) {
 		t.Errorf("--target the repository lacks: exit %d, want 2: %s", code, stderr)
 	}
 	for _, want := range []string{"--target 1.5.0: the release repository (" + cat.URL + ") has no release 1.5.0 of app default",
-		"it has, newest first: 1.4.1, 1.4.0, 1.3.0, 1.2.0", "fleetctl releases ls", "Publish it first",
+		"it has, newest first: 1.4.1 (security), 1.4.0, 1.3.0, 1.2.0 (end of life)", "fleetctl releases ls", "Publish it first",
 		`--force --reason "why"`, "nothing written"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("refusal lacks %q:\n%s", want, stderr)
@@ -115,7 +115,7 @@ func TestPlanSetTargetCheckedAgainstReleasesBinary(t *testing.T) {
 	// End of life: refused, saying why.
 	_, stderr, code = runBin(t, bin, env, "plan", "set", "--target", "v1.2.0")
 	if code != cliutil.ExitUsage || !strings.Contains(stderr, "flags 1.2.0 of app default end of life (notes: unsupported since 2026-06): no host should run it") ||
-		!strings.Contains(stderr, "newest first: 1.4.1, 1.4.0") {
+		!strings.Contains(stderr, "target a newer release (newest first: 1.4.1 (security), 1.4.0, 1.3.0), or add --force") {
 		t.Errorf("end-of-life --target: exit %d: %s", code, stderr)
 	}
 	if got := e.specRevision(); got != rev {
@@ -217,7 +217,7 @@ func TestPlanSetReleaseCheckPerApp(t *testing.T) {
 	g, _, _ = e.global()
 	g.App = "web"
 	err = RunPlanSet(testCtx(), &PlanSetOptions{Global: g, Target: ptr("2.0.0")})
-	mustContain(t, err, "has no release 2.0.0 of app web", "it has, newest first: 1.4.1, 1.4.0, 1.3.0, 1.2.0 (fleetctl releases ls --app web)")
+	mustContain(t, err, "has no release 2.0.0 of app web", "it has, newest first: 1.4.1 (security), 1.4.0, 1.3.0, 1.2.0 (end of life) (fleetctl releases ls --app web)")
 	if cliutil.ExitCode(err) != cliutil.ExitUsage || e.specRevision() != rev {
 		t.Errorf("web: exit %d, spec revision %d → %d", cliutil.ExitCode(err), rev, e.specRevision())
 	}
@@ -285,7 +285,7 @@ func TestReleasesLsBinary(t *testing.T) {
 		"db   14.1.0   linux-amd64              -            -\n",
 		"web  1.4.1    linux-amd64              security     fixes CVE-2026-1234",
 		"web  1.3.0    linux-amd64,linux-arm64  -",
-		"web  1.2.0    linux-amd64              end-of-life  unsupported since 2026-06",
+		"web  1.2.0    linux-amd64              end_of_life  unsupported since 2026-06",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("releases ls lacks %q:\n%s", want, stdout)
@@ -468,5 +468,11 @@ func TestStatusReleaseStanding(t *testing.T) {
 	if !strings.Contains(out, "security release 1.4.1: the plan targets 1.4.1, which the rollout brings them to") ||
 		strings.Contains(out, "available: fleetctl plan set") || strings.Contains(out, "prod: 3 hosts") {
 		t.Errorf("status --group staging, plan on the security release:\n%s", out)
+	}
+	paused := rollout.DefaultSpec("1.3.0", "1.4.1")
+	paused.Mode = rollout.ModePaused
+	e.putSpec(paused)
+	if out := status("table"); !strings.Contains(out, "which the rollout brings them to (once it is no longer paused: fleetctl resume)") {
+		t.Errorf("status, paused plan on the security release:\n%s", out)
 	}
 }
