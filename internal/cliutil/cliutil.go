@@ -86,7 +86,9 @@ func Main(root *cobra.Command) int {
 		// An error may quote what a peer sent (a server's refusal, a
 		// stored value): its lines are printed, its controls escaped.
 		fmt.Fprintf(root.ErrOrStderr(), "%s: %s\n", root.Name(), escape.Lines(err.Error()))
-		if ExitCode(err) == ExitUsage {
+		// Only a usage mistake points at --help: a refusal that exits 2
+		// (an ExitError) already names its fix.
+		if ue := (UsageError{}); ExitCode(err) == ExitUsage && errors.As(err, &ue) {
 			fmt.Fprintf(root.ErrOrStderr(), "Run '%s --help' for usage.\n", root.CommandPath())
 		}
 	}

@@ -61,7 +61,9 @@ func (g *Global) completeGroups(cmd *cobra.Command, _ []string, prefix string) (
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
-// completeVersions offers the plan's target and start versions, described.
+// completeVersions offers the plan's target and start versions, then the
+// app's releases in the release repository's catalog (newest first),
+// described.
 func (g *Global) completeVersions(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
 	var out []string
 	g.completeFrom(cmd.Context(), func(ctx context.Context, kf *kv.Fleet) {
@@ -69,16 +71,32 @@ func (g *Global) completeVersions(cmd *cobra.Command, _ []string, prefix string)
 		if err != nil {
 			return
 		}
-		spec, err := f.ReadSpec(ctx)
-		if err != nil {
+		offered := map[string]bool{}
+		if spec, err := f.ReadSpec(ctx); err == nil {
+			s := spec.Value
+			if strings.HasPrefix(s.TargetVersion, prefix) {
+				out, offered[s.TargetVersion] = append(out, s.TargetVersion+"\tthe plan's target"), true
+			}
+			if s.StartVersion != s.TargetVersion && strings.HasPrefix(s.StartVersion, prefix) {
+				out, offered[s.StartVersion] = append(out, s.StartVersion+"\tthe plan's start"), true
+			}
+		}
+		c, ok, err := readCatalog(ctx, kf)
+		if err != nil || !ok {
 			return
 		}
-		s := spec.Value
-		if strings.HasPrefix(s.TargetVersion, prefix) {
-			out = append(out, s.TargetVersion+"\tthe plan's target")
-		}
-		if s.StartVersion != s.TargetVersion && strings.HasPrefix(s.StartVersion, prefix) {
-			out = append(out, s.StartVersion+"\tthe plan's start")
+		for _, r := range newestFirst(c.Of(f.NS.Name)) {
+			if offered[r.Version] || !strings.HasPrefix(r.Version, prefix) {
+				continue
+			}
+			desc := "released"
+			switch {
+			case r.EndOfLife:
+				desc = "released, end of life"
+			case r.Security:
+				desc = "released, security"
+			}
+			out = append(out, r.Version+"\t"+desc)
 		}
 	})
 	return out, cobra.ShellCompDirectiveNoFileComp

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
+	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -46,9 +47,22 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("__complete %q (-want +got):\n%s", tc.args, diff)
 		}
 	}
+	// With a release repository: the app's releases after the plan's
+	// versions, newest first, flagged.
+	e.putCatalog(kv.ReleaseCatalog{URL: "https://r.example", Checked: testNow, At: testNow, Releases: []rollout.Release{
+		{App: "default", Version: "1.3.2"}, {App: "default", Version: "1.4.0"},
+		{App: "default", Version: "1.4.1", Security: true}, {App: "default", Version: "1.2.0", EndOfLife: true},
+		{App: "other", Version: "9.0.0"},
+	}})
+	stdout, stderr, code := runBin(t, bin, env, "__complete", "plan", "set", "--target", "")
+	want := []string{"1.4.0\tthe plan's target", "1.3.2\tthe plan's start", "1.4.1\treleased, security", "1.2.0\treleased, end of life"}
+	if diff := cmp.Diff(want, completions(stdout)); code != 0 || diff != "" {
+		t.Errorf("__complete plan set --target with a catalog: exit %d %s(-want +got):\n%s", code, stderr, diff)
+	}
+
 	// Nothing to offer from a bus that does not answer, quickly and quietly.
 	start := time.Now()
-	stdout, _, code := runBin(t, bin, []string{"NATS_URL=nats://127.0.0.1:1"}, "__complete", "run", "--group", "")
+	stdout, _, code = runBin(t, bin, []string{"NATS_URL=nats://127.0.0.1:1"}, "__complete", "run", "--group", "")
 	if got := completions(stdout); code != 0 || len(got) != 0 {
 		t.Errorf("no bus: exit %d, completions %q", code, got)
 	}

@@ -152,6 +152,16 @@ a group halted on or was rolled back from is refused unless --force, and so
 is a quarantined --target or --start (see fleetctl quarantine).
 Versions are semver without a leading "v" (a leading "v" you type is dropped).
 
+When a controller reads a release repository (controller --release-repo;
+fleetctl releases ls), a new --target is checked against what it lists for
+the app: a version it lacks, or one it flags end of life, is refused (exit
+2, nothing written, naming the versions it has, newest first) unless
+--force and --reason are given; the audit record then says "plan set
+--force". A list whose last refresh failed is still used, and the message
+says it may be stale. With no release repository configured there is no
+check, and none for an app the repository lists no release of (its hosts
+do not install through it).
+
 What no flag names is kept from the previous plan, and plan set lists it
 ("Carried over …"); a kept critical or immediate schedule gets a WARNING line
 with the command that undoes it. It then says when each group starts (the
@@ -164,6 +174,7 @@ or start_hour starts only 00:00-01:00 in the config's time zone).`,
   fleetctl plan set --target 1.4.3 -o json | jq .revision
   fleetctl plan set --target 1.4.3 --start 1.4.1 --force
   fleetctl plan set --target 1.2.0 --force   # quarantined: groups halt until it is lifted
+  fleetctl plan set --target 1.5.0-rc.1 --force --reason "INC-7: test build, not published"
   fleetctl plan set --app db --start 14.1 --target 14.2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -196,7 +207,7 @@ or start_hour starts only 00:00-01:00 in the config's time zone).`,
 	fs.StringVar(&schedule, "schedule", "", "regular (windows and dependencies) or immediate")
 	fs.BoolVar(&critical, "critical", false, "start groups outside their windows (--critical=false to undo)")
 	writeOutputFlag(cmd, &o.Output)
-	fs.BoolVar(&o.Force, "force", false, "accept a --start that a group halted on or was rolled back from, or a quarantined --target or --start")
+	fs.BoolVar(&o.Force, "force", false, "accept a --start that a group halted on or was rolled back from, a quarantined --target or --start, or (with --reason) a --target the release repository lacks or flags end of life")
 	appFlag(cmd, g)
 	return cmd
 }
@@ -207,7 +218,7 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		return cliutil.Usagef("nothing to set: give --target, --start, --strategy, --schedule or --critical")
 	}
 	if o.Force && o.Start == nil && o.Target == nil {
-		return cliutil.Usagef("--force only goes with --start or --target: it accepts a start version that a group halted on or was rolled back from, and a quarantined version")
+		return cliutil.Usagef("--force only goes with --start or --target: it accepts a start version that a group halted on or was rolled back from, a quarantined version, and (with --reason) a --target the release repository lacks or flags end of life")
 	}
 	for _, v := range []struct {
 		flag string
@@ -303,11 +314,33 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 	if err := checkQuarantined(f, st, next, prev, st.HasSpec, o.Force); err != nil {
 		return err
 	}
+	// A new target is checked against the release repository's catalog
+	// (none: nothing to check). A refusal is exit 2; --force passes it
+	// with a reason, and the audit record says "plan set --force".
+	var rc releaseCheck
+	command := "plan set"
+	if !st.HasSpec || next.TargetVersion != prev.TargetVersion {
+		if rc, err = checkRelease(ctx, f, next.TargetVersion, o.Now()); err != nil {
+			return err
+		}
+		if rc.refusal != "" {
+			switch {
+			case !o.Force && rc.unread:
+				return errors.New(rc.refusal)
+			case !o.Force:
+				return cliutil.ExitError{Code: cliutil.ExitUsage, Err: errors.New(rc.refusal)}
+			}
+			if strings.TrimSpace(o.Reason) == "" {
+				return cliutil.Usagef("--target %s --force: --reason is required to force past the release repository (%s): say why (it is recorded in the audit trail); nothing written", next.TargetVersion, rc.short)
+			}
+			command = "plan set --force"
+		}
+	}
 	var before any
 	if st.HasSpec {
 		before = prev
 	}
-	rev, err := save(ctx, o.Global, f.Fleet, f.Plan, f.NS.Spec(), next, st.Spec.Revision, change{Command: "plan set", Before: before})
+	rev, err := save(ctx, o.Global, f.Fleet, f.Plan, f.NS.Spec(), next, st.Spec.Revision, change{Command: command, Before: before})
 	if err != nil {
 		return err
 	}
@@ -337,6 +370,12 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		for _, c := range describeSpecChange(prev, next) {
 			fmt.Fprintf(o.Out, "  %s\n", c)
 		}
+	}
+	if rc.refusal != "" {
+		fmt.Fprintf(notes, "FORCED past the release repository: %s (reason: %s)\n", rc.short, escape.Text(o.Reason))
+	}
+	for _, n := range rc.notes {
+		fmt.Fprintln(notes, n)
 	}
 	if st.HasSpec && !replacing {
 		writeCarriedOver(notes, o, prev, next, f.appArg())

@@ -96,6 +96,7 @@ docs/cli.md).
 		newQuarantineCmd(g),
 		newApproveCmd(g),
 		newAppsCmd(g),
+		newReleasesCmd(g),
 	)
 	root.AddCommand(newRepoCmd(g)) // the release repository: files and keys, no bus
 	registerCompletions(root, g)

@@ -145,7 +145,22 @@ func RunStatus(ctx context.Context, o *StatusOptions) error {
 		fmt.Fprintf(o.ErrOut, "warning: cannot read the failed agents' heartbeats: %s\n", escape.Text(err.Error()))
 	}
 	warnProblems(o.ErrOut, rep.Problems)
-	return o.print(rep, f)
+	return o.print(rep, f, o.standing(ctx, f, rep))
+}
+
+// standing is what the release catalog says of the versions rep's hosts
+// run (nil: no catalog). A catalog that cannot be read is a warning: the
+// status is still shown.
+func (o *StatusOptions) standing(ctx context.Context, f appFleet, rep StatusReport) *ReleaseStanding {
+	c, ok, err := readCatalog(ctx, f.Fleet)
+	if err != nil {
+		fmt.Fprintf(o.ErrOut, "warning: cannot read the release catalog, so hosts on end-of-life versions or behind a security release are not shown: %s\n", escape.Text(err.Error()))
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	return releaseStanding(c, f.NS.Name, rep, o.Now())
 }
 
 // addFailures fills the failures of every group of rep that counts a
@@ -176,9 +191,17 @@ func addFailures(ctx context.Context, f appFleet, rep *StatusReport, now time.Ti
 	return nil
 }
 
-func (o *StatusOptions) print(rep StatusReport, f appFleet) error {
+// statusJSON is status -o json: the report, and what the release
+// repository says of the versions its hosts run (absent without a
+// catalog).
+type statusJSON struct {
+	StatusReport
+	Releases *ReleaseStanding `json:"releases,omitempty"`
+}
+
+func (o *StatusOptions) print(rep StatusReport, f appFleet, rs *ReleaseStanding) error {
 	if o.Output == "json" {
-		return writeJSON(o.Out, rep)
+		return writeJSON(o.Out, statusJSON{StatusReport: rep, Releases: rs})
 	}
 	if f.Multi {
 		fmt.Fprintf(o.Out, "App: %s\n", f.NS.Name)
@@ -186,7 +209,11 @@ func (o *StatusOptions) print(rep StatusReport, f appFleet) error {
 	if err := writeStatusTable(o.Out, rep, o.Now()); err != nil {
 		return err
 	}
-	return writeSiteTable(o.Out, rep, o.BySite)
+	if err := writeSiteTable(o.Out, rep, o.BySite); err != nil {
+		return err
+	}
+	writeStanding(o.Out, rs, rep.Plan, f.appArg())
+	return nil
 }
 
 // readStatus reads counts, config, spec and group statuses. Stored values
@@ -274,7 +301,10 @@ func runStatusWait(ctx context.Context, o *StatusOptions) error {
 			if err := addFailures(ctx, f, &rep, o.Now()); err != nil {
 				fmt.Fprintf(o.ErrOut, "warning: cannot read the failed agents' heartbeats: %s\n", escape.Text(err.Error()))
 			}
-			if err := o.print(rep, f); err != nil {
+			rctx, cancel := o.withTimeout(ctx)
+			rs := o.standing(rctx, f, rep)
+			cancel()
+			if err := o.print(rep, f, rs); err != nil {
 				return err
 			}
 			return verdict
