@@ -28,6 +28,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/version"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
+	"github.com/fleetwave/fleetwave/pkg/release"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
@@ -107,6 +108,13 @@ type Options struct {
 type AppOptions struct {
 	// URLTemplate overrides (and is saved into) update.yaml's url_template.
 	URLTemplate string
+	// ReleaseRepo overrides (and is saved into) update.yaml's release_repo:
+	// releases come from this TUF release repository instead (repo.go).
+	// It excludes URLTemplate and PublicKey.
+	ReleaseRepo string
+	// ReleaseRootFile is the repository's root metadata the host trusts
+	// (--release-root): checked, and kept under the app's tree in tuf/.
+	ReleaseRootFile string
 	// PublicKey, when set, must have signed every release's statement
 	// (app, version, file, size, sha256: install.Statement).
 	PublicKey ed25519.PublicKey
@@ -181,6 +189,12 @@ type Agent struct {
 
 	installer *install.Installer // nil: report only
 	runner    install.Runner
+	// repo reads the app's release repository (repository mode, repo.go);
+	// nil without one.
+	repo *release.Client
+	// pendingRoot is the root --release-root gave, which save trusts
+	// (nil: nothing to change).
+	pendingRoot []byte
 	// fallback is set while the bus is down and the find endpoint rules.
 	fallback atomic.Bool
 	// bus says whether the bus is lost (set by Run).
@@ -321,6 +335,17 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 			return nil, cliutil.UsageError{Err: fmt.Errorf("--url-template: %w", err)}
 		}
 	}
+	if o.App.ReleaseRepo != "" && acc != accessRead {
+		switch {
+		case o.App.URLTemplate != "":
+			return nil, cliutil.Usagef("--release-repo and --url-template exclude each other: releases come from one source")
+		case o.App.PublicKeyFile != "":
+			return nil, cliutil.Usagef("--release-repo and --public-key exclude each other: the repository's own keys (its root, --release-root) sign its releases")
+		}
+		if err := checkHTTPURL(o.App.ReleaseRepo); err != nil {
+			return nil, cliutil.UsageError{Err: fmt.Errorf("--release-repo: %w", err)}
+		}
+	}
 	if acc == accessRead {
 		fi, err := os.Stat(o.Root)
 		switch {
@@ -391,6 +416,13 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	}
 	if o.App.URLTemplate != "" {
 		uf.Spec.URLTemplate = o.App.URLTemplate
+		uf.Spec.ReleaseRepo = "" // back to the plain mode
+	}
+	if o.App.ReleaseRepo != "" {
+		// Repository mode replaces the plain one: its keys, not a
+		// public key, sign releases.
+		uf.Spec.ReleaseRepo, uf.Spec.URLTemplate = o.App.ReleaseRepo, ""
+		uf.Spec.App.PublicKey = ""
 	}
 	if len(o.FindURLs) > 0 {
 		uf.Spec.FindURLs = o.FindURLs
@@ -405,6 +437,12 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	if err := uf.Validate(); err != nil {
 		return nil, cliutil.UsageError{Err: err}
 	}
+	var pendingRoot []byte
+	if acc != accessRead {
+		if pendingRoot, err = o.App.checkRepo(uf.Spec.ReleaseRepo, filepath.Join(appDir(o.Root, o.Name), tufDirName)); err != nil {
+			return nil, err
+		}
+	}
 	if o.App.Systemctl != "" && strings.HasPrefix(o.App.Systemctl, o.Root+string(filepath.Separator)) {
 		return nil, cliutil.Usagef("--systemctl %s is under the root %s, where releases are extracted: name the system's", o.App.Systemctl, o.Root)
 	}
@@ -415,7 +453,7 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 			return nil, cliutil.UsageError{Err: err}
 		}
 	}
-	a.o, a.update = o, uf
+	a.o, a.update, a.pendingRoot = o, uf, pendingRoot
 	if acc == accessInstall {
 		if err := a.setupInstaller(); err != nil {
 			return nil, err
@@ -435,6 +473,14 @@ func (a *Agent) save() error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.pendingRoot != nil {
+		if err := os.MkdirAll(a.dir(), 0o755); err != nil {
+			return err
+		}
+		if err := a.trustRoot(); err != nil {
+			return err
+		}
+	}
 	if a.stored && reflect.DeepEqual(a.loaded, a.update.Spec) {
 		return nil
 	}
@@ -636,7 +682,7 @@ func (a *Agent) setupInstaller() error {
 	if app.scripted() {
 		return a.setupScriptInstaller()
 	}
-	if a.update.Spec.URLTemplate == "" {
+	if a.update.Spec.URLTemplate == "" && a.update.Spec.ReleaseRepo == "" {
 		return nil
 	}
 	tree := a.tree()
@@ -653,13 +699,25 @@ func (a *Agent) setupInstaller() error {
 			PIDFile: tree.AppPIDPath(), Log: a.o.Log,
 		}
 	default:
-		return cliutil.Usagef("a url_template is set but nothing runs the app: pass --process NAME (agentd supervises bin/NAME) or --systemd-unit UNIT")
+		return cliutil.Usagef("a url_template or release_repo is set but nothing runs the app: pass --process NAME (agentd supervises bin/NAME) or --systemd-unit UNIT")
 	}
 	clk := a.o.Clock
+	var resolve func(context.Context, string) (install.ResolvedTarget, error)
+	if u := a.update.Spec.ReleaseRepo; u != "" {
+		// The same HTTP client as the downloads (none set: Go's default)
+		// and the agent's clock for expiry. A metadata request that takes
+		// longer than the downloads' stall timeout has stalled.
+		a.repo = &release.Client{URL: u, Dir: a.tufDir(), Now: clk.Now}
+		if app.DownloadStallTimeout > 0 {
+			a.repo.RequestTimeout = app.DownloadStallTimeout
+		}
+		resolve = a.resolveRelease
+	}
 	a.installer = &install.Installer{
 		Tree: tree,
 		Fetcher: &install.Fetcher{
 			URLTemplate: a.update.Spec.URLTemplate, PublicKey: app.PublicKey, App: app.AppName, Progress: app.Progress,
+			Resolve: resolve,
 			// The stall rule and the deadline bound every request, not a
 			// client timeout: a slow but moving download may finish.
 			StallTimeout: app.DownloadStallTimeout, Deadline: app.DownloadDeadline, Log: a.o.Log,
@@ -764,4 +822,28 @@ func (a *Agent) Status() install.Status {
 // runs every app of the host in one process (runHost, apps.go).
 func (a *Agent) Run(ctx context.Context) error {
 	return runHost(ctx, []*Agent{a})
+}
+
+// checkRepo checks the release repository settings: --release-root (read
+// and checked; returned when it changes what dir trusts, see planRoot),
+// and that an app with a repository has a root to trust, given now or
+// kept in dir.
+func (o *AppOptions) checkRepo(repo, dir string) ([]byte, error) {
+	if o.ReleaseRootFile != "" && repo == "" {
+		return nil, cliutil.Usagef("--release-root goes with --release-repo URL, the repository it is the root of")
+	}
+	if repo == "" {
+		return nil, nil
+	}
+	if o.ReleaseRootFile == "" {
+		if _, err := release.TrustedRoot(dir); err != nil {
+			return nil, cliutil.Usagef("release repository %s: no trusted root in %s: pass --release-root FILE (the repository's metadata/root.json, given once, out of band)", repo, dir)
+		}
+		return nil, nil
+	}
+	b, v, err := readRootFile(o.ReleaseRootFile)
+	if err != nil {
+		return nil, err
+	}
+	return planRoot(dir, b, v)
 }

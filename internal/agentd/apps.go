@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -411,7 +412,7 @@ func runHost(ctx context.Context, agents []*Agent) error {
 // appSettingFlags are the flags whose settings 'agentd run' saves in an
 // app's update.yaml: they need an app to go to.
 var appSettingFlags = []string{"group", "site", "hostname", "url-template", "find-url", "process", "app-arg", "systemd-unit",
-	"systemctl", "app-name", "bin-dir", "health-url", "health-command", "db", "public-key"}
+	"systemctl", "app-name", "bin-dir", "health-url", "health-command", "db", "public-key", "release-repo", "release-root"}
 
 // hostAgents builds the agents of every app 'agentd run' runs, the host's
 // first: the app --app selects (default: the default app) with the flags'
@@ -556,6 +557,7 @@ func (a *Agent) report(ctx context.Context) StatusReport {
 		rep.GroupError, _ = a.groupProblem(ctx, plan)
 	}
 	rep.Site, rep.SiteFrom = a.site()
+	rep.ReleaseRepo = a.repoStatus()
 	return rep
 }
 
@@ -620,7 +622,37 @@ func writeStatusTable(w io.Writer, rep StatusReport) error {
 		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\n", escape.Text(appLabel(e.App)), escape.Text(r.Group), r.Enabled,
 			escape.Text(orNone(r.Installed)), escape.Text(desired), escape.Text(truncateText(state, 120)))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range rep.Apps {
+		if r := e.ReleaseRepo; r != nil {
+			fmt.Fprintf(w, "release repository of %s: %s\n", escape.Text(appLabel(e.App)), escape.Text(repoLine(r)))
+		}
+	}
+	return nil
+}
+
+// repoLine is an app's trust state on one line.
+func repoLine(r *RepoStatus) string {
+	var b strings.Builder
+	b.WriteString(r.URL)
+	if r.RootVersion > 0 {
+		fmt.Fprintf(&b, ", root v%d (expires %s)", r.RootVersion, r.RootExpires.Format(time.RFC3339))
+	}
+	switch {
+	case r.TargetsVersion > 0:
+		fmt.Fprintf(&b, ", targets v%d, verified %s, valid until %s", r.TargetsVersion, r.RefreshedAt.Format(time.RFC3339), r.Expires.Format(time.RFC3339))
+	default:
+		b.WriteString(", not refreshed yet")
+	}
+	if r.LastError != "" {
+		fmt.Fprintf(&b, "; last refresh failed %s: %s", r.LastErrorAt.Format(time.RFC3339), truncateText(r.LastError, 200))
+	}
+	if r.TrustError != "" {
+		b.WriteString("; " + r.TrustError)
+	}
+	return b.String()
 }
 
 func truncateText(s string, n int) string {

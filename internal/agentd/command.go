@@ -80,6 +80,8 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	fl.StringVar(&f.o.Site, "site", "", "site this host runs at, for counts and halt reasons by site (saved in update.yaml; --site= clears); default: the JetStream domain of the NATS server it connects to")
 	fl.StringVar(&f.o.Hostname, "hostname", "", "host name heartbeats report (saved in update.yaml; --hostname= clears it; default: the system's)")
 	fl.StringVar(&f.o.App.URLTemplate, "url-template", "", "release URL, e.g. https://dl.example/app/{{.Version}}/app-{{.OS}}-{{.Arch}}.tar.gz (saved in update.yaml)")
+	fl.StringVar(&f.o.App.ReleaseRepo, "release-repo", "", "TUF release repository URL (its metadata/ and targets/ below it): install only what its verified metadata names for this app, version, OS and arch (saved; excludes --url-template and --public-key; needs --release-root once)")
+	fl.StringVar(&f.o.App.ReleaseRootFile, "release-root", "", "the release repository's root.json, given once out of band: checked and kept as the trusted root under the app's tree (<tree>/tuf/); root rotations are followed from it")
 	fl.StringArrayVar(&f.o.FindURLs, "find-url", nil, "controller find endpoint, e.g. https://ctl-1:8080/v1/find, for when the bus is unreachable (repeat; saved in update.yaml)")
 	// The app settings: enable and run save those given in update.yaml
 	// (spec.app); every command uses the saved ones it is not given.
@@ -568,6 +570,9 @@ type StatusReport struct {
 	// "fetch" has got, as last recorded (every --progress-interval).
 	Download     *install.DownloadProgress `json:"download,omitempty"`
 	JournalError string                    `json:"journal_error,omitempty"`
+	// ReleaseRepo is the trust state of the app's release repository
+	// (repository mode, repo.go); absent without one.
+	ReleaseRepo *RepoStatus `json:"release_repo,omitempty"`
 	// Apps are every app of the host (apps.go), the default app first:
 	// the top-level fields are the one --app selects (default: the
 	// default app), as before apps.
@@ -597,11 +602,18 @@ are disabled; a --root that does not exist is an error.
 
 On a host with several apps, the top-level fields are the app --app
 selects (default: the default app, at the root), and "apps" lists every
-app with the same fields; -o table prints one row per app.`,
+app with the same fields; -o table prints one row per app.
+
+An app whose releases come from a release repository (--release-repo) has
+"release_repo": its URL, the trusted root's version and expiry (after any
+rotation agentd followed), the targets version and earliest expiry the last
+successful refresh verified, and the last refresh's error, if it failed
+(-o table prints a line per such app below the table).`,
 		Example: `  agentd status | jq .installed
   agentd status --root /tmp/agent1
   agentd status -o table
-  agentd status --app db | jq '.apps[] | {app, installed, desired}'`,
+  agentd status --app db | jq '.apps[] | {app, installed, desired}'
+  agentd status | jq '.apps[] | {app, release_repo}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "json" && output != "table" {

@@ -84,7 +84,7 @@ func (a *Agent) installerName() string {
 	switch {
 	case a.o.App.scripted():
 		return rollout.InstallerScript
-	case a.update.Spec.URLTemplate != "":
+	case a.update.Spec.URLTemplate != "", a.update.Spec.ReleaseRepo != "":
 		return rollout.InstallerTarball
 	}
 	return ""

@@ -27,7 +27,9 @@ const (
 	// The site is broken or attacked.
 	ClassArtifact FailureClass = "artifact"
 	// ClassInfrastructure: the host or the network, not the version:
-	// download errors (network, HTTP status, stalls, deadlines), a full
+	// download errors (network, HTTP status, stalls, deadlines), a release
+	// repository that cannot be read or does not verify, or serves a file
+	// other than its verified metadata describes (ErrRepository), a full
 	// disk, the root lock held, a database backup that cannot be made, an
 	// install cut short by a crash or by agentd stopping.
 	ClassInfrastructure FailureClass = "infrastructure"
@@ -69,6 +71,7 @@ const MaxCauseLen = 64
 func classify(err error) (FailureClass, string) {
 	var se *StatusError
 	var ne net.Error
+	var re *RepositoryError
 	switch {
 	case err == nil:
 		return "", ""
@@ -76,6 +79,12 @@ func classify(err error) (FailureClass, string) {
 		return ClassRelease, "invalid release tree"
 	case errors.Is(err, ErrUnhealthy):
 		return ClassRelease, "unhealthy"
+	case errors.As(err, &re):
+		// Before the download errors it may wrap: the repository (or its
+		// mirror) is at fault, whatever the transport said.
+		return ClassInfrastructure, clipCause("release repository: " + re.Reason)
+	case errors.Is(err, ErrRepository):
+		return ClassInfrastructure, "release repository"
 	case errors.Is(err, ErrBadChecksum):
 		return ClassArtifact, "checksum mismatch"
 	case errors.Is(err, ErrShadowsTool):
@@ -130,6 +139,14 @@ func classify(err error) (FailureClass, string) {
 		return ClassInfrastructure, "network error"
 	}
 	return ClassRelease, "failed"
+}
+
+// clipCause bounds a cause to MaxCauseLen bytes.
+func clipCause(s string) string {
+	if len(s) <= MaxCauseLen {
+		return s
+	}
+	return s[:MaxCauseLen]
 }
 
 // StatusError is a download request answered with a status other than the

@@ -57,6 +57,14 @@ var (
 	ErrUnhealthy = errors.New("new version unhealthy")
 	// ErrBackup: the database backup could not be made or is unusable.
 	ErrBackup = errors.New("database backup")
+	// ErrRepository: in repository mode (Fetcher.Resolve), the release
+	// repository or a mirror is at fault: it could not be read, what it
+	// served did not verify (expired, rolled back, badly signed), it names
+	// no such release for this host, or the file it served is not the one
+	// its verified metadata describes. Never the release's fault: an
+	// infrastructure failure (ClassOf), retried with backoff. A
+	// RepositoryError says which.
+	ErrRepository = errors.New("release repository")
 	// ErrNotOurs: a bin dir entry agentd did not create (links.yaml does not
 	// list it, or it no longer points into versions/) is where a link of
 	// ours should go. It is never replaced or removed: the operator decides.
@@ -86,3 +94,25 @@ func (e *LockedError) Who() string {
 	}
 	return e.Holder
 }
+
+// RepositoryError is a repository mode failure (Fetcher.Resolve): Reason
+// is short ("unavailable", "expired", "refused", "no such release", "wrong
+// file") and becomes the Cause, "release repository: <reason>". It is
+// ErrRepository.
+type RepositoryError struct {
+	Reason string
+	Err    error
+}
+
+func (e *RepositoryError) Error() string {
+	if e.Err == nil {
+		return "release repository: " + e.Reason
+	}
+	return "release repository: " + e.Reason + ": " + e.Err.Error()
+}
+
+// Unwrap is the underlying error.
+func (e *RepositoryError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRepository) true.
+func (e *RepositoryError) Is(target error) bool { return target == ErrRepository }

@@ -104,6 +104,28 @@ type Fetcher struct {
 	// ProgressEvery is how often Log and OnProgress hear of a moving
 	// download; 0 means DefaultProgressEvery.
 	ProgressEvery time.Duration
+
+	// Resolve, when set, is repository mode: it names the tarball of a
+	// version for this host from a release repository's verified metadata
+	// (agentd plugs a TUF client in here; pkg/install knows none), and is
+	// used instead of URLTemplate, HEAD, .sha256 and .sig. The download
+	// keeps the other rules (stall, deadline, resume, free space,
+	// progress), must be exactly Length bytes (never more are read) and
+	// hash to SHA256; a file that is not is the repository's (or its
+	// mirror's) fault: ErrRepository, an infrastructure failure, never
+	// ErrBadChecksum. Resolve's own errors should be ErrRepository
+	// (RepositoryError) unless ctx ended; Fetch reports ctx's cause for it
+	// then.
+	Resolve func(ctx context.Context, version string) (ResolvedTarget, error)
+}
+
+// ResolvedTarget is a release file as a repository's verified metadata
+// names it: where to download it, its exact length and its sha256.
+type ResolvedTarget struct {
+	URL    string
+	Length int64
+	// SHA256 is lowercase hex.
+	SHA256 string
 }
 
 // Download is a verified release tarball on disk.
@@ -155,6 +177,9 @@ func (f *Fetcher) URL(version string) (string, error) {
 // or ctx) keeps the .part file for the next attempt; a checksum mismatch
 // removes it.
 func (f *Fetcher) Fetch(ctx context.Context, version, dir string) (Download, error) {
+	if f.Resolve != nil {
+		return f.fetchResolved(ctx, version, dir)
+	}
 	rawURL, err := f.URL(version)
 	if err != nil {
 		return Download{}, fmt.Errorf("fetch %q: %w", version, err)
@@ -256,6 +281,87 @@ func (f *Fetcher) fetch(ctx context.Context, version, dir, rawURL string) (Downl
 	}
 	return Download{Path: final, SHA256: got, Size: size}, nil
 }
+
+// fetchResolved is Fetch in repository mode (Resolve).
+func (f *Fetcher) fetchResolved(ctx context.Context, version, dir string) (Download, error) {
+	if err := checkVersion(version); err != nil {
+		return Download{}, fmt.Errorf("fetch %q: %w", version, err)
+	}
+	ctx, stop := f.withDeadline(ctx)
+	defer stop()
+	t, err := f.Resolve(ctx, version)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Cut off (abandoned, deadline, stopping): that, not the
+			// repository, is why.
+			return Download{}, fmt.Errorf("fetch %s: %w: %w", version, context.Cause(ctx), err)
+		}
+		return Download{}, fmt.Errorf("fetch %s: %w", version, err)
+	}
+	dl, err := f.fetchTarget(ctx, version, dir, t)
+	if err != nil {
+		return Download{}, fmt.Errorf("fetch %s: %w", version, err)
+	}
+	return dl, nil
+}
+
+func (f *Fetcher) fetchTarget(ctx context.Context, version, dir string, t ResolvedTarget) (Download, error) {
+	u, err := url.Parse(t.URL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return Download{}, &RepositoryError{Reason: "bad target", Err: fmt.Errorf("target URL %q: want an http:// or https:// URL", redact(t.URL))}
+	case t.Length <= 0:
+		return Download{}, &RepositoryError{Reason: "bad target", Err: fmt.Errorf("%s: length %d", redact(t.URL), t.Length)}
+	case !isSHA256Hex(t.SHA256):
+		return Download{}, &RepositoryError{Reason: "bad target", Err: fmt.Errorf("%s: sha256 %q", redact(t.URL), t.SHA256)}
+	}
+	want, size := strings.ToLower(t.SHA256), t.Length
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Download{}, fmt.Errorf("create %s: %w", dir, err)
+	}
+	part := filepath.Join(dir, ".download-"+version+".part")
+	have := partialSize(part, size)
+	if err := f.checkSpace(dir, size, have); err != nil {
+		return Download{}, err
+	}
+	wrong := func(err error) error {
+		if se := (*sizeError)(nil); errors.As(err, &se) {
+			return &RepositoryError{Reason: "wrong file", Err: err}
+		}
+		return err
+	}
+	got, err := f.download(ctx, version, t.URL, part, size, have, nil)
+	if err != nil {
+		return Download{}, wrong(err)
+	}
+	if got != want {
+		_ = os.Remove(part)
+		if have > 0 {
+			// The old part may be at fault (see fetch): once more, from
+			// zero.
+			if got, err = f.download(ctx, version, t.URL, part, size, 0, nil); err != nil {
+				return Download{}, wrong(err)
+			}
+		}
+	}
+	if got != want {
+		_ = os.Remove(part)
+		return Download{}, &RepositoryError{Reason: "wrong file", Err: fmt.Errorf("%s has sha256 %s, the verified metadata says %s", redact(t.URL), got, want)}
+	}
+	final := filepath.Join(dir, ".download-"+version+".tar.gz")
+	if err := os.Rename(part, final); err != nil {
+		return Download{}, fmt.Errorf("rename %s: %w", part, err)
+	}
+	return Download{Path: final, SHA256: got, Size: size}, nil
+}
+
+// sizeError is a download whose length is not the one expected (a
+// Content-Length, a Content-Range or a body of another size): the server
+// sends another file. It is what it wraps (ErrDownload); repository mode
+// makes it ErrRepository.
+type sizeError struct{ error }
+
+func (e *sizeError) Unwrap() error { return e.error }
 
 // head asks for the tarball's size. A size is required: it drives the
 // space check and is how a truncated or overlong body is recognised.
@@ -501,7 +607,7 @@ func (f *Fetcher) download(ctx context.Context, version, rawURL, part string, si
 	switch {
 	case resp.StatusCode == http.StatusPartialContent && have > 0:
 		if err := checkContentRange(resp.Header.Get("Content-Range"), have, size); err != nil {
-			return "", fmt.Errorf("%w: GET %s: %v", ErrDownload, redact(rawURL), err)
+			return "", &sizeError{fmt.Errorf("%w: GET %s: %v", ErrDownload, redact(rawURL), err)}
 		}
 		flags |= os.O_APPEND
 	case resp.StatusCode == http.StatusOK:
@@ -515,7 +621,7 @@ func (f *Fetcher) download(ctx context.Context, version, rawURL, part string, si
 	}
 	want := size - have
 	if resp.ContentLength >= 0 && resp.ContentLength != want {
-		return "", fmt.Errorf("%w: GET %s: Content-Length %d, want %d (HEAD said %d bytes)", ErrDownload, redact(rawURL), resp.ContentLength, want, size)
+		return "", &sizeError{fmt.Errorf("%w: GET %s: Content-Length %d, want %d (%d bytes in all)", ErrDownload, redact(rawURL), resp.ContentLength, want, size)}
 	}
 
 	out, err := os.OpenFile(part, flags, 0o644)
@@ -557,7 +663,7 @@ func (f *Fetcher) download(ctx context.Context, version, rawURL, part string, si
 		// The server sends something other than what HEAD described.
 		out.Close()
 		_ = os.Remove(part)
-		return "", fmt.Errorf("%w: GET %s: body longer than the %d bytes announced", ErrDownload, redact(rawURL), size)
+		return "", &sizeError{fmt.Errorf("%w: GET %s: body longer than the %d bytes announced", ErrDownload, redact(rawURL), size)}
 	case n < want:
 		return "", fmt.Errorf("%w: GET %s: truncated at %d of %d bytes", ErrDownload, redact(rawURL), have+n, size)
 	}

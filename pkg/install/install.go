@@ -411,7 +411,10 @@ func (in *Installer) preflight(target string) error {
 	if err != nil {
 		return err
 	}
-	signed := in.Fetcher != nil && in.Fetcher.PublicKey != nil
+	// A release a repository's verified metadata names (Resolve) is
+	// signed too: by the repository's targets keys, for this app and
+	// version.
+	signed := in.Fetcher != nil && (in.Fetcher.PublicKey != nil || in.Fetcher.Resolve != nil)
 	if err := checkTools(target, names, signed); err != nil {
 		return err
 	}

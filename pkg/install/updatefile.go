@@ -51,6 +51,11 @@ type UpdateSpec struct {
 	Site string `yaml:"site,omitempty"`
 	// URLTemplate is where releases are downloaded from.
 	URLTemplate string `yaml:"url_template,omitempty"`
+	// ReleaseRepo is the base URL of a TUF release repository (agentd
+	// --release-repo): releases are the targets its verified metadata
+	// names, and the trusted root is kept under the app's tree in tuf/.
+	// It excludes URLTemplate and app.public_key.
+	ReleaseRepo string `yaml:"release_repo,omitempty"`
 	// Enabled allows automatic updates.
 	Enabled bool `yaml:"enabled"`
 	// App is how the app runs and is judged, as 'agentd enable' or
@@ -316,6 +321,16 @@ func (f *UpdateFile) Validate() error {
 	}
 	if err := f.Spec.App.Validate(); err != nil {
 		return fmt.Errorf("spec.app: %w", err)
+	}
+	if f.Spec.ReleaseRepo != "" {
+		switch {
+		case f.Spec.URLTemplate != "":
+			return errors.New("spec.release_repo and spec.url_template exclude each other: releases come from one source")
+		case f.Spec.App.PublicKey != "":
+			return errors.New("spec.release_repo and spec.app.public_key exclude each other: a release repository's own keys sign its releases")
+		case f.Spec.App.IsScript():
+			return errors.New("spec.release_repo is for tarball releases; the script installer installs with the host's own command")
+		}
 	}
 	if err := f.Status.validateError(); err != nil {
 		return err

@@ -300,9 +300,11 @@ func classifyTUF(err error) error {
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrUntrusted):
 		return err
 	case errors.As(err, &dl), errors.Is(err, &metadata.ErrDownload{}):
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return fmt.Errorf("%w: %v", ErrUntrusted, err)
+	// go-tuf's error stays in the chain: a caller may tell an expired
+	// role (metadata.ErrExpiredMetadata) from other refusals.
+	return fmt.Errorf("%w: %w", ErrUntrusted, err)
 }
 
 // boundedFetcher is go-tuf's window on the network: one GET per file,
