@@ -171,3 +171,35 @@ func (r *Repo) Client(now func() time.Time) *release.Client {
 	}
 	return &release.Client{URL: r.Serve(), Dir: dir, Now: now}
 }
+
+// Files reads every file under dir (path relative to dir, slash-separated
+// → mode and content): compare two readings to prove a command that
+// failed changed nothing.
+func Files(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			out[filepath.ToSlash(rel)+"/"] = info.Mode().String()
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = info.Mode().String() + " " + string(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

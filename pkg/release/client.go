@@ -2,7 +2,6 @@ package release
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +67,11 @@ type Client struct {
 	// and the last verified timestamp, snapshot and targets (what makes a
 	// rollback detectable).
 	Dir string
+	// Root, used when Dir is "", is the trusted root for a client that
+	// keeps nothing: every refresh starts from Root, follows rotations
+	// in memory and writes no file (a read-only command's mode: fleetctl
+	// repo ls URL). Rollback is then caught only within one refresh.
+	Root []byte
 	// HTTP makes the requests; nil means http.DefaultClient. Redirects to
 	// another host are the caller's to refuse (its CheckRedirect).
 	HTTP *http.Client
@@ -152,7 +156,14 @@ func TrustedRoot(dir string) ([]byte, error) {
 func (c *Client) Refresh(ctx context.Context) (*Trusted, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	root, err := TrustedRoot(c.Dir)
+	root, err := c.Root, error(nil)
+	if c.Dir != "" {
+		root, err = TrustedRoot(c.Dir)
+	} else if len(root) == 0 {
+		err = fmt.Errorf("%w: a client with neither Dir nor Root", ErrUntrusted)
+	} else if len(root) > MaxRootBytes {
+		err = fmt.Errorf("%w: the root is %d bytes, more than %d", ErrUntrusted, len(root), MaxRootBytes)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +179,14 @@ func (c *Client) Refresh(ctx context.Context) (*Trusted, error) {
 	cfg.RemoteTargetsURL = base + "/targets"
 	cfg.LocalMetadataDir = c.Dir
 	cfg.LocalTargetsDir = filepath.Join(c.Dir, "targets") // unused: targets are downloaded by the caller
+	if c.Dir == "" {
+		// go-tuf still tries to read a cached timestamp, snapshot and
+		// targets from LocalMetadataDir ("" would be the working
+		// directory): point it where no file can be.
+		cfg.DisableLocalCache = true
+		cfg.LocalMetadataDir = filepath.Join(os.DevNull, "no-cache")
+		cfg.LocalTargetsDir = cfg.LocalMetadataDir
+	}
 	cfg.RootMaxLength, cfg.TimestampMaxLength = MaxRootBytes, MaxTimestampBytes
 	cfg.SnapshotMaxLength, cfg.TargetsMaxLength = MaxSnapshotBytes, MaxTargetsBytes
 	cfg.MaxDelegations = 0
@@ -224,18 +243,10 @@ func (t *Trusted) Target(app, version, goos, goarch string) (Target, error) {
 }
 
 func (t *Trusted) target(p string, tf *metadata.TargetFiles) (Target, error) {
-	c, err := DecodeCustom(p, tf.Custom)
+	c, hexSum, err := checkTarget(p, tf)
 	if err != nil {
 		return Target{}, fmt.Errorf("%w: %v", ErrUntrusted, err)
 	}
-	sum, ok := tf.Hashes["sha256"]
-	if !ok || len(sum) != 32 {
-		return Target{}, fmt.Errorf("%w: %q has no sha256", ErrUntrusted, p)
-	}
-	if tf.Length <= 0 {
-		return Target{}, fmt.Errorf("%w: %q has length %d", ErrUntrusted, p, tf.Length)
-	}
-	hexSum := hex.EncodeToString(sum)
 	remote := p
 	if t.consistent {
 		dir, file := path.Split(p)
@@ -247,36 +258,11 @@ func (t *Trusted) target(p string, tf *metadata.TargetFiles) (Target, error) {
 // Releases lists the verified releases, by app then version (semver
 // order), and the targets it skipped because they name no release.
 func (t *Trusted) Releases() ([]Release, []error) {
-	by := map[[2]string]*Release{}
-	var bad []error
-	for p, tf := range t.targets {
-		tg, err := t.target(p, tf)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		c := tg.Custom
-		k := [2]string{c.App, c.Version}
-		r := by[k]
-		if r == nil {
-			r = &Release{App: c.App, Version: c.Version}
-			by[k] = r
-		}
-		r.Platforms = append(r.Platforms, Platform(c.OS, c.Arch))
-		r.Security = r.Security || c.Security
-		r.EndOfLife = r.EndOfLife || c.EndOfLife
-		if c.Notes != "" {
-			r.Notes = c.Notes
-		}
+	rs, bad := releasesOf(t.targets)
+	for i, err := range bad {
+		bad[i] = fmt.Errorf("%w: %v", ErrUntrusted, err)
 	}
-	out := make([]Release, 0, len(by))
-	for _, r := range by {
-		slices.Sort(r.Platforms)
-		out = append(out, *r)
-	}
-	SortReleases(out)
-	slices.SortFunc(bad, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return out, bad
+	return rs, bad
 }
 
 func (t *Trusted) versionsOf(app string) string {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/theupdateframework/go-tuf/v2/metadata"
@@ -149,4 +150,88 @@ func readBounded(path string) ([]byte, error) {
 		return nil, errors.New(path + ": too large for a key file")
 	}
 	return os.ReadFile(path)
+}
+
+// ShortID is the first 12 hex digits of a key id: enough to tell keys
+// apart in a message (the full id is in -o json and in root.json).
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// KeyID is k's TUF key id.
+func KeyID(k *metadata.Key) string {
+	id, err := k.ID()
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+// LoadRoleKeys reads the public key files of one role (NAME.pub, or a
+// private key file's public half) and the threshold of them that must
+// sign: e.g. three root keys, 2 of which sign.
+func LoadRoleKeys(files []string, threshold int) (RoleKeys, error) {
+	rk := RoleKeys{Threshold: threshold}
+	seen := map[string]string{}
+	for _, f := range files {
+		k, err := LoadPublicKey(f)
+		if err != nil {
+			return RoleKeys{}, err
+		}
+		id := KeyID(k)
+		if prev, ok := seen[id]; ok {
+			return RoleKeys{}, fmt.Errorf("%s and %s are the same key (%s): each signer needs a key of their own", prev, f, ShortID(id))
+		}
+		seen[id] = f
+		rk.Keys = append(rk.Keys, k)
+	}
+	if len(rk.Keys) == 0 {
+		return RoleKeys{}, errors.New("no key file")
+	}
+	if threshold < 1 || threshold > len(rk.Keys) {
+		return RoleKeys{}, fmt.Errorf("threshold %d with %d keys: want 1-%d", threshold, len(rk.Keys), len(rk.Keys))
+	}
+	return rk, nil
+}
+
+// KeyFiles are the key files GenerateRoleKeys writes into a directory,
+// one per role: DIR/<role>.key and DIR/<role>.key.pub.
+func KeyFiles(dir string) map[string]string {
+	out := map[string]string{}
+	for _, role := range Roles {
+		out[role] = filepath.Join(dir, role+".key")
+	}
+	return out
+}
+
+// GenerateRoleKeys writes one new key per role into dir (KeyFiles), for a
+// repository one person keeps: it refuses, writing nothing, when any of
+// the files exists.
+func GenerateRoleKeys(dir string) (map[string]*Signer, error) {
+	files := KeyFiles(dir)
+	for _, role := range Roles {
+		for _, f := range []string{files[role], files[role] + ".pub"} {
+			if _, err := os.Lstat(f); err == nil {
+				return nil, fmt.Errorf("%s exists: a key file is never overwritten (give another directory)", f)
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	out := map[string]*Signer{}
+	for _, role := range Roles {
+		if _, err := GenerateKey(files[role]); err != nil {
+			return nil, err
+		}
+		s, err := LoadSigner(files[role])
+		if err != nil {
+			return nil, err
+		}
+		out[role] = s
+	}
+	return out, nil
 }

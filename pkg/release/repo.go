@@ -90,24 +90,32 @@ type InitOptions struct {
 // Init stages version 1 of root and an empty targets in a new repository.
 // Nothing is served until they are signed (Sign) and published (Publish).
 func (r *Repo) Init(o InitOptions) error {
-	if _, err := os.Stat(filepath.Join(r.Dir, MetadataDir)); err == nil {
-		return fmt.Errorf("%s already holds a repository", r.Dir)
+	if err := r.checkNoRepository(); err != nil {
+		return err
 	}
 	root := metadata.Root(r.now().Add(r.expiry().Root))
 	root.Signed.ConsistentSnapshot = true
-	for role, rk := range map[string]RoleKeys{metadata.ROOT: o.Root, metadata.TARGETS: o.Targets, metadata.SNAPSHOT: o.Snapshot, metadata.TIMESTAMP: o.Timestamp} {
+	for _, role := range Roles {
+		rk := map[string]RoleKeys{metadata.ROOT: o.Root, metadata.TARGETS: o.Targets, metadata.SNAPSHOT: o.Snapshot, metadata.TIMESTAMP: o.Timestamp}[role]
 		if len(rk.Keys) == 0 {
 			return fmt.Errorf("%s: no key", role)
-		}
-		if rk.Threshold < 1 || rk.Threshold > len(rk.Keys) {
-			return fmt.Errorf("%s: threshold %d with %d keys", role, rk.Threshold, len(rk.Keys))
 		}
 		for _, k := range rk.Keys {
 			if err := root.Signed.AddKey(k, role); err != nil {
 				return fmt.Errorf("%s: %w", role, err)
 			}
 		}
+		// Counted after AddKey, which drops a key given twice: a
+		// threshold of 2 over the same key twice is a threshold of 2
+		// over one key, which nothing could ever meet.
+		n := len(root.Signed.Roles[role].KeyIDs)
+		if rk.Threshold < 1 || rk.Threshold > n {
+			return fmt.Errorf("%s: threshold %d with %d distinct keys: want 1-%d", role, rk.Threshold, n, n)
+		}
 		root.Signed.Roles[role].Threshold = rk.Threshold
+	}
+	if err := checkRoot(root); err != nil {
+		return err
 	}
 	targets := metadata.Targets(r.now().Add(r.expiry().Targets))
 	for _, d := range []string{MetadataDir, TargetsDir, StagedDir} {
@@ -190,25 +198,25 @@ func (r *Repo) PublishedTimestamp() (*metadata.Metadata[metadata.TimestampType],
 }
 
 // trustRoot is the root that decides who may sign targets, snapshot and
-// timestamp: the staged root when it is signed enough to be published
-// next, else the published one.
+// timestamp at the next publish: the staged root when there is one
+// (Publish publishes nothing until a staged root is signed enough, so it
+// is the root trusted when anything staged is next published), else the
+// published one.
+//
+// The foundation took the staged root only once it was signed enough:
+// then a targets key added by a rotation could not sign the staged
+// targets until every root signature was in, and a revoked one could.
 func (r *Repo) trustRoot() (*metadata.Metadata[metadata.RootType], error) {
+	staged, err := r.StagedRoot()
+	if err != nil || staged != nil {
+		return staged, err
+	}
 	pub, err := r.PublishedRoot()
 	if err != nil {
 		return nil, err
 	}
-	staged, err := r.StagedRoot()
-	if err != nil {
-		return nil, err
-	}
-	if staged != nil && r.rootReady(pub, staged) == nil {
-		return staged, nil
-	}
 	if pub == nil {
-		if staged == nil {
-			return nil, fmt.Errorf("%s holds no repository: run 'fleetctl repo init'", r.Dir)
-		}
-		return staged, nil
+		return nil, fmt.Errorf("%w: %s: run 'fleetctl repo init %s'", ErrNoRepository, r.Dir, r.Dir)
 	}
 	return pub, nil
 }
@@ -222,11 +230,13 @@ func (r *Repo) rootReady(prev, staged *metadata.Metadata[metadata.RootType]) err
 			return fmt.Errorf("staged root is v%d, the published v%d: want v%d", staged.Signed.Version, prev.Signed.Version, prev.Signed.Version+1)
 		}
 		if err := prev.VerifyDelegate(metadata.ROOT, staged); err != nil {
-			return fmt.Errorf("root v%d needs the signatures of root v%d's threshold (%d): %v", staged.Signed.Version, prev.Signed.Version, prev.Signed.Roles[metadata.ROOT].Threshold, err)
+			return fmt.Errorf("%w: root v%d needs %d signatures of root v%d's root keys, it has %d: sign it with 'fleetctl repo sign %s --key ROOT-KEY' (%v)", ErrShortOfSignatures,
+				staged.Signed.Version, prev.Signed.Roles[metadata.ROOT].Threshold, prev.Signed.Version, len(validSigners(prev, metadata.ROOT, staged)), r.Dir, err)
 		}
 	}
 	if err := staged.VerifyDelegate(metadata.ROOT, staged); err != nil {
-		return fmt.Errorf("root v%d needs its own root threshold (%d): %v", staged.Signed.Version, staged.Signed.Roles[metadata.ROOT].Threshold, err)
+		return fmt.Errorf("%w: root v%d needs %d signatures of its own root keys, it has %d: sign it with 'fleetctl repo sign %s --key ROOT-KEY' (%v)", ErrShortOfSignatures,
+			staged.Signed.Version, staged.Signed.Roles[metadata.ROOT].Threshold, len(validSigners(staged, metadata.ROOT, staged)), r.Dir, err)
 	}
 	return nil
 }
@@ -242,6 +252,12 @@ func (r *Repo) AddTarget(file string, c Custom) (string, error) {
 		return "", err
 	}
 	if err := c.check(); err != nil {
+		return "", err
+	}
+	if err := CheckNotes(c.Notes); err != nil {
+		return "", err
+	}
+	if _, err := r.trustRoot(); err != nil {
 		return "", err
 	}
 	tf, err := r.copyTarget(file, tp)
@@ -280,7 +296,7 @@ func (r *Repo) targetsToEdit() (*metadata.Metadata[metadata.TargetsType], error)
 			return nil, err
 		}
 		if t == nil {
-			return nil, fmt.Errorf("%s holds no repository: run 'fleetctl repo init'", r.Dir)
+			return nil, fmt.Errorf("%w: %s: run 'fleetctl repo init %s'", ErrNoRepository, r.Dir, r.Dir)
 		}
 		t.Signed.Version++
 	}
@@ -345,7 +361,20 @@ func (r *Repo) Sign(s *Signer) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if root != nil && (hasKey(root, metadata.ROOT, s.ID) || (pub != nil && hasKey(pub, metadata.ROOT, s.ID))) {
+	t, err := r.StagedTargets()
+	if err != nil {
+		return nil, err
+	}
+	signRoot := root != nil && (hasKey(root, metadata.ROOT, s.ID) || (pub != nil && hasKey(pub, metadata.ROOT, s.ID)))
+	signTargets := false
+	if t != nil {
+		trust, err := r.trustRoot()
+		if err != nil {
+			return nil, err
+		}
+		signTargets = hasKey(trust, metadata.TARGETS, s.ID)
+	}
+	if signRoot {
 		if err := signOnce(root, s); err != nil {
 			return nil, err
 		}
@@ -354,27 +383,17 @@ func (r *Repo) Sign(s *Signer) ([]string, error) {
 		}
 		signed = append(signed, metadata.ROOT)
 	}
-	t, err := r.StagedTargets()
-	if err != nil {
-		return nil, err
-	}
-	if t != nil {
-		trust, err := r.trustRoot()
-		if err != nil {
+	if signTargets {
+		if err := signOnce(t, s); err != nil {
 			return nil, err
 		}
-		if hasKey(trust, metadata.TARGETS, s.ID) {
-			if err := signOnce(t, s); err != nil {
-				return nil, err
-			}
-			if err := r.stage(metadata.TARGETS, t); err != nil {
-				return nil, err
-			}
-			signed = append(signed, metadata.TARGETS)
+		if err := r.stage(metadata.TARGETS, t); err != nil {
+			return nil, err
 		}
+		signed = append(signed, metadata.TARGETS)
 	}
 	if len(signed) == 0 {
-		return nil, fmt.Errorf("key %s (%s) may sign nothing staged in %s", s.ID[:12], s.Path, r.Dir)
+		return nil, fmt.Errorf("%w: key %s (%s) may sign nothing staged in %s: %s", ErrKeyNotInRole, ShortID(s.ID), s.Path, r.Dir, r.whatWaits())
 	}
 	return signed, nil
 }
@@ -434,19 +453,29 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 	}
 	if t != nil {
 		if err := trust.VerifyDelegate(metadata.TARGETS, t); err != nil {
-			return fmt.Errorf("targets v%d needs %d signatures of the targets keys: %v", t.Signed.Version, trust.Signed.Roles[metadata.TARGETS].Threshold, err)
+			return fmt.Errorf("%w: targets v%d needs %d signatures of root v%d's targets keys, it has %d valid ones (%v): sign it with 'fleetctl repo sign %s --key TARGETS-KEY'",
+				ErrShortOfSignatures, t.Signed.Version, trust.Signed.Roles[metadata.TARGETS].Threshold, trust.Signed.Version, len(validSigners(trust, metadata.TARGETS, t)), err, r.Dir)
 		}
 	} else if t, err = r.PublishedTargets(); err != nil {
 		return err
 	} else if t == nil {
-		return errors.New("nothing to publish: no targets staged")
+		return fmt.Errorf("%w: %s: no targets staged or published", ErrNoRepository, r.Dir)
+	} else if err := trust.VerifyDelegate(metadata.TARGETS, t); err != nil {
+		// A root that changes the targets keys stages a targets version
+		// (RotateKey); this catches a published targets the new root
+		// would make every client refuse.
+		return fmt.Errorf("%w: the published targets v%d is not signed by root v%d's targets keys (%v): stage one with 'fleetctl repo renew %s --role targets' and sign it",
+			ErrShortOfSignatures, t.Signed.Version, trust.Signed.Version, err, r.Dir)
 	}
 	for _, c := range []struct {
 		role string
 		s    *Signer
 	}{{metadata.SNAPSHOT, snapshot}, {metadata.TIMESTAMP, timestamp}} {
-		if c.s == nil || !hasKey(trust, c.role, c.s.ID) {
-			return fmt.Errorf("publishing needs a %s key of root v%d", c.role, trust.Signed.Version)
+		if c.s == nil {
+			return fmt.Errorf("%w: publishing needs a %s key of root v%d", ErrKeyNotInRole, c.role, trust.Signed.Version)
+		}
+		if !hasKey(trust, c.role, c.s.ID) {
+			return fmt.Errorf("%w: key %s (%s) is not a %s key of root v%d", ErrKeyNotInRole, ShortID(c.s.ID), c.s.Path, c.role, trust.Signed.Version)
 		}
 	}
 	md := filepath.Join(r.Dir, MetadataDir)
@@ -511,11 +540,26 @@ func (r *Repo) Timestamp(s *Signer) error {
 		return fmt.Errorf("%s has published nothing yet", r.Dir)
 	}
 	if !hasKey(trust, metadata.TIMESTAMP, s.ID) {
-		return fmt.Errorf("key %s (%s) is not a timestamp key of root v%d", s.ID[:12], s.Path, trust.Signed.Version)
+		return fmt.Errorf("%w: key %s (%s) is not a timestamp key of root v%d", ErrKeyNotInRole, ShortID(s.ID), s.Path, trust.Signed.Version)
 	}
 	snap, err := r.PublishedSnapshot()
 	if err != nil {
 		return err
+	}
+	if snap == nil {
+		return fmt.Errorf("%w: %s serves no snapshot: run 'fleetctl repo publish %s'", ErrNoRepository, r.Dir, r.Dir)
+	}
+	// A fresh timestamp over metadata clients refuse anyway would only
+	// hide the outage from whoever watches this job: fail instead.
+	now := r.now()
+	if snap.Signed.IsExpired(now) {
+		return fmt.Errorf("%w: snapshot v%d expired at %s: re-sign it with 'fleetctl repo publish %s --snapshot-key S --timestamp-key T'", ErrExpired, snap.Signed.Version, snap.Signed.Expires.Format(time.RFC3339), r.Dir)
+	}
+	if t, err := r.PublishedTargets(); err == nil && t != nil && t.Signed.IsExpired(now) {
+		return fmt.Errorf("%w: targets v%d expired at %s: 'fleetctl repo renew %s --role targets', sign and publish", ErrExpired, t.Signed.Version, t.Signed.Expires.Format(time.RFC3339), r.Dir)
+	}
+	if trust.Signed.IsExpired(now) {
+		return fmt.Errorf("%w: root v%d expired at %s: 'fleetctl repo renew %s --role root', sign and publish", ErrExpired, trust.Signed.Version, trust.Signed.Expires.Format(time.RFC3339), r.Dir)
 	}
 	return r.writeTimestamp(snap.Signed.Version, s)
 }
