@@ -69,7 +69,7 @@ func TestAttacks(t *testing.T) {
 		var meta, file stream
 		m.set(m.endless(is(metadataPath(metadata.TIMESTAMP, 0)), &meta))
 		t0 := f.target(v)
-		f.refused(t, t0, v, because(repoCause, "bytes"))
+		f.refused(t, t0, v, because(repoCause+": refused", "timestamp.json", "bytes expected"))
 		hungUp(t, &meta, 64<<20)
 		m.set(m.endless(is(targetURLPath(p, genuine)), &file))
 		f.refused(t, t0, v, because(repoCause+": wrong file"))
@@ -85,13 +85,13 @@ func TestAttacks(t *testing.T) {
 		defer m.stop()
 		old := filepath.Join(t.TempDir(), "old")
 		copyDir(t, repo.Repo.Dir, old)
-		t0 := f.target(mustRelease(f, "1.3.0"))
-		f.installs(t, "1.3.0", t0)
+		f.target(mustRelease(f, "1.3.0"))
+		f.waitDone("1.3.0")
 		v := "1.3.1"
 		f.release(v)
 		m.set(serveDir(old, "/"+release.MetadataDir+"/", "/"+release.TargetsDir+"/"))
-		t0 = f.target(v)
-		f.refused(t, t0, v, because(repoCause, "timestamp version"))
+		t0 := f.target(v)
+		f.refused(t, t0, v, because(repoCause+": refused", "timestamp version"))
 		m.stop()
 		f.installs(t, v, t0)
 	})
@@ -110,7 +110,7 @@ func TestAttacks(t *testing.T) {
 		ts.Signed.Version += 1_000_000
 		m.set(replace(is(metadataPath(metadata.TIMESTAMP, 0)), signed(t, ts, ownKey(t))))
 		t0 := f.target(v)
-		f.refused(t, t0, v, because(repoCause, "signatures"))
+		f.refused(t, t0, v, because(repoCause+": refused", "Verifying timestamp failed"))
 		// With the leaked key, the fast-forward lands (naming the genuine
 		// snapshot: nothing else changes) and 1.4.0 installs.
 		m.set(replace(is(metadataPath(metadata.TIMESTAMP, 0)), signed(t, ts, stolen(t, repo.Timestamp))))
@@ -119,11 +119,11 @@ func TestAttacks(t *testing.T) {
 		v = "1.4.1"
 		f.release(v)
 		t0 = f.target(v)
-		f.refused(t, t0, v, because(repoCause, "timestamp version"))
+		f.refused(t, t0, v, because(repoCause+": refused", "new timestamp version"))
 		// Recovery: the root keyholders (2 of 3) replace the timestamp key.
 		leaked, next := repo.Timestamp, repo.Key("timestamp-2")
 		repo.Timestamp = next
-		rotate(t, repo, swapKey(t, metadata.TIMESTAMP, leaked.Key, next.Key), repo.Roots[:2], nil)
+		rotate(t, repo, metadata.TIMESTAMP, leaked, next, repo.Roots[:2], nil)
 		f.installs(t, v, t0)
 		f.trustedRoots(2)
 	})
@@ -145,7 +145,7 @@ func TestAttacks(t *testing.T) {
 		f.release(v)
 		m.set(serveDir(frozen, "/"+release.MetadataDir+"/"))
 		t0 := f.target(v)
-		f.refused(t, t0, v, because(repoCause, "expired"))
+		f.refused(t, t0, v, because(repoCause+": expired", "timestamp.json is expired"))
 		m.stop()
 		f.installs(t, v, t0)
 	})
@@ -166,7 +166,7 @@ func TestAttacks(t *testing.T) {
 		}
 		m.set(replace(is(metadataPath(metadata.TARGETS, tg.Signed.Version)), b), replace(is(targetURLPath(p, bad)), bad))
 		t0 := f.target(v)
-		f.refused(t, t0, v, because(repoCause, "signatures"))
+		f.refused(t, t0, v, because(repoCause+": refused", "Verifying targets failed"))
 		m.stop()
 		f.installs(t, v, t0)
 	})
@@ -192,24 +192,28 @@ func TestAttacks(t *testing.T) {
 		f.release(v)
 		m.set(replace(is(metadataPath(metadata.TARGETS, publishedTargets(t, repo).Signed.Version)), withdrawn))
 		t0 := f.target(v)
-		f.refused(t, t0, v, because(repoCause, "targets version"))
+		f.refused(t, t0, v, because(repoCause+": refused", "expected targets version"))
 		m.stop()
 		f.installs(t, v, t0)
 	})
 
-	// Slow retrieval: the mirror sends the release file a byte at a time,
-	// never silent, far too slow to finish: each attempt gives up at the
-	// stall timeout (--download-stall-timeout 2s) and is retried; the host
-	// never waits on it for good.
+	// Slow retrieval: the mirror sends the timestamp, then the release
+	// file, a byte at a time: never silent, far too slow to finish. Each
+	// attempt gives up at the stall timeout (--download-stall-timeout 2s,
+	// which bounds each metadata request too) and is retried; no host
+	// waits on the mirror for good.
 	t.Run("slow retrieval", func(t *testing.T) {
 		defer m.stop()
 		v := "1.8.0"
 		p, genuine := f.release(v)
-		var s stream
-		m.set(m.trickle(is(targetURLPath(p, genuine)), 50*time.Millisecond, &s))
+		var meta, file stream
+		m.set(m.trickle(is(metadataPath(metadata.TIMESTAMP, 0)), 100*time.Millisecond, &meta))
 		t0 := f.target(v)
-		f.refused(t, t0, v, refusal{causes: []string{repoCause, "download stalled"}})
-		hungUp(t, &s, int64(len(genuine)))
+		f.refused(t, t0, v, because(repoCause+": unavailable", "deadline"))
+		hungUp(t, &meta, 1<<10)
+		m.set(m.trickle(is(targetURLPath(p, genuine)), 50*time.Millisecond, &file))
+		f.refused(t, t0, v, refusal{causes: []string{repoCause, "download stalled"}, words: []string{targetURLPath(p, genuine)}})
+		hungUp(t, &file, int64(len(genuine)))
 		m.stop()
 		f.installs(t, v, t0)
 	})
@@ -268,7 +272,7 @@ func TestAttacks(t *testing.T) {
 		}
 		m.set(replace(is(metadataPath(metadata.TARGETS, tg.Signed.Version)), forged), replace(is(targetURLPath(p, bad)), bad))
 		t0 := f.target(v)
-		f.refused(t, t0, v, because(repoCause, "not enough signatures, got 1, want 2"))
+		f.refused(t, t0, v, because(repoCause+": refused", "not enough signatures, got 1, want 2"))
 		m.stop()
 		f.installs(t, v, t0)
 	})

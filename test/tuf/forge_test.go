@@ -11,10 +11,8 @@ import (
 	"encoding/pem"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/theupdateframework/go-tuf/v2/metadata"
@@ -163,50 +161,20 @@ func targetPath(t *testing.T, appName, v string) string {
 	return p
 }
 
-// rotate publishes root version+1 as edit makes it, signed by rootKeys
-// (the previous root's threshold and the new one's), with the targets
-// re-signed by targetsKeys when given (a targets key rotation), and a new
-// snapshot and timestamp signed by r.Snapshot and r.Timestamp (set them
-// first when rotating those). It is what an operator's key ceremony does.
-func rotate(t *testing.T, r *tuftest.Repo, edit func(*metadata.RootType), rootKeys []*release.Signer, targetsKeys []*release.Signer) {
+// rotate is an operator's key ceremony (release.Repo.RotateKey, as
+// 'fleetctl repo rotate-key' runs it): root version+1 with role's key old
+// replaced by new, signed by rootKeys (the previous root's threshold and
+// the new one's) and, for the targets role, the targets signed again by
+// targetsKeys; then published with a new snapshot and timestamp signed by
+// r.Snapshot and r.Timestamp (set them first when rotating those).
+func rotate(t *testing.T, r *tuftest.Repo, role string, old, new *release.Signer, rootKeys, targetsKeys []*release.Signer) {
 	t.Helper()
-	root := publishedRoot(t, r)
-	root.Signed.Version++
-	root.Signed.Expires = time.Now().Add(release.DefaultExpiry.Root).UTC()
-	edit(&root.Signed)
-	root.ClearSignatures()
-	staged := filepath.Join(r.Repo.Dir, release.StagedDir)
-	if err := root.ToFile(filepath.Join(staged, "root.json"), true); err != nil {
+	if _, err := r.Repo.RotateKey(release.KeyChange{Role: role, Add: []*metadata.Key{new.Key}, Revoke: []string{old.ID}}); err != nil {
 		t.Fatal(err)
-	}
-	if len(targetsKeys) > 0 {
-		tg := publishedTargets(t, r)
-		tg.Signed.Version++
-		tg.Signed.Expires = time.Now().Add(release.DefaultExpiry.Targets).UTC()
-		tg.ClearSignatures()
-		if err := tg.ToFile(filepath.Join(staged, "targets.json"), true); err != nil {
-			t.Fatal(err)
-		}
 	}
 	r.Sign(rootKeys...)
 	r.Sign(targetsKeys...)
 	r.Publish()
-}
-
-// swapKey revokes old from role and adds new in its place.
-func swapKey(t *testing.T, role string, old, new *metadata.Key) func(*metadata.RootType) {
-	return func(root *metadata.RootType) {
-		oldID, err := old.ID()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := root.RevokeKey(oldID, role); err != nil {
-			t.Fatal(err)
-		}
-		if err := root.AddKey(new, role); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // rootVersionOf reads a root document's version.

@@ -33,7 +33,7 @@ func TestRotation(t *testing.T) {
 		// Root v2 names the new key alone; it is signed by the old key
 		// (the threshold of v1, which hosts trust) and the new one (its
 		// own threshold).
-		rotate(t, repo, swapKey(t, metadata.ROOT, oldRoot.Key, next.Key), []*release.Signer{oldRoot, next}, nil)
+		rotate(t, repo, metadata.ROOT, oldRoot, next, []*release.Signer{oldRoot, next}, nil)
 		repo.Root, repo.Roots = next, []*release.Signer{next}
 		v := "1.1.0"
 		f.release(v)
@@ -77,7 +77,7 @@ func TestRotation(t *testing.T) {
 		f.release(v)
 		m.set(replace(is(metadataPath(metadata.ROOT, 3)), b))
 		t0 := f.target(v)
-		f.refused(t, t0, v, because(repoCause, "root"))
+		f.refused(t, t0, v, because(repoCause+": refused", "Verifying root failed"))
 		f.trustedRoots(2)
 		m.stop()
 		f.installs(t, v, t0)
@@ -88,7 +88,7 @@ func TestRotation(t *testing.T) {
 		next := repo.Key("targets-2")
 		// Root v3 names the new targets key; the published targets are
 		// signed again with it.
-		rotate(t, repo, swapKey(t, metadata.TARGETS, oldTargets.Key, next.Key), []*release.Signer{repo.Root}, []*release.Signer{next})
+		rotate(t, repo, metadata.TARGETS, oldTargets, next, []*release.Signer{repo.Root}, []*release.Signer{next})
 		repo.Targets, repo.TargetsKeys = next, []*release.Signer{next}
 		v := "1.3.0"
 		f.release(v)
@@ -121,7 +121,7 @@ func TestRotation(t *testing.T) {
 		}
 		m.set(replace(is(metadataPath(metadata.TARGETS, tg.Signed.Version)), forged), replace(is(targetURLPath(p, bad)), bad))
 		t0 := f.target(v)
-		f.refused(t, t0, v, because(repoCause, "signatures"))
+		f.refused(t, t0, v, because(repoCause+": refused", "Verifying targets failed"))
 		m.stop()
 		f.installs(t, v, t0)
 		f.trustedRoots(3)
