@@ -45,6 +45,7 @@ func TestAttacks(t *testing.T) {
 	// refuses it), then of another (the length refuses it, before a byte
 	// more than the verified length is read).
 	t.Run("arbitrary installation", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		v := "1.1.0"
 		p, genuine := f.release(v)
@@ -63,6 +64,7 @@ func TestAttacks(t *testing.T) {
 	// reading at the bound (a timestamp's 16 KiB, the target's verified
 	// length) and hangs up.
 	t.Run("endless data", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		v := "1.2.0"
 		p, genuine := f.release(v)
@@ -82,6 +84,7 @@ func TestAttacks(t *testing.T) {
 	// ago (genuine, signed, unexpired metadata) to hosts that have
 	// verified newer: the timestamp's version went back.
 	t.Run("rollback", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		old := filepath.Join(t.TempDir(), "old")
 		copyDir(t, repo.Repo.Dir, old)
@@ -103,6 +106,7 @@ func TestAttacks(t *testing.T) {
 	// every release until the timestamp key is rotated (a new root), after
 	// which they drop the fast-forwarded timestamp and go on.
 	t.Run("fast-forward", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		v := "1.4.0"
 		f.release(v)
@@ -133,6 +137,7 @@ func TestAttacks(t *testing.T) {
 	// since) to hide the release published since. Expired metadata is
 	// refused as expired, not read as "no such release".
 	t.Run("indefinite freeze", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		repo.Repo.Now = func() time.Time { return time.Now().Add(-25 * time.Hour) }
 		if err := repo.Repo.Timestamp(repo.Timestamp); err != nil {
@@ -154,6 +159,7 @@ func TestAttacks(t *testing.T) {
 	// own release file (length and sha256) and serves that file; it
 	// cannot re-sign, so the signatures no longer match.
 	t.Run("malicious mirror", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		v := "1.6.0"
 		p, _ := f.release(v)
@@ -178,6 +184,7 @@ func TestAttacks(t *testing.T) {
 	// the repository never published. Installed, it would fail on every
 	// host and halt the group; it is refused, and the group holds.
 	t.Run("mix-and-match", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		v := "1.7.0"
 		broken, err := releases.Tarball(v, releases.Crash)
@@ -203,6 +210,7 @@ func TestAttacks(t *testing.T) {
 	// which bounds each metadata request too) and is retried; no host
 	// waits on the mirror for good.
 	t.Run("slow retrieval", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		v := "1.8.0"
 		p, genuine := f.release(v)
@@ -223,6 +231,7 @@ func TestAttacks(t *testing.T) {
 	// either. Once it holds this app's 1.9.0, the mirror serves the other
 	// app's (genuine, signed) file in its place: refused too.
 	t.Run("wrong software installation", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		v := "1.9.0"
 		other, err := releases.TarballScript(v, "#!/bin/sh\necho 'other 1.9.0 running'\nexec sleep 1000000\n")
@@ -250,9 +259,11 @@ func TestAttacks(t *testing.T) {
 
 	// A compromised key below the threshold: the attacker holds one of the
 	// three targets keys (2 must sign) and signs targets naming its own
-	// release file. The same forgery with a second key would verify:
-	// what refuses it is the threshold.
+	// release file (the same forgery with a second key would verify: what
+	// refuses it is the threshold); then one of the three root keys, and
+	// signs a root handing the targets role to a key of its own.
 	t.Run("compromised key below threshold", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		v := "1.10.0"
 		p, _ := f.release(v)
@@ -273,8 +284,27 @@ func TestAttacks(t *testing.T) {
 		m.set(replace(is(metadataPath(metadata.TARGETS, tg.Signed.Version)), forged), replace(is(targetURLPath(p, bad)), bad))
 		t0 := f.target(v)
 		f.refused(t, t0, v, because(repoCause+": refused", "not enough signatures, got 1, want 2"))
+		// One of the three root keys signs the next root, making its own
+		// key the targets key: no host follows it.
+		evil := ownKey(t)
+		next := publishedRoot(t, repo)
+		trusted := next.Signed.Version
+		next.Signed.Version++
+		for _, id := range next.Signed.Roles[metadata.TARGETS].KeyIDs {
+			if err := next.Signed.RevokeKey(id, metadata.TARGETS); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := next.Signed.AddKey(evil.meta, metadata.TARGETS); err != nil {
+			t.Fatal(err)
+		}
+		next.Signed.Roles[metadata.TARGETS].Threshold = 1
+		m.set(replace(is(metadataPath(metadata.ROOT, next.Signed.Version)), signed(t, next, stolen(t, repo.Roots[2]))))
+		f.refused(t, t0, v, because(repoCause+": refused", "Verifying root failed, not enough signatures, got 1, want 2"))
+		f.trustedRoots(trusted)
 		m.stop()
 		f.installs(t, v, t0)
+		f.trustedRoots(trusted)
 	})
 }
 

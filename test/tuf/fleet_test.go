@@ -227,6 +227,14 @@ func startFleet(t *testing.T, repo *tuftest.Repo, n int) *fleet {
 	return f
 }
 
+// in makes t the test that f and its repository report to, until t ends:
+// a subtest's failures are its own (subtests run one at a time).
+func (f *fleet) in(t *testing.T) {
+	parent, parentRepo := f.t, f.repo.T
+	f.t, f.repo.T = t, t
+	t.Cleanup(func() { f.t, f.repo.T = parent, parentRepo })
+}
+
 // startAgent sets a host up as an operator would ('agentd enable' with the
 // repository and its root), then starts 'agentd run'.
 func (f *fleet) startAgent() *agent {
@@ -538,6 +546,9 @@ func (f *fleet) refused(t *testing.T, t0 time.Time, v string, want refusal) {
 	before := f.before
 	var st rollout.GroupStatus
 	natstest.Eventually(t, 60*time.Second, func() error {
+		if st := f.statuses()[group]; st.Halted {
+			t.Fatalf("group %s halted: %s (host-1: %+v)", group, st.HaltReason, f.status(f.agents[0]))
+		}
 		for _, a := range f.agents {
 			if err := want.check(f.status(a)); err != nil {
 				return fmt.Errorf("host-%d: %v", a.n, err)

@@ -29,6 +29,7 @@ func TestRotation(t *testing.T) {
 	oldRoot, oldTargets := repo.Root, repo.Targets
 
 	t.Run("root key rotation", func(t *testing.T) {
+		f.in(t)
 		next := repo.Key("root-2")
 		// Root v2 names the new key alone; it is signed by the old key
 		// (the threshold of v1, which hosts trust) and the new one (its
@@ -45,6 +46,7 @@ func TestRotation(t *testing.T) {
 	})
 
 	t.Run("revoked root key", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		// The attacker holds the revoked root key: it signs root v3
 		// giving every role to a key of its own.
@@ -85,6 +87,7 @@ func TestRotation(t *testing.T) {
 	})
 
 	t.Run("targets key rotation", func(t *testing.T) {
+		f.in(t)
 		next := repo.Key("targets-2")
 		// Root v3 names the new targets key; the published targets are
 		// signed again with it.
@@ -100,6 +103,7 @@ func TestRotation(t *testing.T) {
 	})
 
 	t.Run("revoked targets key", func(t *testing.T) {
+		f.in(t)
 		defer m.stop()
 		v := "1.4.0"
 		p, _ := f.release(v)
