@@ -439,7 +439,7 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	}
 	var pendingRoot []byte
 	if acc != accessRead {
-		if pendingRoot, err = o.App.checkRepo(uf.Spec.ReleaseRepo, filepath.Join(appDir(o.Root, o.Name), tufDirName)); err != nil {
+		if pendingRoot, err = o.App.checkRepo(uf.Spec.ReleaseRepo, filepath.Join(appDir(o.Root, o.Name), tufDirName), acc == accessInstall); err != nil {
 			return nil, err
 		}
 	}
@@ -826,9 +826,9 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // checkRepo checks the release repository settings: --release-root (read
 // and checked; returned when it changes what dir trusts, see planRoot),
-// and that an app with a repository has a root to trust, given now or
-// kept in dir.
-func (o *AppOptions) checkRepo(repo, dir string) ([]byte, error) {
+// and, when it is going to install (installs), that an app with a
+// repository has a root to trust, given now or kept in dir.
+func (o *AppOptions) checkRepo(repo, dir string, installs bool) ([]byte, error) {
 	if o.ReleaseRootFile != "" && repo == "" {
 		return nil, cliutil.Usagef("--release-root goes with --release-repo URL, the repository it is the root of")
 	}
@@ -836,6 +836,9 @@ func (o *AppOptions) checkRepo(repo, dir string) ([]byte, error) {
 		return nil, nil
 	}
 	if o.ReleaseRootFile == "" {
+		if !installs {
+			return nil, nil
+		}
 		if _, err := release.TrustedRoot(dir); err != nil {
 			return nil, cliutil.Usagef("release repository %s: no trusted root in %s: pass --release-root FILE (the repository's metadata/root.json, given once, out of band)", repo, dir)
 		}

@@ -262,7 +262,7 @@ func newRunCmd() *cobra.Command {
 		Long: `Run the agent until SIGINT or SIGTERM.
 
 On first start it draws the host's agent id (kept in <root>/agent_id) and
-writes <root>/update.yaml; --group, --site, --url-template, --find-url and
+writes <root>/update.yaml; --group, --site, --url-template (or --release-repo), --find-url and
 the app settings (--app, --systemd-unit, --bin-dir, health, --db,
 --public-key) are saved there, and used when not given. --nats is not (pass
 it or NATS_URL each time, or save it as spec.nats with 'agentd enable'). It
@@ -369,11 +369,25 @@ gives this host's group at once: a new host gets the version its group runs,
 whether or not a rollout is in progress. Later commands (run, update, status,
 disable, link, unlink) read these settings; a flag given to them overrides.
 
+Releases come from --url-template (with .sha256 and, with --public-key,
+.sig files), or from a TUF release repository: --release-repo URL with
+--release-root FILE, the repository's root.json, given once out of band.
+The root is checked and kept under the app's tree in tuf/; agentd refreshes
+the repository's metadata before every install, installs only the target
+its verified metadata names for the app, the version and this host's OS and
+architecture, and follows root rotations by itself (no re-enrolment). A
+repository that is down, expired or does not verify is an infrastructure
+failure: the host is left as it was and the install retried.
+
 Every flag is checked, and (when it installs) the plan read from the bus,
 before anything is written: a failed enable leaves update.yaml and agent_id
 as they were.`,
 		Example: `  agentd enable --nats nats://fleet.example:4222 --group canary \
-    --url-template 'https://dl.example/app/{{.Version}}/app.tar.gz' --systemd-unit app.service`,
+    --url-template 'https://dl.example/app/{{.Version}}/app.tar.gz' --systemd-unit app.service
+  agentd enable --nats nats://fleet.example:4222 --group canary --systemd-unit app.service \
+    --release-repo https://releases.example/fleet --release-root ./root.json
+  agentd enable --app db --group canary --systemd-unit db.service \
+    --release-repo https://releases.example/fleet --release-root ./root.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a, err := f.load(cmd, accessInstall, true)
@@ -416,7 +430,7 @@ as they were.`,
 			out := cmd.OutOrStdout()
 			switch {
 			case a.installer == nil:
-				fmt.Fprintln(out, "enabled; no --url-template yet, so nothing is installed")
+				fmt.Fprintln(out, "enabled; no --url-template or --release-repo yet, so nothing is installed")
 				return nil
 			case a.supervised():
 				fmt.Fprintln(out, "enabled; 'agentd run' (which supervises the app) installs and starts it")
@@ -707,7 +721,7 @@ var errNoPlan = errors.New("no plan yet (fleetctl plan set)")
 // host gets what its group runs even before the rollout reaches it).
 func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error {
 	if a.installer == nil {
-		return errors.New("no url_template configured: pass --url-template (and --process or --systemd-unit), or --installer script")
+		return errors.New("no url_template or release_repo configured: pass --url-template or --release-repo (and --process or --systemd-unit), or --installer script")
 	}
 	// Finish what a crash interrupted before deciding anything: the
 	// decision reads the active version, which the repair may change.

@@ -25,6 +25,11 @@ func TestClassOf(t *testing.T) {
 	}{
 		{"nil", nil, "", ""},
 		{"checksum", wrap(install.ErrBadChecksum), install.ClassArtifact, "checksum mismatch"},
+		{"repository", wrap(install.ErrRepository), install.ClassInfrastructure, "release repository"},
+		{"repository expired", wrap(&install.RepositoryError{Reason: "expired", Err: errors.New("timestamp expired")}), install.ClassInfrastructure, "release repository: expired"},
+		// The repository is at fault whatever the transport said.
+		{"repository wrong file", wrap(&install.RepositoryError{Reason: "wrong file", Err: fmt.Errorf("%w: body longer", install.ErrDownload)}), install.ClassInfrastructure, "release repository: wrong file"},
+		{"repository long reason", wrap(&install.RepositoryError{Reason: strings.Repeat("x", 100)}), install.ClassInfrastructure, "release repository: " + strings.Repeat("x", install.MaxCauseLen-len("release repository: "))},
 		{"signature", wrap(install.ErrBadSignature), install.ClassArtifact, "bad signature"},
 		{"signed the old way", wrap(fmt.Errorf("%w: %w", install.ErrBadSignature, install.ErrOldSignature)), install.ClassArtifact, "signed the old way (re-sign)"},
 		{"signed for another release", wrap(fmt.Errorf("%w: %w", install.ErrBadSignature, install.ErrOtherRelease)), install.ClassArtifact, "signed for another release"},

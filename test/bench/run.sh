@@ -55,6 +55,7 @@ quick() {
 	run "plan shared 1k" "$fb" plan -mode shared -agents 1000 -conns 10
 	run "tier 1k 1 leaf" "$fb" tier -agents 1000 -leaves 1
 	run "httpfind" go test -run '^$' -bench 'BenchmarkDecide|BenchmarkFind' -benchtime 100ms ./pkg/httpfind
+	run "install TUF vs plain (small)" go test -run 'TestInstallTUFBenchSmall' ./test/bench/tufinstall/
 	run "rollback 3" "$fb" rollback -runs 3 -health-timeout 1s -agentd "$bin/agentd"
 	run "idle 10s" "$fb" idle -duration 10s -settle 2s -agentd "$bin/agentd"
 	apps 1000 "--install-min 200ms --install-max 600ms"
@@ -123,6 +124,9 @@ full() {
 	# 5: a 100 MB release install against sha256sum && tar xzf; a failed
 	# health check rolled back (20 runs each way); agentd idle.
 	run "install 100MB" go test -run '^$' -bench Install100MB -benchtime 1x -count 5 ./pkg/install/
+	# issue 27: the same install verified through a TUF release repository,
+	# paired with the plain one in every iteration (x-plain: TUF over plain).
+	run "install 100MB TUF vs plain" go test -run '^$' -bench Install100MBTUF -benchtime 10x ./test/bench/tufinstall/
 	run "rollback 20" "$fb" rollback -runs 20 -agentd "$bin/agentd"
 	run "rollback 20 hang" "$fb" rollback -runs 20 -bad-health hang -agentd "$bin/agentd"
 	# 2: a simulated rollout of 1,000,000 agents on 200 shared connections
