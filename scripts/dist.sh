@@ -53,9 +53,9 @@ mkdir -p "$top/bin" "$top/deploy/systemd"
 CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
 	-ldflags "-X github.com/fleetwave/fleetwave/internal/version.Version=$version" \
 	-o "$top/bin/" ./cmd/agentd ./cmd/controller ./cmd/fleetctl
-cp deploy/systemd/install.sh deploy/systemd/*.service "$top/deploy/systemd/"
+cp deploy/systemd/install.sh deploy/systemd/*.service deploy/systemd/*.timer "$top/deploy/systemd/"
 chmod 0755 "$top/deploy/systemd/install.sh"
-chmod 0644 "$top"/deploy/systemd/*.service
+chmod 0644 "$top"/deploy/systemd/*.service "$top"/deploy/systemd/*.timer
 
 mkdir -p "$out"
 tar -C "$work" --owner=0 --group=0 --numeric-owner -czf "$work/$name.tar.gz" "fleetwave-$version"

@@ -199,6 +199,9 @@ func TestDistTarball(t *testing.T) {
 		"fleetwave-0.1.0/deploy/systemd/install.sh":                   0o755,
 		"fleetwave-0.1.0/deploy/systemd/fleetwave-agentd.service":     0o644,
 		"fleetwave-0.1.0/deploy/systemd/fleetwave-controller.service": 0o644,
+		// The release repository's timestamp timer (docs/release-repo.md).
+		"fleetwave-0.1.0/deploy/systemd/fleetwave-repo-timestamp.service": 0o644,
+		"fleetwave-0.1.0/deploy/systemd/fleetwave-repo-timestamp.timer":   0o644,
 	}
 	if diff := cmp.Diff(want, modes); diff != "" {
 		t.Errorf("tarball files (-want +got):\n%s", diff)

@@ -96,6 +96,7 @@ docs/cli.md).
 		newQuarantineCmd(g),
 		newApproveCmd(g),
 		newAppsCmd(g),
+		newRepoCmd(g),
 	)
 	registerCompletions(root, g)
 	return root

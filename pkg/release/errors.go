@@ -23,4 +23,7 @@ var (
 	// ErrBadKeyChange: a rotation that cannot be made (an unknown role, a
 	// key to revoke the role lacks, a threshold the keys cannot meet).
 	ErrBadKeyChange = errors.New("bad key change")
+	// ErrLocked: another command held the repository longer than
+	// Repo.LockWait.
+	ErrLocked = errors.New("release repository busy")
 )

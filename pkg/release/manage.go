@@ -200,6 +200,11 @@ func CheckNotes(notes string) error {
 // changed; none (and nothing staged) when the release has those flags
 // already.
 func (r *Repo) Flag(app, version string, f FlagChange) ([]string, error) {
+	unlock, err := r.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := rollout.ValidateAppName(app); err != nil {
 		return nil, err
 	}
@@ -284,6 +289,11 @@ type KeyChange struct {
 // trust under the new root is signed by the new targets keys. It returns
 // the staged root.
 func (r *Repo) RotateKey(c KeyChange) (*metadata.Metadata[metadata.RootType], error) {
+	unlock, err := r.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if !knownRole(c.Role) {
 		return nil, fmt.Errorf("%w: role %q: want one of %s", ErrBadKeyChange, c.Role, strings.Join(Roles, ", "))
 	}
@@ -314,6 +324,9 @@ func (r *Repo) RotateKey(c KeyChange) (*metadata.Metadata[metadata.RootType], er
 	if c.Threshold != 0 {
 		rl.Threshold = c.Threshold
 	}
+	if len(rl.KeyIDs) == 0 {
+		return nil, fmt.Errorf("%w: %s would have no key left: add its new key (--add) in the same change", ErrBadKeyChange, c.Role)
+	}
 	if n := len(rl.KeyIDs); rl.Threshold < 1 || rl.Threshold > n {
 		return nil, fmt.Errorf("%w: %s would have threshold %d with %d keys: want 1-%d (--threshold)", ErrBadKeyChange, c.Role, rl.Threshold, n, max(n, 1))
 	}
@@ -342,6 +355,11 @@ func (r *Repo) RotateKey(c KeyChange) (*metadata.Metadata[metadata.RootType], er
 // (The snapshot is renewed by publishing with nothing staged, the
 // timestamp by Timestamp.)
 func (r *Repo) Renew(role string) (int64, error) {
+	unlock, err := r.lock()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	switch role {
 	case metadata.ROOT:
 		root, err := r.rootToEdit()

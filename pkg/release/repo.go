@@ -49,6 +49,9 @@ type Repo struct {
 	Expiry Expiry
 	// Now is the clock for expiries; nil means time.Now.
 	Now func() time.Time
+	// LockWait bounds the wait for another command writing the
+	// repository (0: DefaultLockWait).
+	LockWait time.Duration
 }
 
 func (r *Repo) now() time.Time {
@@ -90,6 +93,11 @@ type InitOptions struct {
 // Init stages version 1 of root and an empty targets in a new repository.
 // Nothing is served until they are signed (Sign) and published (Publish).
 func (r *Repo) Init(o InitOptions) error {
+	unlock, err := r.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := r.checkNoRepository(); err != nil {
 		return err
 	}
@@ -135,7 +143,7 @@ func (r *Repo) stage(role string, md interface{ ToBytes(bool) ([]byte, error) })
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(r.Dir, StagedDir, role+".json"), b)
+	return writeServed(filepath.Join(r.Dir, StagedDir, role+".json"), b)
 }
 
 func (r *Repo) stagedPath(role string) string { return filepath.Join(r.Dir, StagedDir, role+".json") }
@@ -246,6 +254,11 @@ func (r *Repo) rootReady(prev, staged *metadata.Metadata[metadata.RootType]) err
 // app, version, os and arch from the arguments). Adding a target that is
 // there already with the same bytes changes only its flags.
 func (r *Repo) AddTarget(file string, c Custom) (string, error) {
+	unlock, err := r.lock()
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	name := filepath.Base(file)
 	tp, err := TargetPath(c.App, c.Version, c.OS, c.Arch, name)
 	if err != nil {
@@ -352,6 +365,11 @@ func (r *Repo) copyTarget(file, tp string) (*metadata.TargetFiles, error) {
 // the root that will be trusted when it is published). It returns the
 // roles signed; signing nothing is an error.
 func (r *Repo) Sign(s *Signer) ([]string, error) {
+	unlock, err := r.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	var signed []string
 	pub, err := r.PublishedRoot()
 	if err != nil {
@@ -430,6 +448,11 @@ func signOnce[T metadata.Roles](md *metadata.Metadata[T], s *Signer) error {
 // short of signatures is an error naming what it lacks, and nothing is
 // published.
 func (r *Repo) Publish(snapshot, timestamp *Signer) error {
+	unlock, err := r.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	pub, err := r.PublishedRoot()
 	if err != nil {
 		return err
@@ -484,10 +507,10 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(md, strconv.FormatInt(root.Signed.Version, 10)+".root.json"), b); err != nil {
+		if err := writeServed(filepath.Join(md, strconv.FormatInt(root.Signed.Version, 10)+".root.json"), b); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(md, "root.json"), b); err != nil {
+		if err := writeServed(filepath.Join(md, "root.json"), b); err != nil {
 			return err
 		}
 	}
@@ -495,7 +518,7 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(md, strconv.FormatInt(t.Signed.Version, 10)+".targets.json"), tb); err != nil {
+	if err := writeServed(filepath.Join(md, strconv.FormatInt(t.Signed.Version, 10)+".targets.json"), tb); err != nil {
 		return err
 	}
 	snapVersion := int64(1)
@@ -514,7 +537,7 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(md, strconv.FormatInt(snapVersion, 10)+".snapshot.json"), sb); err != nil {
+	if err := writeServed(filepath.Join(md, strconv.FormatInt(snapVersion, 10)+".snapshot.json"), sb); err != nil {
 		return err
 	}
 	if err := r.writeTimestamp(snapVersion, timestamp); err != nil {
@@ -532,6 +555,11 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 // snapshot: what a timer runs so that hosts can tell a current repository
 // from a frozen one.
 func (r *Repo) Timestamp(s *Signer) error {
+	unlock, err := r.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	trust, err := r.PublishedRoot()
 	if err != nil {
 		return err
@@ -581,5 +609,34 @@ func (r *Repo) writeTimestamp(snapVersion int64, s *Signer) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(r.Dir, MetadataDir, "timestamp.json"), b)
+	return writeServed(filepath.Join(r.Dir, MetadataDir, "timestamp.json"), b)
+}
+
+// writeServed writes one of the repository's files: through a synced
+// temporary file and a rename, like writeFileAtomic, but readable by all
+// (0644): a web server serves it under another user. (The foundation
+// wrote them 0600, as a client's trusted metadata is, and a web server
+// running as its own user answered 403 for every metadata file.)
+func writeServed(name string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), name)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
 }

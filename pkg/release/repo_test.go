@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/theupdateframework/go-tuf/v2/metadata"
+	"golang.org/x/sys/unix"
 
 	"github.com/fleetwave/fleetwave/internal/tuftest"
 	"github.com/fleetwave/fleetwave/pkg/release"
@@ -228,16 +229,19 @@ func TestTargetsKeyRotation(t *testing.T) {
 	if staged, _ := r.Repo.StagedTargets(); staged == nil {
 		t.Fatal("a targets key rotation staged no targets version for the new key to sign")
 	}
-	if _, err := r.Repo.Sign(r.Root); err != nil {
-		t.Fatal(err)
-	}
+	// Before any root key has signed, the revoked key may already sign
+	// nothing and the new one may sign the staged targets (the holders
+	// need not queue behind the root signers).
 	if got, err := r.Repo.Signable(old); err != nil || len(got) != 0 {
 		t.Fatalf("the revoked targets key may sign %v (%v)", got, err)
 	}
-	if err := r.Repo.Publish(r.Snapshot, r.Timestamp); !errors.Is(err, release.ErrShortOfSignatures) {
-		t.Fatalf("publish before the new targets key signed: %v", err)
-	}
 	r.Sign(t2)
+	if err := r.Repo.Publish(r.Snapshot, r.Timestamp); !errors.Is(err, release.ErrShortOfSignatures) {
+		t.Fatalf("publish before the root keys signed: %v", err)
+	}
+	if _, err := r.Repo.Sign(r.Root); err != nil {
+		t.Fatal(err)
+	}
 	r.Publish()
 	r.Targets = t2
 	tr, err := c.Refresh(ctx)
@@ -462,5 +466,105 @@ func TestEphemeralClient(t *testing.T) {
 	}
 	if _, err := (&release.Client{URL: r.Serve()}).Refresh(context.Background()); !errors.Is(err, release.ErrUntrusted) {
 		t.Fatalf("no root: %v", err)
+	}
+}
+
+// TestServedFilesReadable: every file a web server serves (metadata/,
+// targets/) is readable by all, whatever the umask: the server runs as
+// another user than whoever publishes.
+func TestServedFilesReadable(t *testing.T) {
+	r := tuftest.New(t, nil)
+	r.Add(release.Custom{App: "web", Version: "1.0.0", OS: "linux", Arch: "amd64"}, "app.tar.gz", []byte("one"))
+	if err := r.Repo.Timestamp(r.Timestamp); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for p, v := range tuftest.Files(t, r.Repo.Dir) {
+		if strings.HasSuffix(p, "/") || !(strings.HasPrefix(p, "metadata/") || strings.HasPrefix(p, "targets/")) {
+			continue
+		}
+		n++
+		if mode, _, _ := strings.Cut(v, " "); mode != "-rw-r--r--" {
+			t.Errorf("%s: mode %s", p, mode)
+		}
+	}
+	if n < 7 {
+		t.Fatalf("only %d served files", n)
+	}
+}
+
+// TestWritersExclude: while another command holds the repository (its
+// directory's flock), a write waits, then gives up changing nothing; the
+// timer's timestamp cannot interleave with a publish.
+func TestWritersExclude(t *testing.T) {
+	r := tuftest.New(t, nil)
+	f, err := os.Open(r.Repo.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	r.Repo.LockWait = 100 * time.Millisecond
+	before := tuftest.Files(t, r.Repo.Dir)
+	if err := r.Repo.Timestamp(r.Timestamp); !errors.Is(err, release.ErrLocked) {
+		t.Fatalf("timestamp while locked: %v", err)
+	}
+	if _, err := r.Repo.Renew(metadata.TARGETS); !errors.Is(err, release.ErrLocked) {
+		t.Fatalf("renew while locked: %v", err)
+	}
+	unchanged(t, "writes while locked", r.Repo.Dir, before)
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Repo.Timestamp(r.Timestamp); err != nil {
+		t.Fatal(err)
+	}
+	// Reads take no lock.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Repo.Status(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Repo.Releases(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTimestampKeyRotation: the online key is replaced (docs/release-repo.md
+// "Key custody"); a client with cached metadata follows, and the old key
+// can no longer re-sign the timestamp.
+func TestTimestampKeyRotation(t *testing.T) {
+	r := tuftest.New(t, nil)
+	r.Add(release.Custom{App: "web", Version: "1.0.0", OS: "linux", Arch: "amd64"}, "app.tar.gz", []byte("one"))
+	c := r.Client(nil)
+	ctx := context.Background()
+	if _, err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old, ts2 := r.Timestamp, r.Key("timestamp-2")
+	if _, err := r.Repo.RotateKey(release.KeyChange{Role: metadata.TIMESTAMP, Add: []*metadata.Key{ts2.Key}, Revoke: []string{old.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	r.Sign(r.Root)
+	if err := r.Repo.Publish(r.Snapshot, old); !errors.Is(err, release.ErrKeyNotInRole) {
+		t.Fatalf("publish with the revoked timestamp key: %v", err)
+	}
+	r.Timestamp = ts2
+	r.Publish()
+	tr, err := c.Refresh(ctx)
+	if err != nil || tr.RootVersion != 2 {
+		t.Fatalf("%+v %v", tr, err)
+	}
+	if err := r.Repo.Timestamp(old); !errors.Is(err, release.ErrKeyNotInRole) {
+		t.Fatalf("timestamp with the revoked key: %v", err)
+	}
+	if err := r.Repo.Timestamp(ts2); err != nil {
+		t.Fatal(err)
+	}
+	if tr2, err := c.Refresh(ctx); err != nil || tr2.TimestampVersion != tr.TimestampVersion+1 {
+		t.Fatalf("%+v %v", tr2, err)
 	}
 }
