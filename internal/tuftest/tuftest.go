@@ -25,8 +25,8 @@ type Repo struct {
 	Root, Targets, Snapshot, Timestamp *release.Signer
 	// Roots and TargetsKeys are every key of the root and targets roles
 	// (root-1.key, root-2.key, ... with NewWith), and RootThreshold and
-	// TargetsThreshold how many must sign: Add signs with the first
-	// TargetsThreshold of TargetsKeys.
+	// TargetsThreshold how many must sign: Add signs with Targets and
+	// the first others of TargetsKeys the threshold takes.
 	Roots, TargetsKeys              []*release.Signer
 	RootThreshold, TargetsThreshold int
 	// Server serves Repo.Dir (nil until Serve).
@@ -136,9 +136,24 @@ func (r *Repo) Add(c release.Custom, file string, content []byte) string {
 	if err != nil {
 		r.T.Fatal(err)
 	}
-	r.Sign(r.TargetsKeys[:r.TargetsThreshold]...)
+	r.Sign(r.targetsSigners()...)
 	r.Publish()
 	return p
+}
+
+// targetsSigners are Targets and as many more of TargetsKeys as the
+// threshold takes (a test that rotates the targets key sets Targets).
+func (r *Repo) targetsSigners() []*release.Signer {
+	out := []*release.Signer{r.Targets}
+	for _, s := range r.TargetsKeys {
+		if len(out) >= r.TargetsThreshold {
+			break
+		}
+		if s != r.Targets {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Serve serves the repository over HTTP and returns its URL.
