@@ -19,9 +19,13 @@
 #
 # Arguments after "--" are agentd flags for how the app runs and is judged
 # (--systemd-unit or --process, --health-url, --health-command, --db, --bin-dir,
-# --find-url, --public-key): they go to 'agentd enable', which saves them in
-# update.yaml for later commands, and, through AGENTD_ARGS in
-# /etc/fleetwave/agentd.env, to every 'agentd run'.
+# --find-url, --public-key, or --release-repo URL --release-root FILE instead
+# of --url-template for a TUF release repository): they go to 'agentd
+# enable', which saves them in update.yaml for later commands, and, through
+# AGENTD_ARGS in /etc/fleetwave/agentd.env, to every 'agentd run'. Keep the
+# root file (e.g. /etc/fleetwave/root.json) on the host: every start reads
+# it, and a root the host trusts already, or an older one after a rotation
+# it followed, changes nothing.
 #
 # --destdir DIR installs under DIR and starts nothing (packaging, tests).
 # It never writes an agent id (unless --agent-id is given): each host draws

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -145,8 +146,24 @@ func repoError(err error) error {
 	case errors.Is(err, release.ErrUnavailable):
 		reason = "unavailable"
 	}
-	return &install.RepositoryError{Reason: reason, Err: err}
+	// The reason says what pkg/release's sentinel says: keep its detail
+	// only, so that the error reads "release repository: no such release:
+	// app 3.0.0 for linux-amd64 (…)" (the chain keeps the sentinel).
+	msg := err.Error()
+	for _, s := range []error{release.ErrUnavailable, release.ErrUntrusted, release.ErrNoTarget} {
+		msg = strings.TrimPrefix(msg, s.Error()+": ")
+	}
+	return &install.RepositoryError{Reason: reason, Err: &detailError{msg: msg, err: err}}
 }
+
+// detailError is err with a shorter text.
+type detailError struct {
+	msg string
+	err error
+}
+
+func (e *detailError) Error() string { return e.msg }
+func (e *detailError) Unwrap() error { return e.err }
 
 // RepoStatus is an app's release repository trust state ('agentd status'):
 // the repository, the trusted root's version and expiry (root.json in the
