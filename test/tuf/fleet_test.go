@@ -574,6 +574,28 @@ func (f *fleet) refused(t *testing.T, t0 time.Time, v string, want refusal) {
 		return nil
 	})
 	t.Logf("refused: %s; group held: %s", f.status(f.agents[0]).Error, st.Held)
+	// What an operator on the host sees: 'agentd status' says why, and
+	// which root the host trusts.
+	var as struct {
+		Class string `json:"error_class"`
+		Cause string `json:"error_cause"`
+		Repo  *struct {
+			RootVersion int64 `json:"root_version"`
+		} `json:"release_repo"`
+	}
+	// (Polled: each retry clears the error while it runs.)
+	if err := natstest.Within(10*time.Second, func() error {
+		out := runCmd(t, "agentd", "status", "--root", f.agents[0].root)
+		if err := json.Unmarshal([]byte(out), &as); err != nil {
+			t.Fatalf("agentd status: %v\n%s", err, out)
+		}
+		if as.Class != string(install.ClassInfrastructure) || !want.cause(as.Cause) || as.Repo == nil || as.Repo.RootVersion < 1 {
+			return fmt.Errorf("agentd status: class %q cause %q release_repo %+v; want infrastructure, %q…, the trusted root", as.Class, as.Cause, as.Repo, want.causes)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
 	if st.Halted || st.FailedCount != 0 {
 		t.Errorf("group %s: halted %v (%s), failed_count %d; want held, nothing failed", group, st.Halted, st.HaltReason, st.FailedCount)
 	}
