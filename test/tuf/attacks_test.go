@@ -88,7 +88,8 @@ func TestAttacks(t *testing.T) {
 		defer m.stop()
 		old := filepath.Join(t.TempDir(), "old")
 		copyDir(t, repo.Repo.Dir, old)
-		f.target(mustRelease(f, "1.3.0"))
+		f.release("1.3.0")
+		f.target("1.3.0")
 		f.waitDone("1.3.0")
 		v := "1.3.1"
 		f.release(v)
@@ -306,12 +307,6 @@ func TestAttacks(t *testing.T) {
 		f.installs(t, v, t0)
 		f.trustedRoots(trusted)
 	})
-}
-
-// mustRelease publishes v genuinely and returns it.
-func mustRelease(f *fleet, v string) string {
-	f.release(v)
-	return v
 }
 
 // fit is b cut or padded with zeros to n bytes.

@@ -19,13 +19,11 @@ import (
 // until the test gives it an attack: then every request goes to the attack
 // first, and what it does not handle is served genuinely.
 type mirror struct {
-	t     *testing.T
 	files http.Handler
 	srv   *httptest.Server
 
 	mu     sync.Mutex
 	attack attack
-	gets   map[string]int
 }
 
 // attack handles a request the hostile way and says so, or leaves it to
@@ -33,7 +31,7 @@ type mirror struct {
 type attack func(w http.ResponseWriter, r *http.Request) bool
 
 func newMirror(t *testing.T, dir string) *mirror {
-	m := &mirror{t: t, files: http.FileServer(http.Dir(dir)), gets: map[string]int{}}
+	m := &mirror{files: http.FileServer(http.Dir(dir))}
 	m.srv = httptest.NewServer(m)
 	t.Cleanup(m.srv.Close)
 	return m
@@ -44,9 +42,6 @@ func (m *mirror) URL() string { return m.srv.URL }
 func (m *mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	a := m.attack
-	if r.Method == http.MethodGet {
-		m.gets[r.URL.Path]++
-	}
 	m.mu.Unlock()
 	if a != nil && a(w, r) {
 		return
@@ -75,13 +70,6 @@ func (m *mirror) stop() {
 	m.mu.Unlock()
 }
 
-// Gets is how many GETs a path had.
-func (m *mirror) Gets(path string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.gets[path]
-}
-
 // replace serves body instead of the files match accepts.
 func replace(match func(path string) bool, body []byte) attack {
 	return func(w http.ResponseWriter, r *http.Request) bool {
@@ -93,12 +81,8 @@ func replace(match func(path string) bool, body []byte) attack {
 	}
 }
 
-// is matches one path; under matches every path below a prefix.
+// is matches one path.
 func is(path string) func(string) bool { return func(p string) bool { return p == path } }
-
-func under(prefix string) func(string) bool {
-	return func(p string) bool { return strings.HasPrefix(p, prefix) }
-}
 
 // stream is what an endless or trickling attack served: how many requests
 // it had, how many bytes it wrote, and how many of its requests ended (the
