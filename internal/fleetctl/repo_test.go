@@ -110,6 +110,8 @@ func TestRepoLsEscapesNotes(t *testing.T) {
 	r.Publish()
 
 	g, out, _ := repoGlobal(time.Now())
+	before := tuftest.Files(t, r.Repo.Dir)
+	defer sameFiles(t, "ls and status (read-only)", r.Repo.Dir, before)
 	if err := RunRepoLs(context.Background(), &RepoLsOptions{RepoOptions: RepoOptions{Global: g, Output: "table"}}, r.Repo.Dir, false); err != nil {
 		t.Fatal(err)
 	}

@@ -96,8 +96,8 @@ docs/cli.md).
 		newQuarantineCmd(g),
 		newApproveCmd(g),
 		newAppsCmd(g),
-		newRepoCmd(g),
 	)
+	root.AddCommand(newRepoCmd(g)) // the release repository: files and keys, no bus
 	registerCompletions(root, g)
 	return root
 }
