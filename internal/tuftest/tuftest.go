@@ -3,6 +3,7 @@
 package tuftest
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,38 +12,82 @@ import (
 	"time"
 
 	"github.com/fleetwave/fleetwave/pkg/release"
-	"github.com/theupdateframework/go-tuf/v2/metadata"
 )
 
-// Repo is a repository with one key per role (thresholds 1), all keys in
-// KeyDir.
+// Repo is a repository with one key per role (thresholds 1, unless made
+// with NewWith), all keys in KeyDir.
 type Repo struct {
 	T      testing.TB
 	Repo   *release.Repo
 	KeyDir string
-	// Root, Targets, Snapshot and Timestamp are the roles' signers.
+	// Root, Targets, Snapshot and Timestamp are the roles' signers (the
+	// first of Roots and of TargetsKeys).
 	Root, Targets, Snapshot, Timestamp *release.Signer
+	// Roots and TargetsKeys are every key of the root and targets roles
+	// (root-1.key, root-2.key, ... with NewWith), and RootThreshold and
+	// TargetsThreshold how many must sign: Add signs with Targets and
+	// the first others of TargetsKeys the threshold takes.
+	Roots, TargetsKeys              []*release.Signer
+	RootThreshold, TargetsThreshold int
 	// Server serves Repo.Dir (nil until Serve).
 	Server *httptest.Server
 }
 
-// New initialises and publishes an empty repository under a temp dir.
+// New initialises and publishes an empty repository under a temp dir,
+// one key per role (root.key, targets.key, snapshot.key, timestamp.key).
 // now may be nil (the wall clock).
 func New(t testing.TB, now func() time.Time) *Repo {
 	t.Helper()
+	return NewWith(t, Options{Now: now})
+}
+
+// Options shape a repository made by NewWith.
+type Options struct {
+	// Now is the repository's clock (nil: the wall clock).
+	Now func() time.Time
+	// RootKeys and RootThreshold, TargetsKeys and TargetsThreshold: how
+	// many keys the root and targets roles have and how many must sign
+	// (0: 1). With more than one key, the files are root-1.key, root-2.key
+	// ... and targets-1.key, ...
+	RootKeys, RootThreshold       int
+	TargetsKeys, TargetsThreshold int
+}
+
+// NewWith is New with thresholds: e.g. root and targets 2-of-3, as a
+// production repository is set up.
+func NewWith(t testing.TB, o Options) *Repo {
+	t.Helper()
 	base := t.TempDir()
-	r := &Repo{T: t, Repo: &release.Repo{Dir: filepath.Join(base, "repo"), Now: now}, KeyDir: filepath.Join(base, "keys")}
+	r := &Repo{T: t, Repo: &release.Repo{Dir: filepath.Join(base, "repo"), Now: o.Now}, KeyDir: filepath.Join(base, "keys"),
+		RootThreshold: max(o.RootThreshold, 1), TargetsThreshold: max(o.TargetsThreshold, 1)}
 	if err := os.MkdirAll(r.KeyDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	r.Root, r.Targets, r.Snapshot, r.Timestamp = r.Key("root"), r.Key("targets"), r.Key("snapshot"), r.Key("timestamp")
-	one := func(s *release.Signer) release.RoleKeys {
-		return release.RoleKeys{Keys: []*metadata.Key{s.Key}, Threshold: 1}
+	keys := func(role string, n int) []*release.Signer {
+		if n <= 1 {
+			return []*release.Signer{r.Key(role)}
+		}
+		var out []*release.Signer
+		for i := 1; i <= n; i++ {
+			out = append(out, r.Key(fmt.Sprintf("%s-%d", role, i)))
+		}
+		return out
 	}
-	if err := r.Repo.Init(release.InitOptions{Root: one(r.Root), Targets: one(r.Targets), Snapshot: one(r.Snapshot), Timestamp: one(r.Timestamp)}); err != nil {
+	r.Roots, r.TargetsKeys = keys("root", o.RootKeys), keys("targets", o.TargetsKeys)
+	r.Root, r.Targets, r.Snapshot, r.Timestamp = r.Roots[0], r.TargetsKeys[0], r.Key("snapshot"), r.Key("timestamp")
+	role := func(threshold int, ss ...*release.Signer) release.RoleKeys {
+		rk := release.RoleKeys{Threshold: threshold}
+		for _, s := range ss {
+			rk.Keys = append(rk.Keys, s.Key)
+		}
+		return rk
+	}
+	if err := r.Repo.Init(release.InitOptions{Root: role(r.RootThreshold, r.Roots...), Targets: role(r.TargetsThreshold, r.TargetsKeys...),
+		Snapshot: role(1, r.Snapshot), Timestamp: role(1, r.Timestamp)}); err != nil {
 		t.Fatal(err)
 	}
-	r.Sign(r.Root, r.Targets)
+	r.Sign(r.Roots[:r.RootThreshold]...)
+	r.Sign(r.TargetsKeys[:r.TargetsThreshold]...)
 	r.Publish()
 	return r
 }
@@ -91,9 +136,24 @@ func (r *Repo) Add(c release.Custom, file string, content []byte) string {
 	if err != nil {
 		r.T.Fatal(err)
 	}
-	r.Sign(r.Targets)
+	r.Sign(r.targetsSigners()...)
 	r.Publish()
 	return p
+}
+
+// targetsSigners are Targets and as many more of TargetsKeys as the
+// threshold takes (a test that rotates the targets key sets Targets).
+func (r *Repo) targetsSigners() []*release.Signer {
+	out := []*release.Signer{r.Targets}
+	for _, s := range r.TargetsKeys {
+		if len(out) >= r.TargetsThreshold {
+			break
+		}
+		if s != r.Targets {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Serve serves the repository over HTTP and returns its URL.
