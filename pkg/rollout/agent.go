@@ -56,9 +56,12 @@ const (
 )
 
 // blocked reports whether a's error is an infrastructure failure it will
-// retry: neither failed nor healthy.
+// retry: neither failed nor healthy. Rollback does not matter: a host keeps
+// rollback (from the version that was bad) through later attempts at other
+// versions, and a rollback itself reports the release's class, never
+// infrastructure (an interrupted install restores without it).
 func blocked(a AgentView) bool {
-	return a.ErrorClass == FailureInfrastructure && a.Error != "" && !a.Rollback
+	return a.ErrorClass == FailureInfrastructure && a.Error != ""
 }
 
 // CountAgents tallies agents into Counts the way fleet_stats reports them:
@@ -185,7 +188,7 @@ func failedTarget(a AgentView, target string, since time.Time) bool {
 // an attempt that began at or after since: the group halts at once, since
 // every host would fetch the same bytes.
 func badArtifact(a AgentView, target string, since time.Time) bool {
-	return failedTarget(a, target, since) && a.ErrorClass == FailureArtifact && !a.Rollback
+	return failedTarget(a, target, since) && a.ErrorClass == FailureArtifact
 }
 
 // healthyOn reports whether a runs target without a reported problem.

@@ -40,6 +40,14 @@ func TestNextInfrastructureHold(t *testing.T) {
 			agents:  map[int]AgentView{0: blockedOn("disk full"), 1: blockedOn("download: HTTP 503")},
 			held:    "2 of 2 agents in flight blocked on infrastructure (disk full: 1, download: HTTP 503: 1), more than infrastructure_hold 50%",
 			blocked: 2, events: []string{"held"}},
+		{name: "blocked hosts that once rolled back from another version: held, not failed", state: StateActive, hold: 50,
+			agents: map[int]AgentView{0: func() AgentView {
+				a := blockedOn("release repository: wrong file")
+				a.Rollback, a.RollbackFrom = true, "1.1.5" // kept from an earlier, bad release
+				return a
+			}(), 1: blockedOn("disk full")},
+			held:    "2 of 2 agents in flight blocked on infrastructure",
+			blocked: 2, events: []string{"held"}},
 		{name: "one blocked agent left alone in the window of 2: not held, progress moves", state: StateActive, hold: 50,
 			agents: map[int]AgentView{0: blockedOn("disk full"), 1: updated}, blocked: 1, progressMove: true},
 		{name: "the same at infrastructure_hold 100%: never held, progress moves", state: StateActive, hold: 100,
