@@ -274,7 +274,16 @@ func (t *Trusted) versionsOf(app string) string {
 		}
 	}
 	if len(vs) == 0 {
-		return "it has no release of " + app
+		var apps []string
+		for _, r := range rs {
+			if !slices.Contains(apps, r.App) {
+				apps = append(apps, r.App)
+			}
+		}
+		if len(apps) == 0 {
+			return "it has no release of " + app + ", nor of any app"
+		}
+		return "it has no release of " + app + "; it has releases of " + strings.Join(apps, ", ") + " (is the app named otherwise in the repository? agentd --app-name NAME)"
 	}
 	return "it has " + strings.Join(vs, ", ")
 }
