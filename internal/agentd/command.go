@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -427,6 +428,7 @@ as they were.`,
 				return err
 			}
 			a.warnGroup(cmd.Context(), cmd.ErrOrStderr(), p, installs && !noPlan)
+			a.warnRepo(cmd.Context(), cmd.ErrOrStderr())
 			out := cmd.OutOrStdout()
 			switch {
 			case a.installer == nil:
@@ -674,6 +676,42 @@ func (a *Agent) warnGroup(ctx context.Context, w io.Writer, p Plan, read bool) {
 	if problem, _ := a.groupProblem(ctx, plan); problem != "" {
 		fmt.Fprintf(w, "warning: %s\n", escape.Text(problem))
 	}
+}
+
+// warnRepo warns, for enable in repository mode, when the repository
+// cannot be read yet or has no release of the app by the name this host
+// asks for (a fleet's default app is asked for as "default" unless
+// --app-name names it): such a host would only ever hold on "release
+// repository: no such release". Brief, like warnGroup: a host staged
+// before it can reach the repository is not held up.
+func (a *Agent) warnRepo(ctx context.Context, w io.Writer) {
+	if a.repo == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, groupCheckTimeout)
+	defer cancel()
+	t, err := a.repo.Refresh(rctx)
+	a.noteRefresh(t, err)
+	if err != nil {
+		fmt.Fprintf(w, "warning: the release repository cannot be read yet, so nothing installs until it can: %s\n", escape.Text(err.Error()))
+		return
+	}
+	rs, _ := t.Releases()
+	var apps []string
+	for _, r := range rs {
+		if r.App == a.appName() {
+			return
+		}
+		if !slices.Contains(apps, r.App) {
+			apps = append(apps, r.App)
+		}
+	}
+	if len(apps) == 0 {
+		fmt.Fprintf(w, "warning: the release repository has no release yet (of %q or any app); this host installs once one is published (fleetctl repo add)\n", a.appName())
+		return
+	}
+	fmt.Fprintf(w, "warning: the release repository has no release of %q, the name this host asks for; it has releases of %s: if the app is named so there, pass --app-name NAME\n",
+		a.appName(), escape.Text(strings.Join(apps, ", ")))
 }
 
 // supervised reports whether agentd itself runs the app as a child.

@@ -61,6 +61,8 @@ func TestEnableReleaseRepo(t *testing.T) {
 
 	if out, code := enable("--release-repo", url, "--release-root", rootV1); code != 0 {
 		t.Fatalf("enable: exit %d: %s", code, out)
+	} else if strings.Contains(out, "warning: the release repository") {
+		t.Errorf("enable warned of a repository that has the app's release:\n%s", out)
 	}
 	uf, err := install.LoadUpdateFile(root)
 	if err != nil {
@@ -103,11 +105,18 @@ func TestEnableReleaseRepo(t *testing.T) {
 	}
 
 	// Another app of the host, its own trust under its own tree.
+	// The repository has no release of web: enable says so, and how to
+	// name the app as the repository does (a stranger's host would
+	// otherwise only ever hold on "no such release").
 	if out, code := enable("--app", "web", "--release-repo", url, "--release-root", rootV1); code != 0 {
 		t.Fatalf("enable --app web: exit %d: %s", code, out)
+	} else if !strings.Contains(out, `warning: the release repository has no release of "web"`) || !strings.Contains(out, "it has releases of default") || !strings.Contains(out, "--app-name") {
+		t.Errorf("enable --app web of a repository without web:\n%s\nwant the warning naming the apps it has and --app-name", out)
 	}
-	if !bytes.Equal(trusted(filepath.Join(root, "apps", "web")), v1) {
-		t.Errorf("apps/web/tuf/root.json is not the root given")
+	// enable's check read the repository through the root given, and
+	// followed its rotation already.
+	if !bytes.Equal(trusted(filepath.Join(root, "apps", "web")), repo.RootBytes()) {
+		t.Errorf("apps/web/tuf/root.json is not the repository's root v2, reached from the root given")
 	}
 
 	// Back to a URL template: the repository is dropped from update.yaml.
