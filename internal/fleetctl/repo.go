@@ -1190,7 +1190,7 @@ func RunRepoLs(ctx context.Context, o *RepoLsOptions, src string, isURL bool) er
 			rep.RootVersion = root.Signed.Version
 		}
 	}
-	for _, rel := range rs {
+	for _, rel := range newestFirst(rs) { // as releases ls shows them
 		if o.App == "" || rel.App == o.App {
 			rep.Releases = append(rep.Releases, rel)
 		}
@@ -1222,7 +1222,11 @@ func RunRepoLs(ctx context.Context, o *RepoLsOptions, src string, isURL bool) er
 			if fl == "" {
 				fl = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(rel.App, 32), cell(rel.Version, 24), cell(strings.Join(rel.Platforms, ","), 40), fl, cell(rel.Notes, 60))
+			notes := cell(rel.Notes, 60)
+			if notes == "" {
+				notes = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(rel.App, 32), cell(rel.Version, 24), cell(strings.Join(rel.Platforms, ","), 40), fl, notes)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
