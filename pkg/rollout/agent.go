@@ -188,7 +188,7 @@ func failedTarget(a AgentView, target string, since time.Time) bool {
 // an attempt that began at or after since: the group halts at once, since
 // every host would fetch the same bytes.
 func badArtifact(a AgentView, target string, since time.Time) bool {
-	return failedTarget(a, target, since) && a.ErrorClass == FailureArtifact
+	return failedTarget(a, target, since) && a.ErrorClass == FailureArtifact && !rolledBackFrom(a, target)
 }
 
 // healthyOn reports whether a runs target without a reported problem.
