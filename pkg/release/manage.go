@@ -136,34 +136,8 @@ func (r *Repo) RolesOf(id string) ([]string, error) {
 // publish, given snapshot and timestamp keys). Nothing staged is ready:
 // publishing then re-signs the snapshot and timestamp.
 func (r *Repo) Ready() error {
-	pub, err := r.PublishedRoot()
-	if err != nil {
-		return err
-	}
-	root, err := r.StagedRoot()
-	if err != nil {
-		return err
-	}
-	if root != nil {
-		if err := r.rootReady(pub, root); err != nil {
-			return err
-		}
-	}
-	trust, err := r.trustRoot()
-	if err != nil {
-		return err
-	}
-	t, err := r.StagedTargets()
-	if err != nil {
-		return err
-	}
-	if t != nil {
-		if err := trust.VerifyDelegate(metadata.TARGETS, t); err != nil {
-			return fmt.Errorf("%w: targets v%d has %d of the %d signatures of targets keys it needs", ErrShortOfSignatures,
-				t.Signed.Version, len(validSigners(trust, metadata.TARGETS, t)), trust.Signed.Roles[metadata.TARGETS].Threshold)
-		}
-	}
-	return nil
+	_, err := r.publishable()
+	return err
 }
 
 // FlagChange is what Flag changes of a release; nil leaves a field as it

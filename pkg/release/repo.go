@@ -453,43 +453,11 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 		return err
 	}
 	defer unlock()
-	pub, err := r.PublishedRoot()
+	p, err := r.publishable()
 	if err != nil {
 		return err
 	}
-	root, err := r.StagedRoot()
-	if err != nil {
-		return err
-	}
-	if root != nil {
-		if err := r.rootReady(pub, root); err != nil {
-			return err
-		}
-	}
-	trust, err := r.trustRoot()
-	if err != nil {
-		return err
-	}
-	t, err := r.StagedTargets()
-	if err != nil {
-		return err
-	}
-	if t != nil {
-		if err := trust.VerifyDelegate(metadata.TARGETS, t); err != nil {
-			return fmt.Errorf("%w: targets v%d needs %d signatures of root v%d's targets keys, it has %d valid ones (%v): sign it with 'fleetctl repo sign %s --key TARGETS-KEY'",
-				ErrShortOfSignatures, t.Signed.Version, trust.Signed.Roles[metadata.TARGETS].Threshold, trust.Signed.Version, len(validSigners(trust, metadata.TARGETS, t)), err, r.Dir)
-		}
-	} else if t, err = r.PublishedTargets(); err != nil {
-		return err
-	} else if t == nil {
-		return fmt.Errorf("%w: %s: no targets staged or published", ErrNoRepository, r.Dir)
-	} else if err := trust.VerifyDelegate(metadata.TARGETS, t); err != nil {
-		// A root that changes the targets keys stages a targets version
-		// (RotateKey); this catches a published targets the new root
-		// would make every client refuse.
-		return fmt.Errorf("%w: the published targets v%d is not signed by root v%d's targets keys (%v): stage one with 'fleetctl repo renew %s --role targets' and sign it",
-			ErrShortOfSignatures, t.Signed.Version, trust.Signed.Version, err, r.Dir)
-	}
+	root, trust, t := p.root, p.trust, p.targets
 	for _, c := range []struct {
 		role string
 		s    *Signer
@@ -549,6 +517,56 @@ func (r *Repo) Publish(snapshot, timestamp *Signer) error {
 		}
 	}
 	return nil
+}
+
+// publishable is what Publish would serve: the staged root (nil when none
+// is), the root clients will trust, and the targets the snapshot names
+// (staged, else published), each checked against its signers; the error
+// says why Publish would refuse.
+type publishable struct {
+	root, trust *metadata.Metadata[metadata.RootType]
+	targets     *metadata.Metadata[metadata.TargetsType]
+}
+
+func (r *Repo) publishable() (publishable, error) {
+	pub, err := r.PublishedRoot()
+	if err != nil {
+		return publishable{}, err
+	}
+	root, err := r.StagedRoot()
+	if err != nil {
+		return publishable{}, err
+	}
+	if root != nil {
+		if err := r.rootReady(pub, root); err != nil {
+			return publishable{}, err
+		}
+	}
+	trust, err := r.trustRoot()
+	if err != nil {
+		return publishable{}, err
+	}
+	t, err := r.StagedTargets()
+	if err != nil {
+		return publishable{}, err
+	}
+	if t != nil {
+		if err := trust.VerifyDelegate(metadata.TARGETS, t); err != nil {
+			return publishable{}, fmt.Errorf("%w: targets v%d needs %d signatures of root v%d's targets keys, it has %d valid ones (%v): sign it with 'fleetctl repo sign %s --key TARGETS-KEY'",
+				ErrShortOfSignatures, t.Signed.Version, trust.Signed.Roles[metadata.TARGETS].Threshold, trust.Signed.Version, len(validSigners(trust, metadata.TARGETS, t)), err, r.Dir)
+		}
+	} else if t, err = r.PublishedTargets(); err != nil {
+		return publishable{}, err
+	} else if t == nil {
+		return publishable{}, fmt.Errorf("%w: %s: no targets staged or published", ErrNoRepository, r.Dir)
+	} else if err := trust.VerifyDelegate(metadata.TARGETS, t); err != nil {
+		// A root that changes the targets keys stages a targets version
+		// (RotateKey); this catches a published targets the new root
+		// would make every client refuse.
+		return publishable{}, fmt.Errorf("%w: the published targets v%d is not signed by root v%d's targets keys (%v): stage one with 'fleetctl repo renew %s --role targets' and sign it",
+			ErrShortOfSignatures, t.Signed.Version, trust.Signed.Version, err, r.Dir)
+	}
+	return publishable{root: root, trust: trust, targets: t}, nil
 }
 
 // Timestamp re-signs the timestamp with a fresh expiry, naming the same
