@@ -119,15 +119,8 @@ type Target struct {
 // held (the timestamp, snapshot and targets trusted under an older root
 // go too). It is how a host is given its root of trust: out of band, once.
 func TrustRoot(dir string, root []byte) error {
-	if len(root) > MaxRootBytes {
-		return fmt.Errorf("%w: the root is %d bytes, more than %d", ErrUntrusted, len(root), MaxRootBytes)
-	}
-	r, err := metadata.Root().FromBytes(root)
-	if err != nil {
-		return fmt.Errorf("%w: not a TUF root: %v", ErrUntrusted, err)
-	}
-	if err := r.VerifyDelegate(metadata.ROOT, r); err != nil {
-		return fmt.Errorf("%w: the root is not signed by its own threshold: %v", ErrUntrusted, err)
+	if err := CheckRoot(root); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -138,6 +131,22 @@ func TrustRoot(dir string, root []byte) error {
 		}
 	}
 	return writeFileAtomic(filepath.Join(dir, metadata.ROOT+".json"), root)
+}
+
+// CheckRoot checks that root is a TUF root metadata document (as a
+// repository's metadata/root.json is) signed by its own threshold.
+func CheckRoot(root []byte) error {
+	if len(root) > MaxRootBytes {
+		return fmt.Errorf("%w: the root is %d bytes, more than %d", ErrUntrusted, len(root), MaxRootBytes)
+	}
+	r, err := metadata.Root().FromBytes(root)
+	if err != nil {
+		return fmt.Errorf("%w: not a TUF root (want a repository's metadata/root.json): %v", ErrUntrusted, err)
+	}
+	if err := r.VerifyDelegate(metadata.ROOT, r); err != nil {
+		return fmt.Errorf("%w: the root is not signed by its own threshold: %v", ErrUntrusted, err)
+	}
+	return nil
 }
 
 // TrustedRoot returns the root dir trusts now (after any rotation a
@@ -161,8 +170,8 @@ func (c *Client) Refresh(ctx context.Context) (*Trusted, error) {
 		root, err = TrustedRoot(c.Dir)
 	} else if len(root) == 0 {
 		err = fmt.Errorf("%w: a client with neither Dir nor Root", ErrUntrusted)
-	} else if len(root) > MaxRootBytes {
-		err = fmt.Errorf("%w: the root is %d bytes, more than %d", ErrUntrusted, len(root), MaxRootBytes)
+	} else {
+		err = CheckRoot(root)
 	}
 	if err != nil {
 		return nil, err
