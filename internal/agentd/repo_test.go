@@ -3,11 +3,7 @@ package agentd_test
 import (
 	"bytes"
 	"context"
-	"crypto"
-	"crypto/ed25519"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -510,24 +506,8 @@ func forgeTargets(t *testing.T, r *tuftest.Repo, s *release.Signer) {
 	}
 }
 
-// loadKey loads s's private key as go-tuf signs with it.
+// loadKey is s as go-tuf signs with it.
 func loadKey(t *testing.T, s *release.Signer) signature.Signer {
 	t.Helper()
-	b, err := os.ReadFile(s.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		t.Fatalf("%s: no PEM", s.Path)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sg, err := signature.LoadSigner(k.(ed25519.PrivateKey), crypto.Hash(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sg
+	return s.Sign()
 }

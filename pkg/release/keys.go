@@ -28,6 +28,10 @@ type Signer struct {
 	s    signature.Signer
 }
 
+// Sign returns s as go-tuf's metadata.Sign takes it (for tools and tests
+// that sign metadata themselves).
+func (s *Signer) Sign() signature.Signer { return s.s }
+
 // GenerateKey writes a new key to path (and path+".pub") and returns its id.
 // It refuses to overwrite a file.
 func GenerateKey(path string) (string, error) {

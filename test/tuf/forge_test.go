@@ -5,11 +5,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
-	"os"
 	"path"
 	"strconv"
 	"testing"
@@ -31,22 +28,11 @@ type key struct {
 	id   string
 }
 
-// stolen loads a key file the repository's keyholder wrote (PEM PKCS#8).
+// stolen is a key file the repository's keyholder wrote, in the
+// attacker's hands.
 func stolen(t *testing.T, s *release.Signer) key {
 	t.Helper()
-	b, err := os.ReadFile(s.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		t.Fatalf("%s: not PEM", s.Path)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newKey(t, k.(ed25519.PrivateKey))
+	return key{Signer: s.Sign(), meta: s.Key, id: s.ID}
 }
 
 // ownKey is a key the attacker made.
