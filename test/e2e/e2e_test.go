@@ -26,6 +26,7 @@ import (
 
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/internal/proctest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
 	"github.com/fleetwave/fleetwave/pkg/kv"
@@ -36,74 +37,25 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fleetwave-e2e-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/fleetwave/fleetwave/cmd/controller",
-		"github.com/fleetwave/fleetwave/cmd/agentd", "github.com/fleetwave/fleetwave/cmd/fleetctl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the binaries:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(proctest.Main(m, &binDir, "cmd/controller", "cmd/agentd", "cmd/fleetctl"))
 }
 
 // runCmd runs a binary to completion and fails the test if it fails.
 func runCmd(t *testing.T, name string, args ...string) {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(binDir, name), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-	}
+	proctest.Run(t, filepath.Join(binDir, name), args...)
 }
 
 // start runs a binary until the test ends (SIGTERM, then wait).
 func start(t *testing.T, logPath, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logFile.Close()
-		b, _ := os.ReadFile(logPath)
+	return proctest.Start(t, logPath, filepath.Join(binDir, name), func(b []byte) {
 		// Every process runs with the credentials minted for it: none
 		// may be refused anything it does.
 		if strings.Contains(strings.ToLower(string(b)), "permissions violation") {
 			t.Errorf("%s logs a permissions violation", logPath)
 		}
-		if t.Failed() {
-			t.Logf("--- %s:\n%s", logPath, tail(string(b), 3000))
-		}
-	})
-	return cmd
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
+	}, args...)
 }
 
 // fleet is the running system.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetwave/fleetwave/internal/natstest"
+	"github.com/fleetwave/fleetwave/internal/proctest"
 	"github.com/fleetwave/fleetwave/pkg/httpfind"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -168,6 +169,6 @@ func TestQuarantineEndToEnd(t *testing.T) {
 	fleetctl(t, f, 0, "--actor", "alice", "quarantine", "rm", "1.2.0", "--reason", "fixed build")
 	out, _ = fleetctl(t, f, 0, "history", "-o", "json")
 	if !strings.Contains(out, `"command": "quarantine rm"`) || !strings.Contains(out, `"actor": "alice"`) || !strings.Contains(out, `"reason": "version 1.2.0 quarantined: 3 agents rolled back`) {
-		t.Errorf("history -o json lacks alice's quarantine rm:\n%s", tail(out, 2000))
+		t.Errorf("history -o json lacks alice's quarantine rm:\n%s", proctest.Tail(out, 2000))
 	}
 }

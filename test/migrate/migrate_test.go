@@ -30,6 +30,7 @@ import (
 	"github.com/fleetwave/fleetwave/internal/natsembed"
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/internal/proctest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/kv"
 	"github.com/fleetwave/fleetwave/pkg/rollout"
@@ -38,22 +39,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fleetwave-migrate-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/fleetwave/fleetwave/cmd/controller",
-		"github.com/fleetwave/fleetwave/cmd/fleetctl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the binaries:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(proctest.Main(m, &binDir, "cmd/controller", "cmd/fleetctl"))
 }
 
 // fixture is testdata/fixture.json (test/migrate/gen writes it).

@@ -37,6 +37,7 @@ import (
 
 	"github.com/fleetwave/fleetwave/internal/natstest"
 	"github.com/fleetwave/fleetwave/internal/natsutil"
+	"github.com/fleetwave/fleetwave/internal/proctest"
 	"github.com/fleetwave/fleetwave/internal/tuftest"
 	"github.com/fleetwave/fleetwave/pkg/heartbeat"
 	"github.com/fleetwave/fleetwave/pkg/install"
@@ -49,22 +50,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fleetwave-tuf-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/fleetwave/fleetwave/cmd/controller",
-		"github.com/fleetwave/fleetwave/cmd/agentd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the binaries:", err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(proctest.Main(m, &binDir, "cmd/controller", "cmd/agentd"))
 }
 
 // app is the name the releases are published under (the target paths'
@@ -78,50 +64,14 @@ const (
 // test if it fails.
 func runCmd(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(binDir, name), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return proctest.Run(t, filepath.Join(binDir, name), args...)
 }
 
 // start runs a binary until the test ends (SIGTERM, then wait), its output
 // in logPath, shown when the test failed.
 func start(t *testing.T, logPath, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("--- %s:\n%s", logPath, tail(string(b), 4000))
-		}
-	})
-	return cmd
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
+	return proctest.Start(t, logPath, filepath.Join(binDir, name), nil, args...)
 }
 
 // fleet is the running system: a controller, agents of one group, the
