@@ -49,8 +49,8 @@ func (a *Agent) tufDir() string { return filepath.Join(a.dir(), tufDirName) }
 const maxRootFileBytes = release.MaxRootBytes
 
 // readRootFile reads and checks --release-root: a TUF root signed by its
-// own threshold (release.TrustRoot, into a scratch directory: nothing of
-// the host is written before every flag is checked). It returns the
+// own threshold (release.CheckRoot: nothing of the host is written before
+// every flag is checked). It returns the
 // bytes and the root's version.
 func readRootFile(path string) ([]byte, int64, error) {
 	f, err := os.Open(path)
@@ -62,12 +62,7 @@ func readRootFile(path string) ([]byte, int64, error) {
 	if err != nil {
 		return nil, 0, cliutil.UsageError{Err: fmt.Errorf("--release-root: %w", err)}
 	}
-	scratch, err := os.MkdirTemp("", "agentd-root-check-")
-	if err != nil {
-		return nil, 0, err
-	}
-	defer os.RemoveAll(scratch)
-	if err := release.TrustRoot(filepath.Join(scratch, tufDirName), b); err != nil {
+	if err := release.CheckRoot(b); err != nil {
 		return nil, 0, cliutil.UsageError{Err: fmt.Errorf("--release-root %s: %w (want the repository's metadata/root.json, e.g. from 'fleetctl repo init')", path, err)}
 	}
 	v, _, err := rootInfo(b)

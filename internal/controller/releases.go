@@ -221,15 +221,9 @@ func ReadReleaseRoot(file string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// TrustRoot checks it (go-tuf does); a scratch dir takes what it
-	// writes, so that a controller that stops on a later error has
-	// changed nothing.
-	tmp, err := os.MkdirTemp("", "fleetwave-root-check-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmp)
-	if err := release.TrustRoot(filepath.Join(tmp, "trust"), root); err != nil {
+	// go-tuf checks it; nothing is written, so that a controller that
+	// stops on a later error has changed nothing.
+	if err := release.CheckRoot(root); err != nil {
 		return nil, fmt.Errorf("--release-root %s: %w (give the root.json the repository's owner published, DIR/metadata/root.json)", file, err)
 	}
 	return root, nil
