@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/theupdateframework/go-tuf/v2/metadata"
 	"github.com/theupdateframework/go-tuf/v2/metadata/config"
 	"github.com/theupdateframework/go-tuf/v2/metadata/updater"
@@ -361,21 +362,7 @@ func (f *boundedFetcher) DownloadFile(rawURL string, maxLength int64, _ time.Dur
 // writeFileAtomic writes b to name through a synced temporary file and a
 // rename.
 func writeFileAtomic(name string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), name)
-	}
-	if err != nil {
+	if err := renameio.WriteFile(name, b, 0o600); err != nil {
 		return fmt.Errorf("%w: write %s: %v", ErrUnavailable, name, err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/theupdateframework/go-tuf/v2/metadata"
 )
 
@@ -631,27 +632,17 @@ func (r *Repo) writeTimestamp(snapVersion int64, s *Signer) error {
 }
 
 // writeServed writes one of the repository's files: through a synced
-// temporary file and a rename, like writeFileAtomic, but readable by all
+// temporary file and a rename (renameio), like writeFileAtomic, but readable by all
 // (0644): a web server serves it under another user. (The foundation
 // wrote them 0600, as a client's trusted metadata is, and a web server
 // running as its own user answered 403 for every metadata file.)
 func writeServed(name string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err == nil {
-		err = tmp.Chmod(0o644)
-	}
+	pf, err := renameio.NewPendingFile(name, renameio.WithStaticPermissions(0o644))
 	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), name)
+		defer pf.Cleanup()
+		if _, err = pf.Write(b); err == nil {
+			err = pf.CloseAtomicallyReplace()
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
