@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetwave/fleetwave/internal/auth"
@@ -346,7 +347,15 @@ func Run(ctx context.Context, o *RunOptions, log *slog.Logger) error {
 	// electing its meta leader, other controllers creating the same
 	// stream) is waited for, with a log line every few seconds, until the
 	// operator stops us. Ensure fails at once on what waiting cannot fix.
-	waiting := &settleLog{log: log, every: settleLogEvery, now: time.Now}
+	waiting := &settleLog{log: log, every: settleLogEvery, now: time.Now, switchServer: func() bool {
+		if len(nc.Servers()) < 2 {
+			return false
+		}
+		log.Warn("NATS server "+nc.ConnectedUrlRedacted()+" keeps answering \"JetStream not enabled for account\" "+
+			"(a server of a forming cluster can hold this account half set up); reconnecting to another server",
+			slog.String("server", nc.ConnectedServerName()))
+		return nc.ForceReconnect() == nil
+	}}
 	fleet, err := kv.Ensure(ctx, js, kv.Options{Replicas: o.Replicas, AgentExpiry: o.AgentExpiry,
 		AuditMaxAge: o.AuditMaxAge, AuditMaxBytes: o.AuditMaxBytes, EventsMaxAge: o.EventsMaxAge, EventsMaxBytes: o.EventsMaxBytes, Retry: kv.Retry{OnRetry: waiting.retrying},
 		OnDrift: func(what string, diffs []string) {
@@ -457,11 +466,31 @@ type settleLog struct {
 	last    time.Time // of the last line; zero before the first
 	retries int       // failed attempts so far
 	quiet   int       // failed attempts since the last line
+	// switchServer, when set, moves the connection to another server of
+	// the cluster, and says whether it did. It is called after
+	// notEnabledSwitch answers in a row of "JetStream not enabled for
+	// account": a server that learnt of the account over a route while
+	// JetStream was starting can keep it half set up (nats-server issue
+	// 2874), and waiting on that one server does not end it.
+	switchServer func() bool
+	notEnabled   int // consecutive "not enabled for account" answers
 }
+
+// notEnabledSwitch is how many "JetStream not enabled for account"
+// answers in a row make the controller try another server.
+const notEnabledSwitch = 3
 
 // retrying is kv.Retry.OnRetry. Ensure calls it from one goroutine.
 func (s *settleLog) retrying(r kv.Retrying) {
 	s.retries++
+	if errors.Is(r.Err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		s.notEnabled++
+		if s.notEnabled >= notEnabledSwitch && s.switchServer != nil && s.switchServer() {
+			s.notEnabled = 0
+		}
+	} else {
+		s.notEnabled = 0
+	}
 	now := s.now()
 	if !s.last.IsZero() && now.Sub(s.last) < s.every {
 		s.quiet++

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetwave/fleetwave/pkg/kv"
 )
@@ -79,5 +81,40 @@ func TestSettleLogQuietWithoutRetries(t *testing.T) {
 	s.ready()
 	if buf.Len() != 0 {
 		t.Errorf("logged %q", buf.String())
+	}
+}
+
+// TestSettleLogSwitchesServer: a server that keeps answering "JetStream not
+// enabled for account" (as the server sends it: an API error with code
+// 10039) makes the controller try another server after notEnabledSwitch
+// answers in a row; any other error resets the count, and a switch that
+// could not happen (one server only) is tried again on the next answer.
+func TestSettleLogSwitchesServer(t *testing.T) {
+	t.Parallel()
+	notEnabled := &jetstream.APIError{Code: 503, ErrorCode: jetstream.JSErrCodeJetStreamNotEnabledForAccount, Description: "JetStream not enabled for account"}
+	other := errors.New("no answer from the JetStream cluster")
+	switched, can := 0, true
+	s := &settleLog{log: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil)), every: time.Second, now: time.Now,
+		switchServer: func() bool {
+			if can {
+				switched++
+			}
+			return can
+		}}
+	for i, step := range []struct {
+		err  error
+		can  bool
+		want int
+	}{
+		{notEnabled, true, 0}, {notEnabled, true, 0}, {other, true, 0}, // reset before the third
+		{notEnabled, true, 0}, {notEnabled, true, 0}, {notEnabled, true, 1},
+		{notEnabled, true, 1}, {notEnabled, true, 1}, {notEnabled, false, 1}, // count starts again after a switch
+		{notEnabled, false, 1}, {notEnabled, true, 2}, // not switched: tried on every further answer
+	} {
+		can = step.can
+		s.retrying(kv.Retrying{What: "stream FLEET_HB", Attempt: i + 1, Err: fmt.Errorf("ensure: %w", step.err), Delay: time.Millisecond})
+		if switched != step.want {
+			t.Fatalf("after answer %d (%v): switched %d times, want %d", i+1, step.err, switched, step.want)
+		}
 	}
 }
