@@ -495,14 +495,28 @@ func (f *fleet) refused(t *testing.T, t0 time.Time, v string, want refusal) {
 	t.Helper()
 	before := f.before
 	var st rollout.GroupStatus
+	// Each host must show the refusal in update.yaml at least once; not
+	// all at the same instant, since each retry clears the error while it
+	// runs, and on a loaded machine a retry runs for a good share of the
+	// time.
+	shown := map[int]bool{}
 	natstest.Eventually(t, 60*time.Second, func() error {
 		if st := f.statuses()[group]; st.Halted {
 			t.Fatalf("group %s halted: %s (host-1: %+v)", group, st.HaltReason, f.status(f.agents[0]))
 		}
+		var notYet []string
 		for _, a := range f.agents {
-			if err := want.check(f.status(a)); err != nil {
-				return fmt.Errorf("host-%d: %v", a.n, err)
+			if shown[a.n] {
+				continue
 			}
+			if err := want.check(f.status(a)); err != nil {
+				notYet = append(notYet, fmt.Sprintf("host-%d: %v", a.n, err))
+				continue
+			}
+			shown[a.n] = true
+		}
+		if len(notYet) > 0 {
+			return fmt.Errorf("update.yaml has not shown the refusal yet on %s", strings.Join(notYet, "; "))
 		}
 		st = f.statuses()[group]
 		if st.TargetVersion != v || st.Held == "" {
