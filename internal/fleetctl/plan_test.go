@@ -229,7 +229,7 @@ func TestPlanSetRejectsBadValues(t *testing.T) {
 		{"not a version", PlanSetOptions{Target: ptr("latest")}, []string{"--target", "invalid version"}},
 		{"bad start", PlanSetOptions{Start: ptr("1.3.x")}, []string{"--start", "invalid version"}},
 		{"bad strategy", PlanSetOptions{Strategy: ptr("fast")}, []string{`strategy "fast" must be backpressure or grouped`}},
-		{"bad schedule", PlanSetOptions{Schedule: ptr("nightly")}, []string{`schedule "nightly" must be regular or immediate`}},
+		{"bad schedule", PlanSetOptions{Schedule: ptr("nightly")}, []string{`schedule "nightly" must be regular, immediate or time-based`}},
 		{"nothing", PlanSetOptions{}, []string{"nothing to set"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,6 +45,10 @@ type Config struct {
 	// Apps are the apps the fleet keeps on their versions, the default
 	// app first (apps.go). Omitted: one app, DefaultAppName, by tarball.
 	Apps []AppConfig `json:"apps,omitempty"`
+	// CatchAll names the group that hosts of groups not in the config
+	// follow and are counted in: "" the last group, CatchAllNone ("-")
+	// none (they wait for their group to be configured).
+	CatchAll string `json:"catch_all,omitempty"`
 }
 
 // GroupConfig is the schedule of one group.
@@ -113,6 +117,23 @@ type GroupConfig struct {
 	// Analysis are the group's own metric analysis checks, on top of the
 	// fleet's (see Config.Checks).
 	Analysis []Check `json:"analysis,omitempty"`
+	// WindowLength is how long each start window stays open from
+	// start_hour: 15m-24h; 0 (omitted) is one hour (EffectiveWindowLength).
+	WindowLength Duration `json:"window_length,omitempty"`
+	// SmallGroup: a group with at most this many agents present when it
+	// starts skips the canary phase (0, the default: never).
+	SmallGroup int `json:"small_group,omitempty"`
+	// Rate caps starts per period, with an optional exponential ramp
+	// (rate.go); nil: only max_in_flight bounds the group.
+	Rate *RateConfig `json:"rate,omitempty"`
+	// AdaptiveInFlight lets the in-flight bound grow while agents succeed
+	// and shrink when failures or heartbeat lag rise, never above
+	// max_in_flight.
+	AdaptiveInFlight bool `json:"adaptive_in_flight,omitempty"`
+	// Selector defines the group's members by their labels (labels.go):
+	// an agent whose labels match joins this group whatever group name it
+	// was given. Empty: membership by name only.
+	Selector Selector `json:"selector,omitempty"`
 }
 
 // Default values (RFD 169 where it has one).
@@ -233,6 +254,7 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		"groups":         &d.Groups,
 		"require_reason": &d.RequireReason,
 		"apps":           &d.Apps,
+		"catch_all":      &d.CatchAll,
 
 		"quarantine_after": &d.QuarantineAfter,
 	}
@@ -270,6 +292,12 @@ func (g *GroupConfig) UnmarshalJSON(b []byte) error {
 		"approval":               &d.Approval,
 		"alert_on_approval_wait": &d.AlertOnApprovalWait,
 		"analysis":               &d.Analysis,
+
+		"window_length":      &d.WindowLength,
+		"small_group":        &d.SmallGroup,
+		"rate":               &d.Rate,
+		"adaptive_in_flight": &d.AdaptiveInFlight,
+		"selector":           &d.Selector,
 	}, true)
 	if err != nil {
 		// Name the group in the error even when another field failed first.
@@ -340,6 +368,9 @@ func (c Config) Validate() error {
 		bad("%v", err)
 	}
 	if _, err := c.Location(); err != nil {
+		bad("%v", err)
+	}
+	if err := c.validateCatchAll(); err != nil {
 		bad("%v", err)
 	}
 	if c.QuarantineAfter < 0 || c.QuarantineAfter > MaxQuarantineAfter {
@@ -435,6 +466,18 @@ func (g GroupConfig) validate() []error {
 		}
 	}
 	if err := g.Approval.validate(); err != nil {
+		bad("%v", err)
+	}
+	if w := g.WindowLength; w != 0 && (w < minWindowLength || w > maxWindowLength) {
+		bad("window_length %q must be %s-%s", w, minWindowLength, maxWindowLength)
+	}
+	if g.SmallGroup < 0 || g.SmallGroup > MaxSmallGroup {
+		bad("small_group %d must be 0-%d", g.SmallGroup, MaxSmallGroup)
+	}
+	if err := g.Rate.validate(); err != nil {
+		bad("%v", err)
+	}
+	if err := g.Selector.validate(); err != nil {
 		bad("%v", err)
 	}
 	return errs

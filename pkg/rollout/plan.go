@@ -17,6 +17,12 @@ const (
 	// dependencies and wait_hours. Canaries, backpressure and halts still
 	// apply; pick strategy grouped and canary_count 0 for "all at once".
 	ScheduleImmediate Schedule = "immediate"
+	// ScheduleTimeBased: every group updates during its own window,
+	// independently of every other (no dependency chain, no wait_hours); a
+	// group is done while its window is open, and active again when its
+	// window reopens with agents off the target (Teleport's time-based
+	// strategy).
+	ScheduleTimeBased Schedule = "time-based"
 )
 
 // Strategy says how a started group hands out updates.
@@ -97,8 +103,8 @@ func (s Spec) Validate() error {
 	if err := ValidateVersion(s.TargetVersion); err != nil {
 		bad("target_version: %v", err)
 	}
-	if s.Schedule != ScheduleRegular && s.Schedule != ScheduleImmediate {
-		bad("schedule %q must be regular or immediate", s.Schedule)
+	if s.Schedule != ScheduleRegular && s.Schedule != ScheduleImmediate && s.Schedule != ScheduleTimeBased {
+		bad("schedule %q must be regular, immediate or time-based", s.Schedule)
 	}
 	if s.Strategy != StrategyBackpressure && s.Strategy != StrategyGrouped {
 		bad("strategy %q must be backpressure or grouped", s.Strategy)

@@ -54,7 +54,7 @@ func TestSpecValidate(t *testing.T) {
 		{name: "v", edit: func(s *Spec) { s.V = 0 }, want: "v 0"},
 		{name: "start version", edit: func(s *Spec) { s.StartVersion = "v1.2.3" }, want: "start_version: invalid version \"v1.2.3\""},
 		{name: "target version", edit: func(s *Spec) { s.TargetVersion = "" }, want: "target_version: invalid version: empty"},
-		{name: "schedule", edit: func(s *Spec) { s.Schedule = "nightly" }, want: `schedule "nightly" must be regular or immediate`},
+		{name: "schedule", edit: func(s *Spec) { s.Schedule = "nightly" }, want: `schedule "nightly" must be regular, immediate or time-based`},
 		{name: "strategy", edit: func(s *Spec) { s.Strategy = "yolo" }, want: `strategy "yolo" must be backpressure or grouped`},
 		{name: "mode", edit: func(s *Spec) { s.Mode = "on" }, want: `mode "on" must be enabled, paused or disabled`},
 	}
