@@ -170,7 +170,9 @@ func newMarkDoneCmd(g *Global) *cobra.Command {
 	return newGroupActionCmd(g, "mark-done", "Force a group to done (its agents all update at once)",
 		`Mark a group done: every agent of it is told to update to the target at once
 (no canaries, no failure threshold), and the groups depending on it may
-start. Allowed from unstarted (skips the group), canary and active.
+start. Allowed from unstarted (skips the group), canary and active; from
+rolledback only with --force and --reason: every agent of it installs the
+version it was rolled back from.
 
 A halted group, or a group whose target is quarantined, is refused unless
 --force and --reason are given: every host of it would install the version
@@ -178,7 +180,8 @@ it halted on. The forced action is recorded as "mark-done --force" with the
 reason in the audit trail (fleetctl history), the group status and the
 event.`,
 		`  fleetctl mark-done --group empty-lab --reason "no hosts there yet"
-  fleetctl mark-done --group prod --force --reason "halt was the probe, not the app: INC-42"`, RunMarkDone)
+  fleetctl mark-done --group prod --force --reason "halt was the probe, not the app: INC-42"
+  fleetctl mark-done --group prod --force --reason "INC-60: the 500s were the load balancer, not 1.4.0"   # a rolled back group`, RunMarkDone)
 }
 
 func newResetCmd(g *Global) *cobra.Command {

@@ -15,8 +15,8 @@ import (
 // not reach more hosts. A group action that would push a group past either
 // (run, reset or mark-done of a halted group; run, reset, mark-done or
 // retry of a group whose target is quarantined; run or mark-done of an
-// unstarted group below a group halted on or rolled back from its target)
-// is refused unless the
+// unstarted group below a group halted on or rolled back from its target;
+// mark-done of a rolled back group, issue 28) is refused unless the
 // operator gives --force and --reason: the refusal says what the action
 // would do, and the forced action is recorded as "<verb> --force" with the
 // reason in the audit trail, and "forced past …" in the group status and

@@ -233,6 +233,14 @@ func TestRollbackAllBinary(t *testing.T) {
 		}
 	}
 
+	// Completion offers the new flags.
+	if stdout, _, _ := runBin(t, bin, env, "__complete", "rollback", "--a"); !strings.Contains(stdout, "--all") {
+		t.Errorf("completion of rollback --a lacks --all:\n%s", stdout)
+	}
+	if stdout, _, _ := runBin(t, bin, env, "__complete", "run", "--s"); !strings.Contains(stdout, "--skip-canaries") {
+		t.Errorf("completion of run --s lacks --skip-canaries:\n%s", stdout)
+	}
+
 	reason := "INC-51: 1.4.0 corrupts the cache"
 	before := e.revisions(all...)
 	stdout, stderr, code := runBin(t, bin, env, "rollback", "--all", "--reason", reason)
