@@ -68,6 +68,7 @@ type writeResultOf[V any] struct {
 }
 
 func TestRunSkipCanariesBinary(t *testing.T) {
+	bin := fleetctlBin(t) // before the env: its 30 s context is not for the build
 	e := newEnv(t)
 	cfg := rollout.DefaultConfig()
 	cfg.Groups = []rollout.GroupConfig{rollout.DefaultGroup("dev"), rollout.DefaultGroup("staging"), rollout.DefaultGroup("prod"), rollout.DefaultGroup("lab")}
@@ -80,7 +81,6 @@ func TestRunSkipCanariesBinary(t *testing.T) {
 	halted.Halted, halted.HaltReason, halted.HaltedAt = true, "canary crashed: exit status 2", testNow.Add(-time.Minute)
 	halted.Canaries = []rollout.Canary{{ID: "0b000000-0000-4000-8000-000000000000"}}
 	e.putStatus(halted)
-	bin := fleetctlBin(t)
 	env := []string{"NATS_URL=" + e.srv.URL(), "FLEETCTL_ACTOR=alice"}
 	all := []string{"dev", "staging", "prod", "lab"}
 
@@ -211,8 +211,8 @@ func rollbackAllEnv(t *testing.T) (*env, []string) {
 }
 
 func TestRollbackAllBinary(t *testing.T) {
+	bin := fleetctlBin(t) // before the env: its 30 s context is not for the build
 	e, all := rollbackAllEnv(t)
-	bin := fleetctlBin(t)
 	env := []string{"NATS_URL=" + e.srv.URL(), "FLEETCTL_ACTOR=bob"}
 
 	for _, tc := range []struct {
@@ -312,9 +312,9 @@ func TestRollbackAllBinary(t *testing.T) {
 // rolled back (not valid) does not stop the others; the output and the
 // error say exactly which groups moved and which did not; exit 1.
 func TestRollbackAllPartialFailureBinary(t *testing.T) {
+	bin := fleetctlBin(t) // before the env: its 30 s context is not for the build
 	e, all := rollbackAllEnv(t)
 	e.putRaw(kv.BucketPlan, kv.GroupKey("staging"), `{"v":1,"group":"staging","state":"sideways"}`)
-	bin := fleetctlBin(t)
 	env := []string{"NATS_URL=" + e.srv.URL(), "FLEETCTL_ACTOR=bob"}
 	before := e.revisions(all...)
 	stdout, stderr, code := runBin(t, bin, env, "rollback", "--all", "--reason", "INC-52", "-o", "json")
@@ -383,6 +383,7 @@ func TestRollbackAllConflictMidway(t *testing.T) {
 }
 
 func TestMarkDoneRolledBackBinary(t *testing.T) {
+	bin := fleetctlBin(t) // before the env: its 30 s context is not for the build
 	e := newEnv(t)
 	cfg := rollout.DefaultConfig()
 	cfg.Groups = []rollout.GroupConfig{rollout.DefaultGroup("prod")}
@@ -391,7 +392,6 @@ func TestMarkDoneRolledBackBinary(t *testing.T) {
 	rb := named("prod", rollout.StateRolledBack)
 	rb.Reason, rb.RejectedVersions = "operator rollback: 500s on checkout", []string{"1.4.0"}
 	e.putStatus(rb)
-	bin := fleetctlBin(t)
 	env := []string{"NATS_URL=" + e.srv.URL(), "FLEETCTL_ACTOR=carol"}
 
 	rev := e.status("prod").Revision
