@@ -55,10 +55,7 @@ func (o *GroupActionOptions) checkOverride(ctx context.Context, f appFleet, name
 		fmt.Fprintf(o.ErrOut, "warning: could not read %s/%s, so whether %s is quarantined is not known: %v\n",
 			kv.BucketPlan, f.NS.Quarantine(), st.TargetVersion, err)
 	}
-	over := overrideOf(name, st, quarantine, o.stoppedAbove(ctx, f, name, st), f.appArg())
-	if over != nil && o.SkipCanaries && name == "run" {
-		over.effect = skipCanariesEffect(st)
-	}
+	over := overrideOf(o.verb(name), st, quarantine, o.stoppedAbove(ctx, f, name, st), f.appArg())
 	if over == nil {
 		if o.Force {
 			fmt.Fprintf(o.ErrOut, "note: --force: nothing to force (group %q is not halted and %s is not quarantined)\n", o.Group, st.TargetVersion)
@@ -149,6 +146,8 @@ func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.Quaranti
 	}
 	var effect string
 	switch {
+	case name == "run --skip-canaries":
+		effect = skipCanariesEffect(st)
 	case rolledBack:
 		effect = fmt.Sprintf("mark-done tells every agent of the group to install %s, the version it was rolled back from, at once (no canaries, no failure threshold), and lets the groups that depend on it start", target)
 	case name == "mark-done":
