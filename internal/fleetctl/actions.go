@@ -30,6 +30,21 @@ type GroupActionOptions struct {
 	Force bool
 	// Output is text or json (a WriteResult).
 	Output string
+	// SkipCanaries is run's --skip-canaries: start the group straight in
+	// active, without canaries (rollout.RunSkipCanaries); needs --reason.
+	SkipCanaries bool
+	// All is rollback's --all: every started group of the app
+	// (RunRollbackAll); needs --reason, excludes --group.
+	All bool
+}
+
+// verb is the command as the audit trail, the output and the suggested
+// commands name it: "run --skip-canaries" for run with that flag.
+func (o *GroupActionOptions) verb(name string) string {
+	if o.SkipCanaries && name == "run" {
+		return name + " --skip-canaries"
+	}
+	return name
 }
 
 // why is the operator's reason: --reason, and the deprecated --note joined
@@ -49,6 +64,13 @@ func (o *GroupActionOptions) why() string {
 type groupAction func(st rollout.GroupStatus, note string, now time.Time) (rollout.GroupStatus, rollout.Event, error)
 
 func newGroupActionCmd(g *Global, use, short, long, example string, run func(context.Context, *GroupActionOptions) error) *cobra.Command {
+	cmd, _ := groupActionCmd(g, use, short, long, example, run)
+	return cmd
+}
+
+// groupActionCmd is newGroupActionCmd, also returning the options its
+// flags are bound to, for a verb that adds flags of its own.
+func groupActionCmd(g *Global, use, short, long, example string, run func(context.Context, *GroupActionOptions) error) (*cobra.Command, *GroupActionOptions) {
 	o := &GroupActionOptions{Global: g}
 	cmd := &cobra.Command{
 		Use:     use + " --group G",
@@ -70,7 +92,7 @@ func newGroupActionCmd(g *Global, use, short, long, example string, run func(con
 	}
 	writeOutputFlag(cmd, &o.Output)
 	appFlag(cmd, g)
-	return cmd
+	return cmd, o
 }
 
 // noteFlag registers the deprecated --note of a group action, hidden from
@@ -92,11 +114,22 @@ func forceFlag(cmd *cobra.Command, dst *bool) {
 }
 
 func newRunCmd(g *Global) *cobra.Command {
-	return newGroupActionCmd(g, "run", "Start a group now, ignoring its window, wait and predecessors",
+	cmd, o := groupActionCmd(g, "run", "Start a group now (--skip-canaries: straight in active), ignoring its window",
 		`Start a group at the controller's next step, regardless of its window,
 wait_hours and predecessors. A rolled back group starts again (fresh canaries
 and initial count). A halted group is reset (see reset). A group that is
 running or done is refused.
+
+--skip-canaries starts it straight in active, without its canary phase: no
+canaries are picked, and its agents update as max_in_flight allows from the
+first step (failure_threshold and the rest of active still hold). It needs
+--reason, which the group status keeps (skip_canaries), the controller's
+transition unstarted → active names, and the audit trail records as
+"run --skip-canaries" (fleetctl history). Allowed for an unstarted or rolled
+back group, and (with --force) a halted canary group; refused for a group in
+active (past its canaries), one running its canaries, and done. An approval
+the config asks after the canaries (approval: after_canary) is still asked:
+the group waits for it in unstarted.
 
 A halted group, or a group whose target is quarantined, is refused unless
 --force and --reason are given: the refusal says what run would do. The
@@ -104,22 +137,42 @@ forced run is recorded as "run --force" with the reason in the audit trail
 (fleetctl history), the group status and the event.`,
 		`  fleetctl run --group staging
   fleetctl run --group prod --reason "hotfix, approved by on-call"
+  fleetctl run --group prod --skip-canaries --reason "INC-42: the fix must reach every host today"
   fleetctl run --group prod --force --reason "halt was a monitoring glitch, INC-42"`, RunRun)
+	cmd.Use = "run --group G [--skip-canaries]"
+	cmd.Flags().BoolVar(&o.SkipCanaries, "skip-canaries", false, "start the group straight in active, without canaries (needs --reason)")
+	return cmd
 }
 
 func newRollbackCmd(g *Global) *cobra.Command {
-	return newGroupActionCmd(g, "rollback", "Send a group back to the start version",
+	cmd, o := groupActionCmd(g, "rollback", "Send a group (--all: every started group) back to the start version",
 		`Roll a group back: every agent of it is told to go back to the start version.
 Allowed from canary, active and done; clears a halt. Never needs --force: it
-is the safe direction.`,
-		`  fleetctl rollback --group prod --reason "500s on checkout"`, RunRollback)
+is the safe direction.
+
+--all rolls back every group of the app that started the plan's target
+(canary, active or done), one compare-and-swap write, one event and one
+audit record ("rollback --all") per group, and needs --reason. Unstarted and
+already rolled back groups are listed as skipped. If a write fails (another
+writer got there first, the bus went away), the other groups are still
+rolled back; the output says which groups moved and which did not, and the
+command exits 1: run it again to roll back the rest (those rolled back are
+skipped). --all and --group are exclusive.`,
+		`  fleetctl rollback --group prod --reason "500s on checkout"
+  fleetctl rollback --all --reason "INC-51: 1.4.0 corrupts the cache"
+  fleetctl rollback --all --reason "INC-51" -o json | jq '.value.groups[] | select(.outcome=="failed")'`, RunRollback)
+	cmd.Use = "rollback {--group G | --all}"
+	cmd.Flags().BoolVar(&o.All, "all", false, "roll back every started group of the app (needs --reason; not with --group)")
+	return cmd
 }
 
 func newMarkDoneCmd(g *Global) *cobra.Command {
 	return newGroupActionCmd(g, "mark-done", "Force a group to done (its agents all update at once)",
 		`Mark a group done: every agent of it is told to update to the target at once
 (no canaries, no failure threshold), and the groups depending on it may
-start. Allowed from unstarted (skips the group), canary and active.
+start. Allowed from unstarted (skips the group), canary and active; from
+rolledback only with --force and --reason: every agent of it installs the
+version it was rolled back from.
 
 A halted group, or a group whose target is quarantined, is refused unless
 --force and --reason are given: every host of it would install the version
@@ -127,7 +180,8 @@ it halted on. The forced action is recorded as "mark-done --force" with the
 reason in the audit trail (fleetctl history), the group status and the
 event.`,
 		`  fleetctl mark-done --group empty-lab --reason "no hosts there yet"
-  fleetctl mark-done --group prod --force --reason "halt was the probe, not the app: INC-42"`, RunMarkDone)
+  fleetctl mark-done --group prod --force --reason "halt was the probe, not the app: INC-42"
+  fleetctl mark-done --group prod --force --reason "INC-60: the 500s were the load balancer, not 1.4.0"   # a rolled back group`, RunMarkDone)
 }
 
 func newResetCmd(g *Global) *cobra.Command {
@@ -145,19 +199,40 @@ reset is recorded as "reset --force" with the reason in the audit trail.`,
   fleetctl reset --group prod --force --reason "bad host replaced, INC-42"`, RunReset)
 }
 
-// RunRun is "fleetctl run".
+// RunRun is "fleetctl run" (with SkipCanaries, "run --skip-canaries").
 func RunRun(ctx context.Context, o *GroupActionOptions) error {
-	return runGroupAction(ctx, o, "run", rollout.Run)
+	if !o.SkipCanaries {
+		return runGroupAction(ctx, o, "run", rollout.Run)
+	}
+	if strings.TrimSpace(o.Reason) == "" && strings.TrimSpace(o.Note) == "" {
+		return cliutil.Usagef("run --skip-canaries: --reason is required: say why the group starts without canaries (it is recorded in the group status, the transition and the audit trail); nothing written")
+	}
+	return runGroupAction(ctx, o, "run", rollout.RunSkipCanaries)
 }
 
-// RunRollback is "fleetctl rollback".
+// RunRollback is "fleetctl rollback" (with All, "rollback --all":
+// RunRollbackAll).
 func RunRollback(ctx context.Context, o *GroupActionOptions) error {
+	switch {
+	case o.All && o.Group != "":
+		return cliutil.Usagef("rollback: --all and --group %s are exclusive: --group G rolls back one group, --all every started group of the app; nothing written", o.Group)
+	case o.All:
+		return RunRollbackAll(ctx, o)
+	case o.Group == "":
+		return cliutil.Usagef("rollback: say which group (--group G), or --all for every started group of the app")
+	}
 	return runGroupAction(ctx, o, "rollback", rollout.Rollback)
 }
 
-// RunMarkDone is "fleetctl mark-done".
+// RunMarkDone is "fleetctl mark-done". A rolled back group is marked done
+// only forced (checkOverride refuses it otherwise): rollout.MarkDoneForced.
 func RunMarkDone(ctx context.Context, o *GroupActionOptions) error {
-	return runGroupAction(ctx, o, "mark-done", rollout.MarkDone)
+	return runGroupAction(ctx, o, "mark-done", func(st rollout.GroupStatus, note string, now time.Time) (rollout.GroupStatus, rollout.Event, error) {
+		if o.Force && st.State == rollout.StateRolledBack {
+			return rollout.MarkDoneForced(st, note, now)
+		}
+		return rollout.MarkDone(st, note, now)
+	})
 }
 
 // RunReset is "fleetctl reset".
@@ -194,8 +269,9 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 		fmt.Fprintf(o.ErrOut, "note: --note is deprecated: use --reason (it is recorded in the group status, the event and the audit trail)\n")
 	}
 	o.Reason, o.Note = o.why(), ""
+	verb := o.verb(name)
 	if o.Force && o.Reason == "" {
-		return cliutil.Usagef("%s --group %s --force: --reason is required with --force: say why (it is recorded in the group status, the event and the audit trail); nothing written", name, o.Group)
+		return cliutil.Usagef("%s --group %s --force: --reason is required with --force: say why (it is recorded in the group status, the event and the audit trail); nothing written", verb, o.Group)
 	}
 	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
@@ -234,9 +310,9 @@ func runGroupActionChecked(ctx context.Context, o *GroupActionOptions, name stri
 	if err != nil {
 		return err
 	}
-	note, command := o.Reason, name
+	note, command := o.Reason, verb
 	if over != nil {
-		note, command = "forced past "+over.short+": "+o.Reason, name+" --force"
+		note, command = "forced past "+over.short+": "+o.Reason, verb+" --force"
 	}
 	next, ev, err := action(e.Value, note, o.Now())
 	if err != nil {

@@ -59,6 +59,7 @@ func TestAppFlagResolutionBinary(t *testing.T) {
 		{"plan", "set", "--start", "14.1.0", "--target", "14.2.0"}, {"pause"}, {"resume"},
 		{"run", "--group", "prod"}, {"reset", "--group", "prod"}, {"mark-done", "--group", "prod"},
 		{"retry", "--group", "prod"}, {"rollback", "--group", "prod"},
+		{"rollback", "--all", "--reason", "x"}, {"run", "--group", "prod", "--skip-canaries", "--reason", "x"},
 		{"approve", "--group", "prod", "--reason", "ok"},
 		{"quarantine", "ls"}, {"quarantine", "add", "1.4.0", "--reason", "bad"}, {"quarantine", "rm", "1.4.0"},
 	} {

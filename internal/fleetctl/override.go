@@ -15,8 +15,8 @@ import (
 // not reach more hosts. A group action that would push a group past either
 // (run, reset or mark-done of a halted group; run, reset, mark-done or
 // retry of a group whose target is quarantined; run or mark-done of an
-// unstarted group below a group halted on or rolled back from its target)
-// is refused unless the
+// unstarted group below a group halted on or rolled back from its target;
+// mark-done of a rolled back group, issue 28) is refused unless the
 // operator gives --force and --reason: the refusal says what the action
 // would do, and the forced action is recorded as "<verb> --force" with the
 // reason in the audit trail, and "forced past …" in the group status and
@@ -55,7 +55,7 @@ func (o *GroupActionOptions) checkOverride(ctx context.Context, f appFleet, name
 		fmt.Fprintf(o.ErrOut, "warning: could not read %s/%s, so whether %s is quarantined is not known: %v\n",
 			kv.BucketPlan, f.NS.Quarantine(), st.TargetVersion, err)
 	}
-	over := overrideOf(name, st, quarantine, o.stoppedAbove(ctx, f, name, st), f.appArg())
+	over := overrideOf(o.verb(name), st, quarantine, o.stoppedAbove(ctx, f, name, st), f.appArg())
 	if over == nil {
 		if o.Force {
 			fmt.Fprintf(o.ErrOut, "note: --force: nothing to force (group %q is not halted and %s is not quarantined)\n", o.Group, st.TargetVersion)
@@ -65,8 +65,9 @@ func (o *GroupActionOptions) checkOverride(ctx context.Context, f appFleet, name
 	if o.Force {
 		return over, nil
 	}
+	verb := o.verb(name)
 	return nil, fmt.Errorf("%s --group %s refused: %s.\n%s.\nIf that is what you want, say why: fleetctl %s%s --group %s --force --reason \"…\"\nnothing written",
-		name, o.Group, escape.Text(over.what), over.effect, name, f.appArg(), o.Group)
+		verb, o.Group, escape.Text(over.what), over.effect, verb, f.appArg(), o.Group)
 }
 
 // stoppedAbove is, for run and mark-done of a group that has not started
@@ -122,16 +123,33 @@ func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.Quaranti
 		}
 		what, short = append(what, w), append(short, "a halt ("+shorten(st.HaltReason, 80)+")")
 	}
+	// Issue 28: a rolled back group is marked done only forced: every
+	// host of it would install the version it was rolled back from.
+	rolledBack := name == "mark-done" && st.State == rollout.StateRolledBack
+	if rolledBack {
+		w := "the group was rolled back"
+		if !st.Since.IsZero() {
+			w += " at " + st.Since.UTC().Format("2006-01-02 15:04 MST")
+		}
+		if st.Reason != "" {
+			w += " (" + shorten(st.Reason, 200) + ")"
+		}
+		what, short = append(what, w), append(short, "a rollback ("+shorten(st.Reason, 80)+")")
+	}
 	q, quarantined := quarantine.Lookup(target)
 	if quarantined {
 		what = append(what, fmt.Sprintf("its target %s is quarantined (by %s: %s)", target, q.By, shorten(q.Reason, 200)))
 		short = append(short, "the quarantine of "+target)
 	}
-	if !halted && !quarantined && above == "" {
+	if !halted && !quarantined && above == "" && !rolledBack {
 		return nil
 	}
 	var effect string
 	switch {
+	case name == "run --skip-canaries":
+		effect = skipCanariesEffect(st)
+	case rolledBack:
+		effect = fmt.Sprintf("mark-done tells every agent of the group to install %s, the version it was rolled back from, at once (no canaries, no failure threshold), and lets the groups that depend on it start", target)
 	case name == "mark-done":
 		effect = fmt.Sprintf("mark-done tells every agent of the group to install %s at once (no canaries, no failure threshold) and lets the groups that depend on it start", target)
 	case name == "retry":
@@ -149,4 +167,13 @@ func overrideOf(name string, st rollout.GroupStatus, quarantine rollout.Quaranti
 		effect += fmt.Sprintf(" (while %s is quarantined, the controller halts a group rolling it out again at its next step unless it is done: lift it first with fleetctl quarantine rm%s %s)", target, appArg, target)
 	}
 	return &override{what: strings.Join(what, "; "), short: strings.Join(short, " and "), effect: effect}
+}
+
+// skipCanariesEffect says what run --skip-canaries does to st, for a
+// refusal that asks for --force.
+func skipCanariesEffect(st rollout.GroupStatus) string {
+	if st.State == rollout.StateCanary {
+		return fmt.Sprintf("run --skip-canaries clears the halt and ends the canary phase: the group starts again straight in active, without canaries, and its agents install %s as max_in_flight allows", st.TargetVersion)
+	}
+	return fmt.Sprintf("run --skip-canaries starts the group on %s at once, straight in active without canaries, ignoring its window, wait and predecessors", st.TargetVersion)
 }

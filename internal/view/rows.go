@@ -88,8 +88,13 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 		out = append(out, fmt.Sprintf("done with failures: %s failed the target (rolled back from it or reporting an error): fleetctl agents ls --group %s shows them, fleetctl retry --group %s asks them to try again",
 			plural(n, "agent"), g.Name, g.Name))
 	}
-	if r.RunRequested {
+	switch {
+	case r.RunRequested && r.SkipCanaries != "":
+		out = append(out, "run requested without canaries: starts straight in active at the controller's next step ("+r.SkipCanaries+")")
+	case r.RunRequested:
 		out = append(out, "run requested: starts at the controller's next step")
+	case r.SkipCanaries != "" && r.State != rollout.StateUnstarted:
+		out = append(out, "started without canaries by an operator: "+r.SkipCanaries)
 	}
 	if q := r.Retry; q != nil {
 		who := "every agent that rolled back from the target"

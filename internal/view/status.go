@@ -145,6 +145,10 @@ type GroupRollout struct {
 	DoneHeld     string `json:"done_held,omitempty"`
 	Alerted      bool   `json:"alerted"`
 	RunRequested bool   `json:"run_requested,omitempty"`
+	// SkipCanaries is the operator's reason for starting the group
+	// without canaries (fleetctl run --skip-canaries): with RunRequested
+	// a request, otherwise the record of a group that started so.
+	SkipCanaries string `json:"skip_canaries,omitempty"`
 	// Retry is the operator's last retry request (fleetctl retry), absent
 	// when there is none.
 	Retry *rollout.RetryRequest `json:"retry,omitempty"`
@@ -361,7 +365,7 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	r.Halted, r.HaltReason, r.HaltedAt = s.Halted, s.HaltReason, s.HaltedAt
 	r.Waiting, r.WaitingUntil, r.Frozen, r.Held = s.Waiting, s.WaitingUntil, s.Frozen, s.Held
 	r.Vanished, r.DoneHeld = s.Vanished, s.DoneHeld
-	r.Alerted, r.RunRequested = s.Alerted, s.RunRequested
+	r.Alerted, r.RunRequested, r.SkipCanaries = s.Alerted, s.RunRequested, s.SkipCanaries
 	if s.Retry.Token != "" {
 		r.Retry = &s.Retry
 	}

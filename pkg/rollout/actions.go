@@ -38,6 +38,9 @@ func (st *GroupStatus) settle() {
 	st.clearHalt()
 	st.RunRequested, st.Waiting, st.WaitingUntil, st.Frozen, st.DoneHeld = false, "", time.Time{}, "", ""
 	st.AwaitingApproval = ApprovalWait{}
+	if st.State == StateUnstarted {
+		st.SkipCanaries = "" // a request to start without canaries, dropped
+	}
 }
 
 // restart is st back in unstarted with a run requested, as new for the
@@ -141,7 +144,11 @@ func MarkDone(st GroupStatus, note string, now time.Time) (GroupStatus, Event, e
 	switch st.State {
 	case StateUnstarted, StateCanary, StateActive:
 	default:
-		return st, Event{}, badAction("mark-done", st, "only a group in unstarted, canary or active can be marked done")
+		fix := "only a group in unstarted, canary or active can be marked done"
+		if st.State == StateRolledBack {
+			fix += "; a rolled back group only when forced, with a reason (MarkDoneForced: fleetctl mark-done --group " + st.Group + " --force --reason TEXT)"
+		}
+		return st, Event{}, badAction("mark-done", st, fix)
 	}
 	st = st.Clone()
 	st.settle()

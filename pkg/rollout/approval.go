@@ -224,7 +224,12 @@ func (m *machine) gate(stage ApprovalStage) (approved string, pass bool) {
 		return "", true
 	}
 	if a, ok := st.ApprovalFor(stage); ok {
-		m.endApprovalWait()
+		if waiting {
+			// Only this stage's wait ends: a group started without
+			// canaries passes its start approval again while it
+			// awaits its after_canary one (startWithoutCanaries).
+			m.endApprovalWait()
+		}
 		return fmt.Sprintf("approved by %s: %s", a.By, a.Reason), true
 	}
 	if !waiting {

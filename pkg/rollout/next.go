@@ -287,6 +287,9 @@ func (m *machine) unstarted() bool {
 		return false
 	}
 	reason = joinReason(reason, approved)
+	if st.SkipCanaries != "" {
+		return m.startWithoutCanaries(total, reason)
+	}
 	ids := SelectCanaries(in.Agents, gc.CanaryCount, in.Spec.TargetVersion)
 	st.Canaries = nil
 	hosts := make(map[AgentID]string, len(ids))
@@ -298,12 +301,19 @@ func (m *machine) unstarted() bool {
 	for _, id := range ids {
 		st.Canaries = append(st.Canaries, Canary{ID: id, Hostname: hosts[id]})
 	}
+	m.begin(total)
+	m.transition(StateCanary, fmt.Sprintf("%s: starting with %d agents, %d canaries", reason, total, len(ids)))
+	return true
+}
+
+// begin sets what a group that starts now with total agents present
+// starts from, whether with canaries or without (startWithoutCanaries).
+func (m *machine) begin(total int) {
+	st := &m.st
 	st.InitialCount, st.Progress, st.StartedAt, st.FailuresSince = total, 0, m.now, m.now
 	st.RunRequested, st.Halted, st.HaltReason, st.HaltedAt = false, false, "", time.Time{}
 	st.Alerted, st.FailedCount, st.Frozen, st.DoneAt = false, 0, "", time.Time{}
 	st.Vanished, st.DoneHeld = 0, ""
-	m.transition(StateCanary, fmt.Sprintf("%s: starting with %d agents, %d canaries", reason, total, len(ids)))
-	return true
 }
 
 // stoppedAbove says why the group may not start although its own

@@ -164,6 +164,15 @@ type GroupStatus struct {
 	JitterSeconds  int      `json:"jitter_seconds"`
 	HealthTimeout  Duration `json:"health_timeout"`
 	MinHealthyTime Duration `json:"min_healthy_time"`
+
+	// Issue 28, operator verbs: SkipCanaries is the operator's reason
+	// for starting the group without canaries (fleetctl run
+	// --skip-canaries --reason R, RunSkipCanaries). In unstarted it is a
+	// request, with RunRequested: the next step starts the group
+	// straight in active (startWithoutCanaries). Once the group started
+	// it stays as the record of why it had no canaries, until a new
+	// target or a restart drops it. At most MaxSkipReason bytes.
+	SkipCanaries string `json:"skip_canaries,omitempty"`
 }
 
 // Canary is one canary agent and what the controller has seen of it.
@@ -292,6 +301,9 @@ func (st GroupStatus) Validate() error {
 	}
 	for _, err := range st.validateAnalysis() {
 		bad("%v", err)
+	}
+	if len(st.SkipCanaries) > MaxSkipReason+len("…") {
+		bad("skip_canaries longer than %d bytes", MaxSkipReason)
 	}
 	return errors.Join(errs...)
 }
