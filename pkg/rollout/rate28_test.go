@@ -112,8 +112,8 @@ func TestRateRampTable(t *testing.T) {
 			prev: &RateStatus{Allowance: 10, Started: 10, PeriodStart: now.Add(-150 * time.Second)}, progress: 0.1, onTarget: 10,
 			allowance: 20, started: 20, inFlight: 20, periodStart: now.Add(-30 * time.Second)},
 		{name: "a rate per hour converts max to the start's period", mif: 100,
-			rate:      &RateConfig{Start: RatePer{1, time.Second}, Factor: 10, Max: RatePer{600, time.Minute}},
-			prev:      &RateStatus{Allowance: 1, Started: 1, PeriodStart: now.Add(-time.Second)}, progress: 0.01, onTarget: 1,
+			rate: &RateConfig{Start: RatePer{1, time.Second}, Factor: 10, Max: RatePer{600, time.Minute}},
+			prev: &RateStatus{Allowance: 1, Started: 1, PeriodStart: now.Add(-time.Second)}, progress: 0.01, onTarget: 1,
 			allowance: 10, started: 10, inFlight: 10, periodStart: now},
 	}
 	for _, tc := range tests {
