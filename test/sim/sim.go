@@ -20,8 +20,8 @@ import (
 	"log/slog"
 	"maps"
 	"math"
-	"slices"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -245,9 +245,9 @@ type Sim struct {
 	// lagFrom and lagUntil (unix nanos; lagUntil 0: no end) bound the
 	// injected heartbeat lag (Options.HeartbeatLag); 0 before the spec.
 	lagFrom, lagUntil atomic.Int64
-	shards     []*shard
-	haltQuiet  time.Time // since when the app has been halted with nothing in flight
-	outcome    string
+	shards            []*shard
+	haltQuiet         time.Time // since when the app has been halted with nothing in flight
+	outcome           string
 }
 
 // newSim is the simulated fleet of one app (ns), its keys set once the
