@@ -105,9 +105,9 @@ func main() {
 			rc.Max, err = rollout.ParseRatePer(*rateMax)
 		}
 		if err == nil {
-			g := rollout.DefaultGroup("g")
-			g.Rate = rc
-			err = rollout.Config{V: 1, Groups: []rollout.GroupConfig{g}}.Validate()
+			cfg := rollout.DefaultConfig()
+			cfg.Groups[0].Rate = rc
+			err = cfg.Validate()
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sim: --rate-start/--rate-factor/--rate-max:", err)
