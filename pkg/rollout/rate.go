@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -249,4 +250,25 @@ func (r *RateStatus) validate() error {
 		return fmt.Errorf("rate: started %d and failed_mark %d must not be negative", r.Started, r.FailedMark)
 	}
 	return ValidatePrintable(r.Reason)
+}
+
+// UnmarshalJSON reads a rate as {"start": "10/min", "factor": 2, "max":
+// "500/min"}, refusing unknown fields as the rest of the config does (a
+// typo such as "facter" must not silently make the rate flat), or as a
+// bare "10/min": a flat rate.
+func (c *RateConfig) UnmarshalJSON(b []byte) error {
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '"' {
+		var start RatePer
+		if err := start.UnmarshalJSON(t); err != nil {
+			return err
+		}
+		*c = RateConfig{Start: start}
+		return nil
+	}
+	var d RateConfig
+	if err := decodeObject(b, map[string]any{"start": &d.Start, "factor": &d.Factor, "max": &d.Max}, true); err != nil {
+		return fmt.Errorf(`%w; write {"start": "10/min", "factor": 2, "max": "500/min"} or "10/min"`, err)
+	}
+	*c = d
+	return nil
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -437,4 +438,55 @@ func TestPropertyRateRamp(t *testing.T) {
 		t.Errorf("coverage: %d ramps, %d resets, %d done, %d adaptive moves; want some of each", ramped, reset, done, adaptiveMoves)
 	}
 	t.Logf("%d histories: %d ramps, %d steps after a reset, %d done, %d adaptive moves", histories, ramped, reset, done, adaptiveMoves)
+}
+
+// TestRateConfigDecode: a bare "10/min" is a flat rate; an unknown field
+// in the object is refused (the rest of the config refuses them too).
+func TestRateConfigDecode(t *testing.T) {
+	for _, tc := range []struct {
+		in, err string
+		want    RateConfig
+	}{
+		{in: `"10/min"`, want: RateConfig{Start: RatePer{10, time.Minute}}},
+		{in: `{"start": "5/s", "factor": 2, "max": "40/s"}`, want: RateConfig{Start: RatePer{5, time.Second}, Factor: 2, Max: RatePer{40, time.Second}}},
+		{in: `{"start": "10/min", "facter": 2}`, err: `unknown field "facter"`},
+		{in: `"10/minute"`, err: `rate "10/minute"`},
+		{in: `12`, err: `want a JSON object`},
+	} {
+		var got RateConfig
+		err := json.Unmarshal([]byte(tc.in), &got)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want it to contain %q", tc.in, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.in, err)
+		case tc.err == "" && got != tc.want:
+			t.Errorf("%s: %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// FuzzRateConfig: any input decodes or is refused without a panic; a
+// rate that decodes and validates writes back to itself.
+func FuzzRateConfig(f *testing.F) {
+	for _, s := range []string{`"10/min"`, `{"start":"5/s","factor":2,"max":"40/s"}`, `{"start":"1/h"}`, `{"facter":2}`, `null`, `"0/s"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var c RateConfig
+		if json.Unmarshal([]byte(in), &c) != nil || c.validate() != nil {
+			return
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back RateConfig
+		if err := json.Unmarshal(b, &back); err != nil || back != c {
+			t.Fatalf("%s → %s → %+v (%v), want %+v", in, b, back, err, c)
+		}
+		if c.Start.N > 0 && (c.MaxAllowance() < c.Start.N) {
+			t.Fatalf("%+v: max allowance %d below start", c, c.MaxAllowance())
+		}
+	})
 }
