@@ -191,6 +191,9 @@ func WriteAdaptiveComparison(w io.Writer, fixed, adaptive *Report) {
 			break
 		}
 		f := fixed.Groups[i]
+		if !a.Halted || !f.Halted {
+			fmt.Fprintf(w, "%s: halted: adaptive %v, fixed %v (no comparison of halts); ", a.Name, a.Halted, f.Halted)
+		}
 		fmt.Fprintf(w, "%s: halt after %v vs %v; hosts that started the bad version %d vs %d; failed %d vs %d; bound %d..%d (started %d) vs %d\n",
 			a.Name, a.HaltAfter.Round(time.Millisecond), f.HaltAfter.Round(time.Millisecond), a.BadVersionHosts, f.BadVersionHosts,
 			a.Failed, f.Failed, a.Adaptive.Min, a.Adaptive.Max, a.Adaptive.Start, f.Bound-1)
