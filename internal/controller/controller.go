@@ -108,6 +108,11 @@ type Controller struct {
 	// writeErrs is, per group status key, the last failure to write it,
 	// logged once, not every pass (reconcile only).
 	writeErrs map[string]string
+
+	// Issue 28, adaptive in flight: the heartbeat lag (lag.go); feed is
+	// the running inventory feed (nil outside Run).
+	lag  lagMeter
+	feed atomic.Pointer[inventoryFeed]
 }
 
 // New returns a controller over fleet. Zero options take their defaults.
@@ -191,6 +196,8 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("controller: %w", err)
 	}
 	defer feed.stop()
+	c.feed.Store(feed)
+	defer c.feed.Store(nil)
 	c.an.start(ctx)
 	defer c.an.stop()
 	// The apps first: the scan takes the heartbeats of configured apps.

@@ -236,6 +236,9 @@ func (in *ingest) add(m kv.StoredMsg, recovered, fromScan bool) {
 		// was last alive, not now.
 		seen = m.Time
 	}
+	if !fromScan {
+		in.c.lag.observe(hb.At, now) // read live: its age is the lag (lag.go)
+	}
 	b := in.batchOf(app.agg)
 	b.obs = append(b.obs, heartbeat.Observation{Heartbeat: *hb, At: seen, Recovered: recovered})
 	if in.n++; in.n == feedBatch {

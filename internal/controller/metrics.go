@@ -84,6 +84,9 @@ type metrics struct {
 	// releaseFailures counts this controller's failed reads of the
 	// release repository (releases.go); nil without one.
 	releaseFailures prometheus.Counter
+	// Issue 28: the heartbeat lag the rollout pass measured (lag.go).
+	heartbeatLag     prometheus.Gauge
+	heartbeatBacklog prometheus.Gauge
 }
 
 func newMetrics(c *Controller) *metrics {
@@ -123,6 +126,15 @@ func newMetrics(c *Controller) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 	})
 	m.reg.MustRegister(m.analysisMeasurements, m.analysisQuery)
+	m.heartbeatLag = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fleetwave_heartbeat_lag_seconds",
+		Help: "How far behind the leader's view of its agents was at its last rollout pass: the median age of the heartbeats it read (read time minus the agent's stamp) plus its backlog's time to drain; adaptive_in_flight halves a group's bound while it exceeds the heartbeat interval.",
+	})
+	m.heartbeatBacklog = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fleetwave_heartbeat_backlog",
+		Help: "Heartbeats the controller had received and not yet read at its last rollout pass.",
+	})
+	m.reg.MustRegister(m.heartbeatLag, m.heartbeatBacklog)
 	if c.releases != nil {
 		m.releaseFailures = prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fleetwave_release_refresh_failures_total",
@@ -279,7 +291,15 @@ var (
 	descInFlight = prometheus.NewDesc("fleetwave_group_in_flight",
 		"Counted agents of the group installing a version right now.", []string{"app", "group"}, nil)
 	descInFlightBound = prometheus.NewDesc("fleetwave_group_in_flight_bound",
-		"The most agents the group lets update at once: max_in_flight of the initial count, at least 1.", []string{"app", "group"}, nil)
+		"The most agents the group lets update at once: max_in_flight of the initial count, at least 1; with adaptive_in_flight, the current adaptive bound once the group is active.", []string{"app", "group"}, nil)
+	descInFlightBoundCause = prometheus.NewDesc("fleetwave_group_in_flight_bound_cause",
+		"adaptive_in_flight groups only: 1 for why the bound last moved (start, grew, failures, lag), 0 for the others.", []string{"app", "group", "cause"}, nil)
+	descInFlightBoundMax = prometheus.NewDesc("fleetwave_group_in_flight_bound_max",
+		"adaptive_in_flight groups only: the bound max_in_flight alone gives, which the adaptive bound never exceeds.", []string{"app", "group"}, nil)
+	descRateAllowance = prometheus.NewDesc("fleetwave_group_rate_allowance",
+		"Groups with a rate only: how many agents the current period lets start (start, ramped by factor up to max).", []string{"app", "group"}, nil)
+	descRateStarted = prometheus.NewDesc("fleetwave_group_rate_started",
+		"Groups with a rate only: how many agents started in the current period.", []string{"app", "group"}, nil)
 	descInitial = prometheus.NewDesc("fleetwave_group_initial_count",
 		"Agents the group had when its rollout started.", []string{"app", "group"}, nil)
 	descHalted = prometheus.NewDesc("fleetwave_group_halted",
@@ -343,6 +363,7 @@ var groupStates = []rollout.State{rollout.StateUnstarted, rollout.StateCanary, r
 
 func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAgents, descGroupState, descGroupInfo, descProgress, descInFlight, descInFlightBound,
+		descInFlightBoundCause, descInFlightBoundMax, descRateAllowance, descRateStarted,
 		descInitial, descHalted, descAlerted, descTargetQuarantined, descMode, descModeSetting, descQuarantined, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descHeld, descBlocked, descOffTarget,
 		descAwaitingApproval, descCheckValue, descCheckPasses, descCheckCount, descCheckInconclusive,
 		descHostsEndOfLife, descHostsBehindSecurity, descCatalogSuccess, descCatalogChecked, descCatalogError, descCatalogExpires, descCatalogReleases} {
@@ -512,8 +533,22 @@ func collectApp(ch chan<- prometheus.Metric, c *Controller, app *appInv, plan *h
 		if cfg != nil {
 			if g, ok := cfg.Group(group); ok {
 				gc = &g
-				gauge(descInFlightBound, float64(rollout.InFlightWindow(g.MaxInFlight, st.InitialCount)), group)
+				bound := rollout.InFlightWindow(g.MaxInFlight, st.InitialCount)
+				if a := st.Adaptive; a != nil && a.Bound > 0 {
+					bound = min(a.Bound, bound)
+				}
+				gauge(descInFlightBound, float64(bound), group)
 			}
+		}
+		if a := st.Adaptive; a != nil {
+			for _, cause := range rollout.AdaptiveCauses {
+				ch <- constMetric(descInFlightBoundCause, prometheus.GaugeValue, b(a.Cause == cause), name, group, cause)
+			}
+			gauge(descInFlightBoundMax, float64(a.Max), group)
+		}
+		if r := st.Rate; r != nil {
+			gauge(descRateAllowance, float64(r.Allowance), group)
+			gauge(descRateStarted, float64(r.Started), group)
 		}
 		gauge(descInitial, float64(st.InitialCount), group)
 		gauge(descHalted, b(st.Halted), group)

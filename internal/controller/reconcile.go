@@ -114,6 +114,7 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 	}
 	cfg, spec := st.Config.Value, st.Spec.Value
 	plan := st.Plan()
+	lag, backlog := c.heartbeatLag()
 	for _, group := range cfg.EvalOrder() {
 		if _, bad := st.Problem(kv.BucketPlan, kv.GroupKey(group)); bad {
 			continue
@@ -136,6 +137,10 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 			Now:          now,
 			Quarantine:   quarantine,
 			Measurements: measured,
+			// Issue 28: for adaptive_in_flight.
+			HeartbeatLag:      lag,
+			HeartbeatBacklog:  backlog,
+			HeartbeatInterval: c.o.HeartbeatInterval,
 		})
 		if bounded, _, err := next.Bounded(); err == nil {
 			next = bounded

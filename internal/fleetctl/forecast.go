@@ -271,6 +271,9 @@ func writeForecast(w io.Writer, fc rollout.Forecast, cfgLoc, local *time.Locatio
 		for _, warn := range g.Warnings {
 			notes = append(notes, fmt.Sprintf("%s: warning: %s", g.Group, warn))
 		}
+		for _, n := range g.Notes {
+			notes = append(notes, fmt.Sprintf("%s: %s", g.Group, n))
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", shorten(g.Group, groupWidth), g.Agents, start, end, shorten(strings.Join(kinds, ", "), 32))
 		if twoZones && (start2 != "" || end2 != "") {
 			fmt.Fprintf(tw, "\t\t%s\t%s\t\n", start2, end2)

@@ -78,6 +78,7 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 	if r.Frozen != "" {
 		out = append(out, "frozen: "+r.Frozen)
 	}
+	out = append(out, rateNotes(r, now)...)
 	switch {
 	case r.DoneHeld != "" && r.State.InProgress():
 		out = append(out, "not done: "+r.DoneHeld)
@@ -292,6 +293,9 @@ func Rows(rep StatusReport, cfg *rollout.Config, now time.Time) []GroupRow {
 					limit := gc.FailureThreshold.Of(r.InitialCount)
 					row.FailureLimit = &limit
 					row.InFlightBound = rollout.InFlightWindow(gc.MaxInFlight, r.InitialCount)
+					if a := r.Adaptive; a != nil && a.Bound > 0 {
+						row.InFlightBound = min(a.Bound, row.InFlightBound)
+					}
 				}
 			}
 		}
@@ -428,4 +432,25 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// rateNotes say where a group's rate and adaptive in-flight bound stand
+// (issue 28), while it rolls out: the bound and why it last moved, the
+// period's starts and why the allowance last changed.
+func rateNotes(r *GroupRollout, now time.Time) []string {
+	if !r.State.InProgress() || r.Halted {
+		return nil
+	}
+	var out []string
+	if a := r.Adaptive; a != nil {
+		out = append(out, fmt.Sprintf("in-flight bound %d of %d (adaptive), moved %s ago: %s", a.Bound, a.Max, Age(now, a.Since), a.Reason))
+	}
+	if q := r.Rate; q != nil {
+		n := fmt.Sprintf("rate: %d of %d started this period (since %s ago)", q.Started, q.Allowance, Age(now, q.PeriodStart))
+		if q.Reason != "" {
+			n += ": " + q.Reason
+		}
+		out = append(out, n)
+	}
+	return out
 }

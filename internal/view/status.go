@@ -182,6 +182,10 @@ type GroupRollout struct {
 	// Analysis is where each of the group's metric analysis checks
 	// stands (rollout.CheckStatus); absent without checks.
 	Analysis []rollout.CheckStatus `json:"analysis,omitempty"`
+	// Issue 28: the group's rate and adaptive in-flight bound
+	// (rollout.GroupStatus.Rate, .Adaptive); absent without them.
+	Rate     *rollout.RateStatus     `json:"rate,omitempty"`
+	Adaptive *rollout.AdaptiveStatus `json:"adaptive,omitempty"`
 }
 
 // AgentSplit divides a group's counted agents (GroupReport.Agents) in four:
@@ -365,6 +369,8 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	r.Halted, r.HaltReason, r.HaltedAt = s.Halted, s.HaltReason, s.HaltedAt
 	r.Waiting, r.WaitingUntil, r.Frozen, r.Held = s.Waiting, s.WaitingUntil, s.Frozen, s.Held
 	r.Vanished, r.DoneHeld = s.Vanished, s.DoneHeld
+	c := s.Clone()
+	r.Rate, r.Adaptive = c.Rate, c.Adaptive
 	r.Alerted, r.RunRequested, r.SkipCanaries = s.Alerted, s.RunRequested, s.SkipCanaries
 	if s.Retry.Token != "" {
 		r.Retry = &s.Retry

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -168,6 +169,9 @@ type GroupForecast struct {
 	// Waits are what it waited for before it started, in order.
 	Waits    []ForecastWait `json:"waits"`
 	Warnings []string       `json:"warnings"`
+	// Notes say how the forecast treats the group's rate and adaptive
+	// in-flight bound (issue 28; absent without them).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ForecastWait is one thing a group waited for: from From until Until
@@ -299,6 +303,7 @@ func (f *forecaster) initGroup(g string) {
 			return
 		}
 	}
+	r.Notes = forecastNotes(gc)
 	total := counts.Total()
 	switch {
 	case total == 0:
@@ -595,6 +600,9 @@ func (f *forecaster) nextInstant(t time.Time) (time.Time, bool) {
 				}
 			}
 		}
+		if r := st.Rate; r != nil && gc.Rate != nil && st.State == StateActive && !st.Halted {
+			consider(r.PeriodStart.Add(gc.Rate.Start.Per)) // the rate's next period
+		}
 		ags := f.agents[g]
 		for i, a := range ags.views {
 			if a.UpdatingTo == "" {
@@ -681,4 +689,24 @@ func (f *forecaster) result() Forecast {
 
 func (f *forecaster) warnInto(fc *Forecast, format string, args ...any) {
 	fc.Warnings = append(fc.Warnings, fmt.Sprintf(format, args...))
+}
+
+// forecastNotes say how the forecast treats gc's rate and adaptive
+// in-flight bound: Next runs them as the controller does, on the
+// forecast's assumptions (every install succeeds, heartbeats never lag).
+func forecastNotes(gc GroupConfig) []string {
+	var notes []string
+	if rc := gc.Rate; rc != nil && rc.Start.N > 0 {
+		n := fmt.Sprintf("rate %s: at most %d agents start per %s", rc, rc.Start.N, Duration(rc.Start.Per))
+		if rc.Factor > 1 && rc.MaxAllowance() > rc.Start.N {
+			n += fmt.Sprintf(", ×%s after each period with starts and no failure, up to %d: the forecast assumes no failure, so the ramp never resets",
+				strconv.FormatFloat(rc.Factor, 'g', -1, 64), rc.MaxAllowance())
+		}
+		notes = append(notes, n+"; with max_in_flight, whichever is lower holds the group back")
+	}
+	if gc.AdaptiveInFlight {
+		notes = append(notes, fmt.Sprintf("adaptive_in_flight: the bound starts at a tenth of max_in_flight %s (or canary_count %d if larger) and doubles as agents succeed; the forecast assumes none fails and heartbeats never lag, so it never shrinks: failures or lag would make the rollout slower than forecast",
+			gc.MaxInFlight, gc.CanaryCount))
+	}
+	return notes
 }

@@ -48,6 +48,17 @@ type Input struct {
 	// the controller took since the last step (see analyze); one already
 	// judged is ignored.
 	Measurements []Measurement
+
+	// Issue 28, adaptive in flight: what the controller measures of its
+	// own view of the agents, for adaptive_in_flight (adaptive.go).
+	// HeartbeatLag is how far behind that view is: how old the heartbeats
+	// it reads are when it reads them, plus the time its backlog of
+	// heartbeats received and not yet read (HeartbeatBacklog of them)
+	// takes to read; HeartbeatInterval is the agents' heartbeat interval,
+	// the yardstick (0: lag is not measured).
+	HeartbeatLag      time.Duration
+	HeartbeatBacklog  int
+	HeartbeatInterval time.Duration
 }
 
 // maxSteps bounds the transitions one call may cascade through (unstarted →
@@ -314,6 +325,7 @@ func (m *machine) begin(total int) {
 	st.RunRequested, st.Halted, st.HaltReason, st.HaltedAt = false, false, "", time.Time{}
 	st.Alerted, st.FailedCount, st.Frozen, st.DoneAt = false, 0, "", time.Time{}
 	st.Vanished, st.DoneHeld = 0, ""
+	st.Rate, st.Adaptive = nil, nil // begin again when it is active
 }
 
 // stoppedAbove says why the group may not start although its own
@@ -588,6 +600,10 @@ func (m *machine) active() bool {
 	// Unreachable agents are present (the freeze rule is about agents that
 	// expired) but not on the target: what they run now is not known.
 	present, onTarget := in.Counts.Total(), in.Counts[target].Count-in.Counts[target].Unreachable
+	// Issue 28: the rate's starts left in this period, and the adaptive
+	// bound (rate.go, adaptive.go).
+	startsLeft, limited := m.rateStep()
+	bound := m.adaptiveStep(onTarget)
 	p, frozen := Progress(ProgressInput{
 		Strategy:        in.Spec.Strategy,
 		MaxInFlight:     m.gc.MaxInFlight,
@@ -599,8 +615,12 @@ func (m *machine) active() bool {
 		Released:        released,
 		Blocked:         len(blockedInFlight),
 		Prev:            st.Progress,
+		Bound:           bound,
+		LimitStarts:     limited,
+		MaxStarts:       startsLeft,
 	})
 	if !held && !an.hold {
+		m.rateCount(pending, st.Progress, p)
 		st.Progress = p
 	}
 	switch {

@@ -41,6 +41,14 @@ type ProgressInput struct {
 	Blocked int
 	// Prev is the progress recorded so far for this target.
 	Prev float64
+	// Bound, when positive, lowers the in-flight bound below
+	// InFlightWindow (adaptive_in_flight: adaptive.go); it never raises
+	// it.
+	Bound int
+	// LimitStarts: at most MaxStarts more pending agents may start in this
+	// step (the group's rate: rate.go), on top of the in-flight bound.
+	LimitStarts bool
+	MaxStarts   int
 }
 
 // InFlightWindow is the most agents Progress lets be in flight at once:
@@ -86,6 +94,11 @@ func InFlightWindow(maxInFlight Percent, initial int) int {
 // guard needs a free place (k ≥ 1, always so when nothing is in flight, as
 // W ≥ 1), so it never breaks the bound.
 //
+// Issue 28: a positive Bound (adaptive_in_flight) takes W's place, in the
+// formula and the cap, when it is lower; LimitStarts caps k, the agents
+// that may start now, at MaxStarts (what the rate's period has left). Both
+// only lower k, so neither ever breaks the other's bound.
+//
 // When fewer than initial − max_in_flight × initial agents are present, too
 // many vanished to tell in-flight from lost, and progress is frozen at Prev.
 // Grouped strategy is progress 1 at once, with no backpressure. Progress
@@ -108,8 +121,16 @@ func Progress(in ProgressInput) (progress float64, frozen bool) {
 	// Pending[:started] are in flight at prev; the rest wait.
 	started, _ := slices.BinarySearch(pending, prev)
 	inFlight := max(in.PendingCanaries, 0) + started
-	p := (window + float64(in.OnTarget) + float64(max(in.Released, 0))) / float64(initial)
-	k := InFlightWindow(in.MaxInFlight, initial) - inFlight
+	w := InFlightWindow(in.MaxInFlight, initial)
+	formulaWindow := window
+	if in.Bound > 0 && in.Bound < w {
+		w, formulaWindow = in.Bound, float64(in.Bound)
+	}
+	p := (formulaWindow + float64(in.OnTarget) + float64(max(in.Released, 0))) / float64(initial)
+	k := w - inFlight
+	if in.LimitStarts {
+		k = min(k, max(in.MaxStarts, 0))
+	}
 	switch {
 	case k <= 0:
 		p = prev // the window is full: hold

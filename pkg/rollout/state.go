@@ -173,6 +173,13 @@ type GroupStatus struct {
 	// it stays as the record of why it had no canaries, until a new
 	// target or a restart drops it. At most MaxSkipReason bytes.
 	SkipCanaries string `json:"skip_canaries,omitempty"`
+	// Issue 28, rate: the group's starts per period and its ramp (rate.go);
+	// absent without a rate, and before the group is active.
+	Rate *RateStatus `json:"rate,omitempty"`
+	// Issue 28, adaptive in flight: the group's current in-flight bound and
+	// why it last moved (adaptive.go); absent without adaptive_in_flight,
+	// and before the group is active.
+	Adaptive *AdaptiveStatus `json:"adaptive,omitempty"`
 }
 
 // Canary is one canary agent and what the controller has seen of it.
@@ -207,6 +214,14 @@ func (st GroupStatus) Clone() GroupStatus {
 	st.Retry.Agents = slices.Clone(st.Retry.Agents)
 	st.Approvals = slices.Clone(st.Approvals)
 	st.Analysis = slices.Clone(st.Analysis)
+	if st.Rate != nil {
+		r := *st.Rate
+		st.Rate = &r
+	}
+	if st.Adaptive != nil {
+		a := *st.Adaptive
+		st.Adaptive = &a
+	}
 	return st
 }
 
@@ -304,6 +319,12 @@ func (st GroupStatus) Validate() error {
 	}
 	if len(st.SkipCanaries) > MaxSkipReason+len("…") {
 		bad("skip_canaries longer than %d bytes", MaxSkipReason)
+	}
+	if err := st.Rate.validate(); err != nil {
+		bad("%v", err)
+	}
+	if err := st.Adaptive.validate(); err != nil {
+		bad("%v", err)
 	}
 	return errors.Join(errs...)
 }

@@ -535,6 +535,11 @@ func (sh *shard) heartbeat(i int, now int64) heartbeat.Heartbeat {
 	if a.startTime != 0 {
 		hb.StartTime = time.Unix(0, a.startTime)
 	}
+	if from := sh.s.lagFrom.Load(); from != 0 && now >= from {
+		if until := sh.s.lagUntil.Load(); until == 0 || now < until {
+			hb.At = hb.At.Add(-sh.s.o.HeartbeatLag) // injected lag (Options.HeartbeatLag)
+		}
+	}
 	if a.has(flInstalling) {
 		hb.UpdatingTo = sh.vers[a.installTo] // as agentd, for as long as the install runs
 	}

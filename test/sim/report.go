@@ -66,6 +66,15 @@ func writeGroups(tw io.Writer, groups []GroupReport) {
 	for _, g := range groups {
 		if g.Halted {
 			fmt.Fprintf(tw, "%s halted with %d on the target: %s\n", g.Name, g.OnTargetAtHalt, g.HaltReason)
+			if g.HaltAfter > 0 {
+				fmt.Fprintf(tw, "%s halted %v after it started; %d hosts started the bad version\n", g.Name, g.HaltAfter.Round(time.Millisecond), g.BadVersionHosts)
+			}
+		}
+		if a := g.Adaptive; a.Start > 0 {
+			fmt.Fprintf(tw, "%s adaptive bound: started %d, min %d, max %d, last %d of %d; moves %v\n", g.Name, a.Start, a.Min, a.Max, a.Last, a.Window, a.Moves)
+		}
+		if r := g.Rate; len(r.Allowances) > 0 {
+			fmt.Fprintf(tw, "%s rate: allowances %v, at most %d started in one period\n", g.Name, r.Allowances, r.MaxStarted)
 		}
 		for _, c := range g.Analysis {
 			fmt.Fprintf(tw, "%s check %s: %d measurements, %d passed (count %d), %d inconclusive in a row; last %s: %s\n",
@@ -169,4 +178,24 @@ func WriteProgress(w io.Writer, p Progress) error {
 		p.Inventory, p.HeartbeatsPerSec, p.RolloutPass, p.StatsWrite, float64(p.RSSBytes)/(1<<20), p.Goroutines)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// WriteAdaptiveComparison writes, group by group, how a run with
+// adaptive_in_flight halted against one with the fixed bound on the same
+// hosts and release (issue 28): when (started_at → halted_at), how many
+// hosts had started the bad version by the end, and how many failed.
+func WriteAdaptiveComparison(w io.Writer, fixed, adaptive *Report) {
+	fmt.Fprintln(w, "\nadaptive vs fixed bound:")
+	for i, a := range adaptive.Groups {
+		if i >= len(fixed.Groups) {
+			break
+		}
+		f := fixed.Groups[i]
+		if !a.Halted || !f.Halted {
+			fmt.Fprintf(w, "%s: halted: adaptive %v, fixed %v (no comparison of halts); ", a.Name, a.Halted, f.Halted)
+		}
+		fmt.Fprintf(w, "%s: halt after %v vs %v; hosts that started the bad version %d vs %d; failed %d vs %d; bound %d..%d (started %d) vs %d\n",
+			a.Name, a.HaltAfter.Round(time.Millisecond), f.HaltAfter.Round(time.Millisecond), a.BadVersionHosts, f.BadVersionHosts,
+			a.Failed, f.Failed, a.Adaptive.Min, a.Adaptive.Max, a.Adaptive.Start, f.Bound-1)
+	}
 }

@@ -18,8 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +133,17 @@ type Options struct {
 	// connection), from the connections' goroutines: keep it short.
 	OnStatus func(group string, st rollout.GroupStatus)
 
+	// Issue 28: every group's rate and adaptive_in_flight (nil, false:
+	// neither). HeartbeatLag, when set, is injected heartbeat lag: from
+	// LagFrom after the spec write, for LagFor (0: to the end), every
+	// agent stamps its heartbeats HeartbeatLag in the past, which to the
+	// controller is the same as heartbeats that spent that long on the way
+	// (a backed-up bus): it measures the age of what it reads.
+	Rate             *rollout.RateConfig
+	AdaptiveInFlight bool
+	HeartbeatLag     time.Duration
+	LagFrom, LagFor  time.Duration
+
 	// Timeout bounds the rollout (from the spec write); 5m.
 	Timeout time.Duration
 	// Settle is how long to keep watching after a halt once nothing is in
@@ -229,9 +242,12 @@ type Sim struct {
 	groupIndex map[string]int // plan key (the app's) → group index
 	stats      *tracker
 	churnOn    atomic.Int64 // milli-agents per second, 0 until the spec is written
-	shards     []*shard
-	haltQuiet  time.Time // since when the app has been halted with nothing in flight
-	outcome    string
+	// lagFrom and lagUntil (unix nanos; lagUntil 0: no end) bound the
+	// injected heartbeat lag (Options.HeartbeatLag); 0 before the spec.
+	lagFrom, lagUntil atomic.Int64
+	shards            []*shard
+	haltQuiet         time.Time // since when the app has been halted with nothing in flight
+	outcome           string
 }
 
 // newSim is the simulated fleet of one app (ns), its keys set once the
@@ -316,6 +332,28 @@ type GroupReport struct {
 	// InconclusiveSeen: a check of the group was seen inconclusive (the
 	// group held on it).
 	InconclusiveSeen bool `json:"inconclusive_seen"`
+	// Issue 28: HaltAfter is started_at → halted_at as the controller
+	// recorded them (0 when not halted); Adaptive and Rate what the
+	// simulator saw of the group's adaptive bound and rate in its statuses.
+	HaltAfter time.Duration  `json:"halt_after_ns,omitempty"`
+	Adaptive  AdaptiveReport `json:"adaptive,omitzero"`
+	Rate      RateReport     `json:"rate,omitzero"`
+}
+
+// AdaptiveReport is what the simulator saw of a group's adaptive
+// in-flight bound: where it started, its lowest and highest, the last,
+// the most max_in_flight allows, and how many moves of each cause.
+type AdaptiveReport struct {
+	Start, Min, Max, Last, Window int
+	Moves                         map[string]int
+}
+
+// RateReport is what the simulator saw of a group's rate: each new
+// allowance in order (the ramp), and the most agents one period started
+// (its status's started, at most).
+type RateReport struct {
+	Allowances []int
+	MaxStarted int
 }
 
 // Report is the outcome of one simulated rollout.
@@ -501,6 +539,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	spec.Critical = true // windows ignored; dependencies still apply
 	for _, a := range sims {
 		a.stats.setSpecAt(time.Now())
+		if o.HeartbeatLag > 0 {
+			from := time.Now().Add(o.LagFrom)
+			if o.LagFor > 0 {
+				a.lagUntil.Store(from.Add(o.LagFor).UnixNano())
+			}
+			a.lagFrom.Store(from.UnixNano())
+		}
 		if err := saveLatest(ctx, fleet.Plan, a.ns.Spec(), spec); err != nil {
 			return nil, err
 		}
@@ -623,6 +668,7 @@ func (s *Sim) writeConfig(ctx context.Context, fleet *kv.Fleet, apps []string) (
 		if s.o.UpdateTimeout > 0 {
 			g.UpdateTimeout = rollout.Duration(s.o.UpdateTimeout)
 		}
+		g.Rate, g.AdaptiveInFlight = s.o.Rate, s.o.AdaptiveInFlight
 		cfg.Groups = append(cfg.Groups, g)
 	}
 	cfg.PrometheusURL, cfg.Analysis = s.o.PrometheusURL, s.o.Analysis
@@ -731,6 +777,12 @@ func (s *Sim) report(ctrl *controller.Controller, d time.Duration, recv0 uint64,
 		if st.State == rollout.StateDone && !st.StartedAt.IsZero() {
 			gr.WallTime = st.DoneAt.Sub(st.StartedAt)
 		}
+		if st.Halted && !st.StartedAt.IsZero() {
+			gr.HaltAfter = st.HaltedAt.Sub(st.StartedAt)
+		}
+		gr.Adaptive, gr.Rate = gt.adaptive, gt.rate
+		gr.Adaptive.Moves = maps.Clone(gt.adaptive.Moves)
+		gr.Rate.Allowances = slices.Clone(gt.rate.Allowances)
 		rep.Groups = append(rep.Groups, gr)
 	}
 	return rep

@@ -41,6 +41,10 @@ type groupTrack struct {
 	onTarget         int
 	onTargetAtHalt   int
 	inconclusiveSeen bool // a check of the group was inconclusive
+	// Issue 28: the adaptive bound and the rate as the statuses said.
+	adaptive      AdaptiveReport
+	adaptiveSince time.Time
+	rate          RateReport
 }
 
 func newTracker(groups int) *tracker {
@@ -84,6 +88,23 @@ func (t *tracker) observeStatus(g int, st rollout.GroupStatus, rev uint64) bool 
 	gt.heldSeen = gt.heldSeen || st.Held != ""
 	for _, c := range st.Analysis {
 		gt.inconclusiveSeen = gt.inconclusiveSeen || c.Inconclusive > 0
+	}
+	if a := st.Adaptive; a != nil {
+		ar := &gt.adaptive
+		if ar.Start == 0 {
+			ar.Start, ar.Min, ar.Max, ar.Moves = a.Bound, a.Bound, a.Bound, map[string]int{}
+		}
+		if !a.Since.Equal(gt.adaptiveSince) {
+			ar.Moves[a.Cause]++
+			gt.adaptiveSince = a.Since
+		}
+		ar.Min, ar.Max, ar.Last, ar.Window = min(ar.Min, a.Bound), max(ar.Max, a.Bound), a.Bound, a.Max
+	}
+	if r := st.Rate; r != nil {
+		if n := len(gt.rate.Allowances); n == 0 || gt.rate.Allowances[n-1] != r.Allowance {
+			gt.rate.Allowances = append(gt.rate.Allowances, r.Allowance)
+		}
+		gt.rate.MaxStarted = max(gt.rate.MaxStarted, r.Started)
 	}
 	if st.Halted && gt.haltSeen.IsZero() {
 		gt.haltSeen = time.Now()

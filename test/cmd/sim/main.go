@@ -89,7 +89,33 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (warm-up and rollout) to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile to this file when the rollout ends (before anything is stopped)")
 	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile (1 in 10 events) to this file when the rollout ends")
+	rateStart := flag.String("rate-start", "", "issue 28: each group's rate start, like 50/s (empty: no rate)")
+	rateFactor := flag.Float64("rate-factor", 0, "the rate's factor (1-10; 0: flat)")
+	rateMax := flag.String("rate-max", "", "the rate's max, like 800/s (needed with a factor)")
+	flag.BoolVar(&o.AdaptiveInFlight, "adaptive", false, "issue 28: adaptive_in_flight on every group")
+	vsFixed := flag.Bool("adaptive-vs-fixed", false, "issue 28: run twice in this process, with the fixed bound then --adaptive, and compare the halts")
+	flag.DurationVar(&o.HeartbeatLag, "heartbeat-lag", 0, "issue 28: inject heartbeat lag: agents stamp heartbeats this far in the past")
+	flag.DurationVar(&o.LagFrom, "lag-from", 0, "the injected lag starts this long after the spec write")
+	flag.DurationVar(&o.LagFor, "lag-for", 0, "the injected lag lasts this long (0: to the end)")
 	flag.Parse()
+	if *rateStart != "" {
+		rc := &rollout.RateConfig{Factor: *rateFactor}
+		var err error
+		if rc.Start, err = rollout.ParseRatePer(*rateStart); err == nil && *rateMax != "" {
+			rc.Max, err = rollout.ParseRatePer(*rateMax)
+		}
+		if err == nil {
+			cfg := rollout.DefaultConfig()
+			cfg.Groups[0].Rate = rc
+			err = cfg.Validate()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sim: --rate-start/--rate-factor/--rate-max:", err)
+			code = 2
+			return
+		}
+		o.Rate = rc
+	}
 	var base *sim.Report
 	if *compare != "" {
 		b, err := os.ReadFile(*compare)
@@ -154,7 +180,27 @@ func main() {
 	// writes its profiles).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var fixed *sim.Report
+	if *vsFixed {
+		fo := o
+		fo.AdaptiveInFlight = false
+		var err error
+		if fixed, err = sim.Run(ctx, fo); fixed != nil {
+			fmt.Fprintln(os.Stdout, "fixed bound (max_in_flight alone):")
+			_ = fixed.WriteTable(os.Stdout)
+			fmt.Fprintln(os.Stdout, "\nadaptive_in_flight:")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+			return
+		}
+		o.AdaptiveInFlight = true
+	}
 	rep, err := sim.Run(ctx, o)
+	if fixed != nil && rep != nil {
+		defer sim.WriteAdaptiveComparison(os.Stdout, fixed, rep)
+	}
 	if rep != nil {
 		if *out == "json" {
 			_ = rep.WriteJSON(os.Stdout)
