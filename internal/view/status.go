@@ -178,6 +178,13 @@ type GroupRollout struct {
 	// Analysis is where each of the group's metric analysis checks
 	// stands (rollout.CheckStatus); absent without checks.
 	Analysis []rollout.CheckStatus `json:"analysis,omitempty"`
+
+	// Issue 28, canaries: CanariesSkipped says why the group started with
+	// no canary phase (small_group); ReplacedCanaries are the canaries that
+	// vanished before they reported on the target and were replaced.
+	// Absent when none.
+	CanariesSkipped  string                   `json:"canaries_skipped,omitempty"`
+	ReplacedCanaries []rollout.ReplacedCanary `json:"replaced_canaries,omitempty"`
 }
 
 // AgentSplit divides a group's counted agents (GroupReport.Agents) in four:
@@ -377,6 +384,9 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	}
 	r.StartedAt, r.DoneAt, r.Canaries = s.StartedAt, s.DoneAt, len(s.Canaries)
 	r.Analysis = s.Analysis
+	if !r.Stale {
+		r.CanariesSkipped, r.ReplacedCanaries = s.CanariesSkipped, s.ReplacedCanaries
+	}
 	if s.State == rollout.StateCanary && !r.Stale {
 		timeout := s.HealthTimeout.D()
 		if timeout <= 0 && inConfig {
