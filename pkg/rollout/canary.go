@@ -118,7 +118,11 @@ func judgeCanaries(st *GroupStatus, agents map[AgentID]AgentView, gc GroupConfig
 // total is at most that.
 func (m *machine) smallGroup(total int) string {
 	if n := m.gc.SmallGroup; n > 0 && total <= n {
-		return fmt.Sprintf("small group: %d agents ≤ small_group %d", total, n)
+		agents := "agents"
+		if total == 1 {
+			agents = "agent"
+		}
+		return fmt.Sprintf("small group: %d %s ≤ small_group %d", total, agents, n)
 	}
 	return ""
 }

@@ -34,7 +34,7 @@ func TestNextSmallGroup(t *testing.T) {
 		{name: "threshold+1: canaries", small: 3, agents: 4, wantState: StateCanary, wantCanary: 3,
 			wantReason: "starting with 4 agents, 3 canaries", wantEvents: []string{"transition:unstarted→canary"}},
 		{name: "below the threshold: skips", small: 3, agents: 1, wantState: StateActive,
-			wantSkip: "small group: 1 agents ≤ small_group 3", wantEvents: []string{"transition:unstarted→active"}},
+			wantSkip: "small group: 1 agent ≤ small_group 3", wantEvents: []string{"transition:unstarted→active"}},
 		{name: "0 is never", small: 0, agents: 1, wantState: StateCanary, wantCanary: 1, wantEvents: []string{"transition:unstarted→canary"}},
 		{name: "the largest setting", small: MaxSmallGroup, agents: 1000, wantState: StateActive,
 			wantSkip: "small group: 1000 agents ≤ small_group 1000", wantEvents: []string{"transition:unstarted→active"}},
