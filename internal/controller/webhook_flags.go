@@ -38,7 +38,7 @@ func (w *WebhookFlags) Register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&w.URLs, "webhook", nil, "POST rollout events to this URL (repeatable); slack=URL or json=URL gives one webhook its own format (docs/controller.md#webhooks)")
 	fs.StringVar(&w.Format, "webhook-format", string(WebhookJSON), "format of the --webhook URLs without a json= or slack= prefix: json (signed payload) or slack ({\"text\": …})")
 	fs.StringVar(&w.SecretFile, "webhook-secret-file", "", "file holding the secret the X-Fleetwave-Signature HMAC-SHA256 is keyed with (not world-readable); none: unsigned")
-	fs.StringSliceVar(&w.Events, "webhook-events", def, "event kinds to POST, comma separated: transition, halt, alert, approval_needed, quarantine, unattributed, frozen, unfrozen, vanished, held, resumed, operator; audit (fleetctl's audit records); all")
+	fs.StringSliceVar(&w.Events, "webhook-events", def, "event kinds to POST, comma separated: transition, halt, alert, approval_needed, quarantine, unattributed, frozen, unfrozen, vanished, held, resumed, canary_replaced, operator; audit (fleetctl's audit records); all")
 	fs.DurationVar(&w.MaxAge, "webhook-max-age", DefaultWebhookMaxAge, "retry a webhook POST for at most this long after the event; then drop it (a log line and a metric)")
 	fs.DurationVar(&w.Timeout, "webhook-timeout", DefaultWebhookTimeout, "time limit of one webhook POST")
 }

@@ -613,7 +613,7 @@ func TestParseWebhookEvents(t *testing.T) {
 		{[]string{"halt", "alert", "halt"}, []rollout.EventKind{"alert", "halt"}, false, false},
 		{[]string{"approval_needed", "audit"}, []rollout.EventKind{"approval_needed"}, true, false},
 		{[]string{"audit"}, nil, true, false},
-		{[]string{"all"}, []rollout.EventKind{"alert", "analysis", "approval_needed", "frozen", "halt", "held", "operator", "quarantine", "resumed", "transition", "unattributed", "unfrozen", "vanished"}, true, false},
+		{[]string{"all"}, []rollout.EventKind{"alert", "analysis", "approval_needed", "canary_replaced", "frozen", "halt", "held", "operator", "quarantine", "resumed", "transition", "unattributed", "unfrozen", "vanished"}, true, false},
 		{[]string{"halted"}, nil, false, true},
 	}
 	for _, c := range cases {

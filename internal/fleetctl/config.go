@@ -123,6 +123,9 @@ type ConfigSetOptions struct {
 	WaitHours     *int
 	JitterSeconds *int
 	CanaryCount   *int
+	// SmallGroup sets small_group (issue 28): at most this many agents
+	// present at the start skip the canary phase.
+	SmallGroup *int
 	// MaxInFlight, FailureThreshold, InfrastructureHold and
 	// VanishedLimit: "20%".
 	MaxInFlight        *string
@@ -156,6 +159,7 @@ func (o *ConfigSetOptions) groupSettings() []string {
 	}{
 		{"--days", o.Days != nil}, {"--start-hour", o.StartHour != nil}, {"--wait-hours", o.WaitHours != nil},
 		{"--jitter-seconds", o.JitterSeconds != nil}, {"--canary-count", o.CanaryCount != nil},
+		{"--small-group", o.SmallGroup != nil},
 		{"--max-in-flight", o.MaxInFlight != nil}, {"--failure-threshold", o.FailureThreshold != nil},
 		{"--infrastructure-hold", o.InfrastructureHold != nil}, {"--vanished-limit", o.VanishedLimit != nil},
 		{"--alert-after", o.AlertAfter != nil}, {"--health-timeout", o.HealthTimeout != nil},
@@ -292,6 +296,7 @@ func groupSettingFlags(cmd *cobra.Command, o *ConfigSetOptions) []func() {
 		num(&o.WaitHours, "wait-hours", "hours (0-168) to wait after the predecessors finished"),
 		num(&o.JitterSeconds, "jitter-seconds", "longest random delay (0-3600) before an agent updates"),
 		num(&o.CanaryCount, "canary-count", "agents updated first (0-10)"),
+		num(&o.SmallGroup, "small-group", "a group with at most this many agents present when it starts skips its canaries (0-1000; 0 never)"),
 		optionalString(cmd, &o.MaxInFlight, "max-in-flight", `share of the group updating at once ("1%"-"100%")`),
 		optionalString(cmd, &o.FailureThreshold, "failure-threshold", `halt when more than this share failed ("0%"-"100%")`),
 		optionalString(cmd, &o.InfrastructureHold, "infrastructure-hold", `hold (never halt) while more than this share of the agents in flight are blocked on infrastructure ("0%"-"100%"; "100%" never holds)`),
@@ -460,6 +465,7 @@ func (o *ConfigSetOptions) parse() (func(*rollout.GroupConfig), error) {
 		{o.WaitHours, func(g *rollout.GroupConfig) *int { return &g.WaitHours }},
 		{o.JitterSeconds, func(g *rollout.GroupConfig) *int { return &g.JitterSeconds }},
 		{o.CanaryCount, func(g *rollout.GroupConfig) *int { return &g.CanaryCount }},
+		{o.SmallGroup, func(g *rollout.GroupConfig) *int { return &g.SmallGroup }},
 	}
 	for _, s := range ints {
 		if s.v != nil {

@@ -268,6 +268,9 @@ func writeForecast(w io.Writer, fc rollout.Forecast, cfgLoc, local *time.Locatio
 			end = "never"
 			notes = append(notes, fmt.Sprintf("%s: never done: %s", g.Group, g.Reason))
 		}
+		if g.SkipsCanaries != "" {
+			notes = append(notes, fmt.Sprintf("%s: no canary phase: %s", g.Group, g.SkipsCanaries))
+		}
 		for _, warn := range g.Warnings {
 			notes = append(notes, fmt.Sprintf("%s: warning: %s", g.Group, warn))
 		}

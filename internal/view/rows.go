@@ -38,6 +38,7 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 	if len(r.Requires) > 0 && r.State == rollout.StateUnstarted && r.Waiting == "" {
 		out = append(out, "starts after "+strings.Join(r.Requires, ", "))
 	}
+	out = append(out, canaryNotes(r)...)
 	if r.TimedOut != nil && *r.TimedOut > 0 {
 		out = append(out, fmt.Sprintf("%d of %d canaries missing for longer than health_timeout", *r.TimedOut, r.Canaries))
 	}
@@ -451,6 +452,27 @@ func rateNotes(r *GroupRollout, now time.Time) []string {
 			n += ": " + q.Reason
 		}
 		out = append(out, n)
+	}
+	return out
+}
+
+// canaryNotes say that the group skipped its canary phase, and which lost
+// canaries were replaced (issue 28).
+func canaryNotes(r *GroupRollout) []string {
+	var out []string
+	if r.CanariesSkipped != "" && r.State != rollout.StateUnstarted {
+		out = append(out, "no canary phase: "+r.CanariesSkipped)
+	}
+	if n := len(r.ReplacedCanaries); n > 0 {
+		var each []string
+		for _, c := range r.ReplacedCanaries {
+			each = append(each, fmt.Sprintf("%s by %s", (rollout.AgentView{ID: c.ID, Hostname: c.Hostname}).Name(), c.By))
+		}
+		what := "1 lost canary"
+		if n > 1 {
+			what = fmt.Sprintf("%d lost canaries", n)
+		}
+		out = append(out, fmt.Sprintf("%s replaced (vanished before reporting on the target): %s", what, strings.Join(each, ", ")))
 	}
 	return out
 }

@@ -186,6 +186,13 @@ type GroupRollout struct {
 	// (rollout.GroupStatus.Rate, .Adaptive); absent without them.
 	Rate     *rollout.RateStatus     `json:"rate,omitempty"`
 	Adaptive *rollout.AdaptiveStatus `json:"adaptive,omitempty"`
+
+	// Issue 28, canaries: CanariesSkipped says why the group started with
+	// no canary phase (small_group); ReplacedCanaries are the canaries that
+	// vanished before they reported on the target and were replaced.
+	// Absent when none.
+	CanariesSkipped  string                   `json:"canaries_skipped,omitempty"`
+	ReplacedCanaries []rollout.ReplacedCanary `json:"replaced_canaries,omitempty"`
 }
 
 // AgentSplit divides a group's counted agents (GroupReport.Agents) in four:
@@ -387,6 +394,9 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	}
 	r.StartedAt, r.DoneAt, r.Canaries = s.StartedAt, s.DoneAt, len(s.Canaries)
 	r.Analysis = s.Analysis
+	if !r.Stale {
+		r.CanariesSkipped, r.ReplacedCanaries = s.CanariesSkipped, s.ReplacedCanaries
+	}
 	if s.State == rollout.StateCanary && !r.Stale {
 		timeout := s.HealthTimeout.D()
 		if timeout <= 0 && inConfig {

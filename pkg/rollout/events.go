@@ -33,6 +33,10 @@ const (
 	EventHeld EventKind = "held"
 	// EventResumed: the blocked agents recovered and progress moves again.
 	EventResumed EventKind = "resumed"
+	// EventCanaryReplaced: a canary vanished before it reported on the
+	// target and another agent took its place (see canary.go); not a
+	// failure. Its Agents name the lost canary.
+	EventCanaryReplaced EventKind = "canary_replaced"
 	// EventOperator: an operator action that kept the state (reset, run).
 	EventOperator EventKind = "operator"
 	// EventApprovalNeeded: the group began to wait for an operator's
@@ -58,7 +62,7 @@ const (
 // kind goes here too.
 var EventKinds = []EventKind{
 	EventTransition, EventHalt, EventAlert, EventApprovalNeeded, EventQuarantine,
-	EventFrozen, EventUnfrozen, EventVanished, EventHeld, EventResumed, EventOperator, EventAnalysis, EventUnattributed,
+	EventFrozen, EventUnfrozen, EventVanished, EventHeld, EventResumed, EventCanaryReplaced, EventOperator, EventAnalysis, EventUnattributed,
 }
 
 // MaxEventReason bounds an event's Reason, in bytes: every event fits the

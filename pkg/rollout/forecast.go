@@ -172,6 +172,9 @@ type GroupForecast struct {
 	// Notes say how the forecast treats the group's rate and adaptive
 	// in-flight bound (issue 28; absent without them).
 	Notes []string `json:"notes,omitempty"`
+	// SkipsCanaries, when set, says why the group starts with no canary
+	// phase (small_group: GroupStatus.CanariesSkipped).
+	SkipsCanaries string `json:"skips_canaries,omitempty"`
 }
 
 // ForecastWait is one thing a group waited for: from From until Until
@@ -290,7 +293,7 @@ func (f *forecaster) initGroup(g string) {
 	f.results[g] = r
 	current := has && st.V != 0 && st.TargetVersion == target
 	if current {
-		r.Start, r.Canaries = st.StartedAt, len(st.Canaries)
+		r.Start, r.Canaries, r.SkipsCanaries = st.StartedAt, len(st.Canaries), st.CanariesSkipped
 		switch {
 		case st.State == StateDone:
 			r.Outcome, r.Done = OutcomeDone, st.DoneAt
@@ -308,6 +311,8 @@ func (f *forecaster) initGroup(g string) {
 	switch {
 	case total == 0:
 		r.Warnings = append(r.Warnings, "no agents counted: it does not start until some are present (fleetctl mark-done skips it), and the groups after it wait for it")
+	case total <= gc.SmallGroup:
+		// It skips its canaries (SkipsCanaries says so when it starts).
 	case total < gc.CanaryCount:
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d agents, fewer than canary_count %d: they all update as canaries", total, gc.CanaryCount))
 	}
@@ -492,9 +497,13 @@ func (f *forecaster) record(r *GroupForecast, st GroupStatus, events []Event, t 
 		case EventTransition:
 			switch ev.To {
 			case StateCanary:
-				r.Start, r.Canaries = ev.At, len(st.Canaries)
+				r.Start, r.Canaries, r.SkipsCanaries = ev.At, len(st.Canaries), st.CanariesSkipped
 				f.closeWait(r, t)
 			case StateActive:
+				if ev.From == StateUnstarted { // a small group: no canary phase
+					r.Start, r.Canaries, r.SkipsCanaries = ev.At, 0, st.CanariesSkipped
+					f.closeWait(r, t)
+				}
 				r.Active = ev.At
 			case StateDone:
 				r.Done, r.Outcome = ev.At, OutcomeFinishes

@@ -176,7 +176,9 @@ func TestCanaryKeepsItsHostName(t *testing.T) {
 			rest = append(rest, a)
 		}
 	}
-	st.Canaries = []Canary{{ID: c.ID, Hostname: c.Hostname, MissingSince: start}}
+	// It had reported on the target (one that never did is replaced:
+	// TestNextLostCanary).
+	st.Canaries = []Canary{{ID: c.ID, Hostname: c.Hostname, MissingSince: start, ReportedAt: start}}
 	in = Input{Config: cfg, Group: "staging", Spec: DefaultSpec(v1, v2), Prev: st, Agents: rest, Counts: CountAgents(rest),
 		Now: start.Add(time.Hour)}
 	got, _ := Next(in)

@@ -301,7 +301,11 @@ func (m *machine) unstarted() bool {
 	if st.SkipCanaries != "" {
 		return m.startWithoutCanaries(total, reason)
 	}
-	ids := SelectCanaries(in.Agents, gc.CanaryCount, in.Spec.TargetVersion)
+	skip := m.smallGroup(total)
+	var ids []AgentID
+	if skip == "" {
+		ids = SelectCanaries(in.Agents, gc.CanaryCount, in.Spec.TargetVersion)
+	}
 	st.Canaries = nil
 	hosts := make(map[AgentID]string, len(ids))
 	for _, a := range in.Agents {
@@ -313,6 +317,11 @@ func (m *machine) unstarted() bool {
 		st.Canaries = append(st.Canaries, Canary{ID: id, Hostname: hosts[id]})
 	}
 	m.begin(total)
+	st.CanariesSkipped = skip
+	if skip != "" {
+		m.startSmall(reason, total, skip)
+		return true
+	}
 	m.transition(StateCanary, fmt.Sprintf("%s: starting with %d agents, %d canaries", reason, total, len(ids)))
 	return true
 }
@@ -326,6 +335,7 @@ func (m *machine) begin(total int) {
 	st.Alerted, st.FailedCount, st.Frozen, st.DoneAt = false, 0, "", time.Time{}
 	st.Vanished, st.DoneHeld = 0, ""
 	st.Rate, st.Adaptive = nil, nil // begin again when it is active
+	st.CanariesSkipped, st.ReplacedCanaries = "", nil
 }
 
 // stoppedAbove says why the group may not start although its own
@@ -381,23 +391,6 @@ func (m *machine) chain(ancestor string) string {
 		return ancestor + " → … → " + m.in.Group
 	}
 	return strings.Join(path, " → ")
-}
-
-// canaryViews are the views of the group's canaries that are present and
-// reachable, by id (judgeCanaries looks up at most canary_count agents); an
-// unreachable canary is missing, as one that expired.
-func (m *machine) canaryViews() map[AgentID]AgentView {
-	canary := make(map[AgentID]bool, len(m.st.Canaries))
-	for _, c := range m.st.Canaries {
-		canary[c.ID] = true
-	}
-	out := make(map[AgentID]AgentView, len(canary))
-	for _, a := range m.in.Agents {
-		if canary[a.ID] && !a.Unreachable {
-			out[a.ID] = a
-		}
-	}
-	return out
 }
 
 // countFailures counts the agents failing the target since FailuresSince
@@ -491,9 +484,15 @@ func (m *machine) canary() bool {
 		return false
 	}
 	// A failed canary is the more useful reason, so judge canaries first.
-	views := m.canaryViews()
+	all := m.canaryAgents()
+	m.noteReported(all)
+	notReplaced := m.replaceLostCanaries(all)
+	views := reachableCanaries(all)
 	v := judgeCanaries(st, views, m.gc, m.now)
 	if v.halt != "" {
+		if why := notReplaced[v.agent]; why != "" {
+			v.halt += "; " + why
+		}
 		var about []AgentView
 		for _, a := range m.in.Agents {
 			if a.ID == v.agent {

@@ -236,7 +236,8 @@ func TestNextCanary(t *testing.T) {
 			name: "first seen healthy", now: start.Add(10 * time.Minute), agents: agentsWith(healthy, healthy, waiting),
 			wantState: StateCanary,
 			check: func(t *testing.T, st GroupStatus) {
-				want := []Canary{{ID: canaries[0], HealthySince: start.Add(10 * time.Minute)}, {ID: canaries[1], HealthySince: start.Add(10 * time.Minute)}, {ID: canaries[2]}}
+				want := []Canary{{ID: canaries[0], HealthySince: start.Add(10 * time.Minute), ReportedAt: start.Add(10 * time.Minute)},
+					{ID: canaries[1], HealthySince: start.Add(10 * time.Minute), ReportedAt: start.Add(10 * time.Minute)}, {ID: canaries[2]}}
 				if diff := cmp.Diff(want, st.Canaries); diff != "" {
 					t.Errorf("canaries (-want +got):\n%s", diff)
 				}
@@ -315,8 +316,12 @@ func TestNextCanary(t *testing.T) {
 			},
 		},
 		{
+			// It had reported on the target: the halt stands (one that
+			// never did is replaced, TestNextLostCanary).
 			name: "canary missing for health_timeout", now: start.Add(25 * time.Minute),
-			prev:      func(st *GroupStatus) { st.Canaries[2].MissingSince = start.Add(20 * time.Minute) },
+			prev: func(st *GroupStatus) {
+				st.Canaries[2].MissingSince, st.Canaries[2].ReportedAt = start.Add(20*time.Minute), start.Add(5*time.Minute)
+			},
 			agents:    agentsWith(healthy, healthy, healthy)[:8],
 			wantState: StateCanary, wantHalted: "missing since 2024-03-05T03:20:00Z (longer than health_timeout 5m)",
 			wantEvents: []string{"halt", "alert"},

@@ -180,6 +180,14 @@ type GroupStatus struct {
 	// why it last moved (adaptive.go); absent without adaptive_in_flight,
 	// and before the group is active.
 	Adaptive *AdaptiveStatus `json:"adaptive,omitempty"`
+	// Issue 28, canaries: small groups and lost canaries (canary.go).
+	// CanariesSkipped, when set, says why the group started with no canary
+	// phase: it had at most small_group agents present when it started.
+	CanariesSkipped string `json:"canaries_skipped,omitempty"`
+	// ReplacedCanaries are the canaries that vanished before they reported
+	// on the target and were replaced, oldest first: at most canary_count
+	// per start of the group, after which a lost canary halts it as before.
+	ReplacedCanaries []ReplacedCanary `json:"replaced_canaries,omitempty"`
 }
 
 // Canary is one canary agent and what the controller has seen of it.
@@ -195,6 +203,10 @@ type Canary struct {
 	// MissingSince is when the controller first missed the canary (cleared
 	// when it is back).
 	MissingSince time.Time `json:"missing_since,omitzero"`
+	// ReportedAt is when the controller first saw the canary act on the
+	// target (see reportedOn): a canary that vanishes after that halts the
+	// group, one that vanishes before it may be replaced (canary.go).
+	ReportedAt time.Time `json:"reported_at,omitzero"`
 }
 
 // IsCanary reports whether id is one of the group's canaries.
@@ -222,6 +234,7 @@ func (st GroupStatus) Clone() GroupStatus {
 		a := *st.Adaptive
 		st.Adaptive = &a
 	}
+	st.ReplacedCanaries = slices.Clone(st.ReplacedCanaries)
 	return st
 }
 
@@ -307,6 +320,9 @@ func (st GroupStatus) Validate() error {
 		} else if err := ValidatePrintable(c.Hostname); err != nil {
 			bad("canaries[%d]: hostname: %v", i, err)
 		}
+	}
+	for _, err := range st.validateReplaced() {
+		bad("%v", err)
 	}
 	if err := st.Retry.validate(); err != nil {
 		bad("retry: %v", err)
