@@ -164,6 +164,14 @@ type GroupStatus struct {
 	JitterSeconds  int      `json:"jitter_seconds"`
 	HealthTimeout  Duration `json:"health_timeout"`
 	MinHealthyTime Duration `json:"min_healthy_time"`
+
+	// Issue 28, catch-all: Follows, when set, marks the status of a group
+	// that is not in the config as a copy of the catch-all group's status
+	// (Config.CatchAllGroup), which the controller writes under the
+	// group's key (FollowStatus) so that its hosts, whose credentials read
+	// their own group's key only, follow the catch-all's rollout: Decide
+	// answers them exactly as it answers the catch-all's own hosts.
+	Follows string `json:"follows,omitempty"`
 }
 
 // Canary is one canary agent and what the controller has seen of it.
@@ -291,6 +299,9 @@ func (st GroupStatus) Validate() error {
 		bad("%v", err)
 	}
 	for _, err := range st.validateAnalysis() {
+		bad("%v", err)
+	}
+	if err := st.validateFollows(); err != nil {
 		bad("%v", err)
 	}
 	return errors.Join(errs...)
