@@ -108,6 +108,10 @@ type Controller struct {
 	// writeErrs is, per group status key, the last failure to write it,
 	// logged once, not every pass (reconcile only).
 	writeErrs map[string]string
+	// caughtOver is, per app (its key), the groups not in the config
+	// with hosts that the catch-all group does not follow (past
+	// rollout.MaxCaughtGroups), as last logged (reconcile only).
+	caughtOver map[string][]string
 }
 
 // New returns a controller over fleet. Zero options take their defaults.

@@ -114,6 +114,7 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 	}
 	cfg, spec := st.Config.Value, st.Spec.Value
 	plan := st.Plan()
+	ca := c.catchAllPlan(app, st, cfg, now)
 	for _, group := range cfg.EvalOrder() {
 		if _, bad := st.Problem(kv.BucketPlan, kv.GroupKey(group)); bad {
 			continue
@@ -125,6 +126,10 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 		views := c.views
 		prev, had := st.Groups[group]
 		measured := c.an.take(ns, group)
+		var caught []rollout.CaughtGroup
+		if group == ca.group {
+			caught = ca.caught(app, now)
+		}
 		next, events := rollout.Next(rollout.Input{
 			Config:       cfg,
 			Group:        group,
@@ -136,6 +141,7 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 			Now:          now,
 			Quarantine:   quarantine,
 			Measurements: measured,
+			Caught:       caught,
 		})
 		if bounded, _, err := next.Bounded(); err == nil {
 			next = bounded
@@ -175,7 +181,7 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 			}
 		}
 	}
-	return nil
+	return c.writeFollowers(ctx, ns, st, plan, ca)
 }
 
 // quarantine applies the quarantine rule (rollout.QuarantineFrom) to the

@@ -268,6 +268,10 @@ func writeForecast(w io.Writer, fc rollout.Forecast, cfgLoc, local *time.Locatio
 			end = "never"
 			notes = append(notes, fmt.Sprintf("%s: never done: %s", g.Group, g.Reason))
 		}
+		if g.Caught > 0 {
+			notes = append(notes, fmt.Sprintf("%s: catch-all: %d of its %d agents are hosts of groups not in the config, rolled out with it: %s",
+				g.Group, g.Caught, g.Agents, strings.Join(g.CaughtGroups, ", ")))
+		}
 		for _, warn := range g.Warnings {
 			notes = append(notes, fmt.Sprintf("%s: warning: %s", g.Group, warn))
 		}
