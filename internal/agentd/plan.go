@@ -203,9 +203,16 @@ func (f *PlanFollower) onMessage(m *nats.Msg) {
 		f.ignore(m.Subject, err)
 		return
 	}
+	before := f.Plan().Status.Follows
 	ok, err := f.accept(sm)
 	if ok {
 		f.signal()
+		// A group newly followed by the catch-all is said at once, not
+		// at the next full read (OnRead asks nothing of the find
+		// endpoint while the group has a status).
+		if p := f.Plan(); f.OnRead != nil && p.Status.Follows != "" && p.Status.Follows != before {
+			f.OnRead(p)
+		}
 	}
 	if errors.Is(err, errStale) {
 		f.Refresh()

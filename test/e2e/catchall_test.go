@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,6 +90,12 @@ func TestCatchAllEndToEnd(t *testing.T) {
 	_, stderr := fleetctl(t, f, 0, "agents", "ls", "--group", "lab")
 	if !strings.Contains(stderr, `follow catch-all group "prod"`) {
 		t.Errorf("agents ls --group lab: stderr %q, want the note that they follow prod", stderr)
+	}
+
+	// agentd says so on the host.
+	logData, err := os.ReadFile(filepath.Join(f.dir, fmt.Sprintf("agent-%d.log", lab.n)))
+	if err != nil || !strings.Contains(string(logData), "this host follows catch-all group") {
+		t.Errorf("the lab host's log does not say it follows the catch-all group (%v)", err)
 	}
 
 	// The controller: its dashboard's status and its metrics.
