@@ -139,3 +139,26 @@ func TestStatusCatchAll(t *testing.T) {
 		t.Errorf("with catch_all \"-\":\n%s", table)
 	}
 }
+
+// config set --catch-all names the catch-all group, "-" none, "" the last
+// group; a group the config lacks is refused and nothing is written.
+func TestConfigSetCatchAll(t *testing.T) {
+	e := catchAllFixture(t, "", testNow)
+	set := func(v string) func(g *Global) error {
+		return func(g *Global) error {
+			return RunConfigSet(testCtx(), &ConfigSetOptions{Global: g, CatchAll: &v, Output: "text"})
+		}
+	}
+	for _, v := range []string{"staging", rollout.CatchAllNone, ""} {
+		e.mustRun(set(v))
+		if got := e.config().Value.CatchAll; got != v {
+			t.Errorf("set %q: stored %q", v, got)
+		}
+	}
+	rev := e.configRevision()
+	_, err := e.run(set("stagin"))
+	mustContain(t, err, `catch_all "stagin": not a group of the config`)
+	if e.configRevision() != rev {
+		t.Error("a refused --catch-all wrote the config")
+	}
+}

@@ -19,7 +19,11 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 	case r.InConfig:
 	case r.Follows != "":
 		// The rest is the catch-all's status, said on its own row.
-		return append(out, fmt.Sprintf("not in the config: its %s follow catch-all group %s (rolled out with it, counted in it)", plural(g.Agents, "agent"), r.Follows))
+		who := fmt.Sprintf("its %d agents follow", g.Agents)
+		if g.Agents == 1 {
+			who = "its agent follows"
+		}
+		return append(out, fmt.Sprintf("not in the config: %s catch-all group %s (rolled out with it, counted in it)", who, r.Follows))
 	case r.Unfollowed != "":
 		out = append(out, "not in the config: its agents wait: "+r.Unfollowed)
 	default:

@@ -82,7 +82,7 @@ func TestCatchAllEndToEnd(t *testing.T) {
 		t.Errorf("status: lab %+v; want follows prod", labRep)
 	}
 	table, _ := fleetctl(t, f, 0, "status")
-	for _, want := range []string{"lab: not in the config: its 1 agent follow catch-all group prod", "prod: catch-all: also rolls out 1 agent of 1 group not in the config: lab"} {
+	for _, want := range []string{"lab: not in the config: its agent follows catch-all group prod", "prod: catch-all: also rolls out 1 agent of 1 group not in the config: lab"} {
 		if !strings.Contains(strings.Join(strings.Fields(table), " "), want) {
 			t.Errorf("status lacks %q:\n%s", want, table)
 		}
