@@ -232,7 +232,9 @@ type Agent struct {
 	// last JetStream domain of a server the agent was connected to, with
 	// domainBad the last one that is not a valid site (logged once); see
 	// site.go.
-	busConn    atomic.Pointer[nats.Conn]
+	busConn atomic.Pointer[nats.Conn]
+	// follower follows the plan on the bus (set by Run; Plan reads it).
+	follower   atomic.Pointer[PlanFollower]
 	domainSite string
 	domainBad  string
 	// groupNote is the group's problem last logged (group.go).
@@ -743,6 +745,15 @@ func (a *Agent) setupInstaller() error {
 
 // ID is the agent's update id.
 func (a *Agent) ID() rollout.AgentID { return a.id }
+
+// Plan is the agent's view of the plan on the bus: the spec and its
+// group's status as last read (zero before Run reads them).
+func (a *Agent) Plan() Plan {
+	if f := a.follower.Load(); f != nil {
+		return f.Plan()
+	}
+	return Plan{}
+}
 
 // Group is the agent's rollout group.
 func (a *Agent) Group() string {

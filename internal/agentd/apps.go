@@ -369,6 +369,7 @@ func runHost(ctx context.Context, agents []*Agent) error {
 		a.busConn.Store(nc)
 		a.pub.JS = js
 		followers[i].NC = nc
+		a.follower.Store(followers[i])
 		a.metrics.setBus(bus)
 		gatherers = append(gatherers, a.metrics.reg)
 	}

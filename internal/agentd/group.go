@@ -42,6 +42,12 @@ const groupCheckTimeout = 5 * time.Second
 // controllers while the bus serves them.
 func (a *Agent) groupProblem(ctx context.Context, p *Plan) (problem string, confirmed bool) {
 	group := a.Group()
+	if p != nil && p.StatusRev != 0 && p.Status.Follows != "" {
+		// Rolled out, but with another group: worth saying, for a typo
+		// in --group is caught by the catch-all group too.
+		return fmt.Sprintf("group %q is not in the rollout config: this host follows catch-all group %q and is rolled out with it; "+
+			"if %q is a typo: agentd run --group G, or add it: fleetctl config add-group --group %s", group, p.Status.Follows, group, group), false
+	}
 	if p != nil && (p.SpecRev == 0 || p.StatusRev != 0) {
 		return "", false // no plan to tell by, or the group has its status
 	}
@@ -102,6 +108,8 @@ func (a *Agent) noteGroup(ctx context.Context, p Plan) {
 		a.o.Log.Info("this host's group is in the rollout now", slog.String("group", a.Group()))
 	case confirmed:
 		a.o.Log.Error("unknown group: "+problem, slog.String("group", a.Group()))
+	case p.Status.Follows != "":
+		a.o.Log.Warn("group not in the config: "+problem, slog.String("group", a.Group()), slog.String("follows", p.Status.Follows))
 	default:
 		a.o.Log.Warn("group not in the plan: "+problem, slog.String("group", a.Group()))
 	}

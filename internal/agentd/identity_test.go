@@ -140,6 +140,9 @@ func TestUnknownGroup(t *testing.T) {
 	}
 	cfg := rollout.DefaultConfig()
 	cfg.Groups = []rollout.GroupConfig{rollout.DefaultGroup("dev"), rollout.DefaultGroup("prod")}
+	// No catch-all group: a host of a group not in the config gets no
+	// status at all (with one, "prdo" would follow prod: catchall_test.go).
+	cfg.CatchAll = rollout.CatchAllNone
 	if _, err := kv.Save(ctx, fleet.Config, kv.KeyConfig, cfg, 0); err != nil {
 		t.Fatal(err)
 	}

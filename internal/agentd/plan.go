@@ -172,6 +172,9 @@ func (f *PlanFollower) read(ctx context.Context) error {
 		m, err := kv.DirectGetLast(ctx, f.NC, kv.PlanStream, kv.KeySubject(kv.BucketPlan, key))
 		switch {
 		case errors.Is(err, kv.ErrNotFound):
+			if key == f.NS.Group(f.Group) && f.dropFollowed(0) {
+				changed = true
+			}
 			continue
 		case err != nil:
 			return err
@@ -200,9 +203,16 @@ func (f *PlanFollower) onMessage(m *nats.Msg) {
 		f.ignore(m.Subject, err)
 		return
 	}
+	before := f.Plan().Status.Follows
 	ok, err := f.accept(sm)
 	if ok {
 		f.signal()
+		// A group newly followed by the catch-all is said at once, not
+		// at the next full read (OnRead asks nothing of the find
+		// endpoint while the group has a status).
+		if p := f.Plan(); f.OnRead != nil && p.Status.Follows != "" && p.Status.Follows != before {
+			f.OnRead(p)
+		}
 	}
 	if errors.Is(err, errStale) {
 		f.Refresh()
@@ -228,9 +238,30 @@ func (f *PlanFollower) accept(m kv.StoredMsg) (bool, error) {
 		return false, nil
 	}
 	if m.Deleted {
-		return false, nil // a delete or purge: keep the last known plan
+		// A delete or purge: keep the last known plan, unless it is a
+		// copy of the catch-all group's status the controller withdrew.
+		return key == f.NS.Group(f.Group) && f.dropFollowed(m.Sequence), nil
 	}
 	return f.apply(key, m.Data, m.Sequence)
+}
+
+// dropFollowed forgets the group status when it is a copy of the catch-all
+// group's (rollout.GroupStatus.Follows) and rev (the delete's revision; 0
+// for a read that found none) is not older than it: the controller deletes
+// the copy when the catch-all no longer follows this host's group (catch_all
+// "-", or the group is followed no more), and the host then waits, as a
+// host of a group not in the config did before catch-all groups. Any
+// other status outlives a delete, as before. It reports whether it forgot.
+func (f *PlanFollower) dropFollowed(rev uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.plan.Status.Follows == "" || rev != 0 && rev <= f.plan.StatusRev {
+		return false
+	}
+	f.Log.Info("this host's group no longer follows the catch-all group: it waits until its group is in the config or followed again",
+		slog.String("group", f.Group), slog.String("followed", f.plan.Status.Follows))
+	f.plan.Status, f.plan.StatusRev = rollout.GroupStatus{}, 0
+	return true
 }
 
 // ignore logs a plan message the agent will not act on, at most one line

@@ -113,6 +113,10 @@ type Controller struct {
 	// the running inventory feed (nil outside Run).
 	lag  lagMeter
 	feed atomic.Pointer[inventoryFeed]
+	// caughtOver is, per app (its key), the groups not in the config
+	// with hosts that the catch-all group does not follow (past
+	// rollout.MaxCaughtGroups), as last logged (reconcile only).
+	caughtOver map[string][]string
 }
 
 // New returns a controller over fleet. Zero options take their defaults.

@@ -331,6 +331,13 @@ var (
 	descAwaitingApproval = prometheus.NewDesc("fleetwave_group_awaiting_approval",
 		"1 while the group waits for an operator's approval (fleetctl approve) at the stage (start, after_canary), 0 for the other stages.",
 		[]string{"app", "group", "stage"}, nil)
+	// Issue 28, catch-all.
+	descCaughtAgents = prometheus.NewDesc("fleetwave_group_caught_agents",
+		"Counted agents of groups not in the config that the group, the config's catch-all, rolls out with its own (their groups' statuses follow it).", []string{"app", "group"}, nil)
+	descCaughtGroups = prometheus.NewDesc("fleetwave_group_caught_groups",
+		"Groups not in the config that the group, the config's catch-all, follows (at most 100).", []string{"app", "group"}, nil)
+	descUnfollowed = prometheus.NewDesc("fleetwave_catch_all_unfollowed_groups",
+		"Groups not in the config with counted agents that no group follows (past the 100 a catch-all follows, catch_all \"-\", or not yet): their hosts wait.", []string{"app"}, nil)
 	descCheckValue = prometheus.NewDesc("fleetwave_analysis_value",
 		"The last value a group's metric analysis check measured (absent before one, or when it had none).", []string{"app", "group", "check"}, nil)
 	descCheckPasses = prometheus.NewDesc("fleetwave_analysis_passes",
@@ -365,7 +372,7 @@ func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAgents, descGroupState, descGroupInfo, descProgress, descInFlight, descInFlightBound,
 		descInFlightBoundCause, descInFlightBoundMax, descRateAllowance, descRateStarted,
 		descInitial, descHalted, descAlerted, descTargetQuarantined, descMode, descModeSetting, descQuarantined, descStateSeconds, descCanaries, descCanariesHealthy, descFailed, descHeld, descBlocked, descOffTarget,
-		descAwaitingApproval, descCheckValue, descCheckPasses, descCheckCount, descCheckInconclusive,
+		descAwaitingApproval, descCaughtAgents, descCaughtGroups, descUnfollowed, descCheckValue, descCheckPasses, descCheckCount, descCheckInconclusive,
 		descHostsEndOfLife, descHostsBehindSecurity, descCatalogSuccess, descCatalogChecked, descCatalogError, descCatalogExpires, descCatalogReleases} {
 		ch <- d
 	}
@@ -522,7 +529,16 @@ func collectApp(ch chan<- prometheus.Metric, c *Controller, app *appInv, plan *h
 			ch <- constMetric(descQuarantined, prometheus.GaugeValue, 1, name, q.Version)
 		}
 	}
+	if cfg != nil {
+		collectCatchAll(ch, name, *cfg, plan, agents)
+	}
 	for group, st := range plan.Groups {
+		if st.Follows != "" {
+			// A copy of the catch-all's status: its figures are the
+			// catch-all's (fleetwave_group_caught_agents counts its
+			// hosts there), and a halt must alert once, not per copy.
+			continue
+		}
 		for _, s := range groupStates {
 			ch <- constMetric(descGroupState, prometheus.GaugeValue, b(st.State == s), name, group, string(s))
 		}
@@ -581,6 +597,33 @@ func collectApp(ch chan<- prometheus.Metric, c *Controller, app *appInv, plan *h
 			ch <- constMetric(descCheckInconclusive, prometheus.GaugeValue, float64(cs.Inconclusive), name, group, cs.Name)
 		}
 	}
+}
+
+// collectCatchAll is the catch-all's figures (issue 28): the agents and
+// groups it follows, and the groups not in the config with agents that no
+// group follows.
+func collectCatchAll(ch chan<- prometheus.Metric, app string, cfg rollout.Config, plan *httpfind.Plan, agents map[agentKey]int) {
+	catchAll, ok := cfg.CatchAllGroup()
+	sizes := map[string]int{}
+	for k, n := range agents {
+		if _, configured := cfg.Group(k.group); !configured {
+			sizes[k.group] += n
+		}
+	}
+	caught, groups, unfollowed := 0, 0, 0
+	for g, n := range sizes {
+		if ok && plan.Groups[g].Follows == catchAll {
+			caught += n
+			groups++
+		} else {
+			unfollowed++
+		}
+	}
+	if ok {
+		ch <- constMetric(descCaughtAgents, prometheus.GaugeValue, float64(caught), app, catchAll)
+		ch <- constMetric(descCaughtGroups, prometheus.GaugeValue, float64(groups), app, catchAll)
+	}
+	ch <- constMetric(descUnfollowed, prometheus.GaugeValue, float64(unfollowed), app)
 }
 
 // modes are the values of fleetwave_mode's mode label.

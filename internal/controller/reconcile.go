@@ -115,6 +115,7 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 	cfg, spec := st.Config.Value, st.Spec.Value
 	plan := st.Plan()
 	lag, backlog := c.heartbeatLag()
+	ca := c.catchAllPlan(app, st, cfg, now)
 	for _, group := range cfg.EvalOrder() {
 		if _, bad := st.Problem(kv.BucketPlan, kv.GroupKey(group)); bad {
 			continue
@@ -126,6 +127,10 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 		views := c.views
 		prev, had := st.Groups[group]
 		measured := c.an.take(ns, group)
+		var caught []rollout.CaughtGroup
+		if group == ca.group {
+			caught = ca.caught(app, now)
+		}
 		next, events := rollout.Next(rollout.Input{
 			Config:       cfg,
 			Group:        group,
@@ -141,6 +146,7 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 			HeartbeatLag:      lag,
 			HeartbeatBacklog:  backlog,
 			HeartbeatInterval: c.o.HeartbeatInterval,
+			Caught:            caught,
 		})
 		if bounded, _, err := next.Bounded(); err == nil {
 			next = bounded
@@ -180,7 +186,7 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 			}
 		}
 	}
-	return nil
+	return c.writeFollowers(ctx, ns, st, plan, ca)
 }
 
 // quarantine applies the quarantine rule (rollout.QuarantineFrom) to the

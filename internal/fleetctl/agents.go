@@ -59,6 +59,10 @@ type AgentsReport struct {
 	// not name, with how many agents each: no rollout ever updates them
 	// (agentd says so on its host); absent when there are none.
 	UnknownGroups map[string]int `json:"unknown_groups,omitempty"`
+	// Follows maps each of UnknownGroups whose hosts the catch-all group
+	// rolls out to that group (its status is the catch-all's copy:
+	// docs/rollout.md, "Catch-all group"); absent when none is.
+	Follows map[string]string `json:"follows,omitempty"`
 }
 
 func newAgentsCmd(g *Global) *cobra.Command {
@@ -185,8 +189,22 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	}
 	if cfgErr == nil {
 		rep.UnknownGroups = unknownGroups(rep.Agents, cfg.Value)
+		if len(rep.UnknownGroups) > 0 {
+			// Which of them the catch-all follows: one batched read of
+			// the plan, only when a listed agent is in such a group.
+			if st, err := f.ReadState(ctx); err == nil {
+				for g := range rep.UnknownGroups {
+					if e, ok := st.Groups[g]; ok && e.Value.Follows != "" {
+						if rep.Follows == nil {
+							rep.Follows = map[string]string{}
+						}
+						rep.Follows[g] = e.Value.Follows
+					}
+				}
+			}
+		}
 		if o.Output != "json" { // there, unknown_groups says it
-			warnUnknownGroups(o.ErrOut, rep.UnknownGroups, cfg.Value)
+			warnUnknownGroups(o.ErrOut, rep.UnknownGroups, rep.Follows, cfg.Value)
 		}
 	}
 	if len(rep.Agents) == 0 && o.Site != "" {
@@ -408,7 +426,7 @@ func unknownGroups(rows []AgentRow, cfg rollout.Config) map[string]int {
 // warnUnknownGroups says, on stderr, which listed agents are in a group the
 // config does not name: they look "ok" in the table, and no rollout will
 // ever update them.
-func warnUnknownGroups(w io.Writer, unknown map[string]int, cfg rollout.Config) {
+func warnUnknownGroups(w io.Writer, unknown map[string]int, follows map[string]string, cfg rollout.Config) {
 	if len(unknown) == 0 {
 		return
 	}
@@ -422,6 +440,11 @@ func warnUnknownGroups(w io.Writer, unknown map[string]int, cfg rollout.Config) 
 	}
 	sort.Strings(groups)
 	for _, g := range groups {
+		if ca := follows[g]; ca != "" {
+			fmt.Fprintf(w, "note: %d agent(s) in group %q, which the config does not name, follow catch-all group %q (rolled out with it)\n",
+				unknown[g], escape.Text(g), escape.Text(ca))
+			continue
+		}
 		hint := ""
 		if near, ok := rollout.ClosestGroupName(g, names); ok {
 			hint = fmt.Sprintf(" (did you mean %q?)", near)

@@ -116,6 +116,9 @@ type ConfigSetOptions struct {
 	RequireReason *bool
 	// QuarantineAfter sets the config's quarantine_after.
 	QuarantineAfter *int
+	// CatchAll is catch_all: a group, "-" for none, "" for the last
+	// group (docs/rollout.md, "Catch-all group").
+	CatchAll *string
 
 	// Days: "Mon,Tue" or "*".
 	Days          *string
@@ -200,6 +203,8 @@ fleet's.`,
   fleetctl config set --mode paused
   fleetctl config set --timezone Europe/Berlin
   fleetctl config set --quarantine-after 5
+  fleetctl config set --catch-all staging     # hosts of groups not in the config follow staging
+  fleetctl config set --catch-all=-           # they follow none: they wait
   fleetctl config set --mode enabled -o json | jq .revision
   fleetctl config set --app db --group prod --max-in-flight 5%   # db's own setting of prod`,
 		Args: cobra.NoArgs,
@@ -218,6 +223,7 @@ fleet's.`,
 				}
 			}
 		}(),
+		optionalString(cmd, &o.CatchAll, "catch-all", `the group hosts of groups not in the config follow; --catch-all=- for none, --catch-all= for the last group (the default)`),
 		func() func() {
 			v := new(int)
 			fs.IntVar(v, "quarantine-after", 0, "quarantine a version fleet-wide once this many agents rolled back from it (1-1000; 0 turns the rule off; default 3)")
@@ -340,8 +346,8 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		return cliutil.Usagef("--group: say which group to add")
 	case o.Group == "" && len(groupFlags) > 0:
 		return cliutil.Usagef("%s: say which group with --group", strings.Join(groupFlags, ", "))
-	case o.Group == "" && o.Mode == nil && o.Timezone == nil && o.RequireReason == nil && o.QuarantineAfter == nil:
-		return cliutil.Usagef("nothing to set: give --mode, --timezone, --require-reason, --quarantine-after, or --group with the settings to change")
+	case o.Group == "" && o.Mode == nil && o.Timezone == nil && o.RequireReason == nil && o.QuarantineAfter == nil && o.CatchAll == nil:
+		return cliutil.Usagef("nothing to set: give --mode, --timezone, --require-reason, --quarantine-after, --catch-all, or --group with the settings to change")
 	}
 	if err := checkGroupFilter(o.Group); err != nil {
 		return err
@@ -350,8 +356,8 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 		switch {
 		case o.Add:
 			return cliutil.Usagef("--app: config add-group adds a group to the fleet, for every app; give an app its own settings of it with config set --app %s --group %s", o.ForApp, o.Group)
-		case o.Group == "" || o.Mode != nil || o.Timezone != nil || o.RequireReason != nil || o.QuarantineAfter != nil:
-			return cliutil.Usagef("--app %s changes the app's own settings of one group: give --group and its settings (--mode, --timezone, --require-reason and --quarantine-after are the fleet's); nothing written", o.ForApp)
+		case o.Group == "" || o.Mode != nil || o.Timezone != nil || o.RequireReason != nil || o.QuarantineAfter != nil || o.CatchAll != nil:
+			return cliutil.Usagef("--app %s changes the app's own settings of one group: give --group and its settings (--mode, --timezone, --require-reason, --quarantine-after and --catch-all are the fleet's); nothing written", o.ForApp)
 		case o.DependsOn != nil:
 			return cliutil.Usagef("--depends-on is the fleet's: the groups' order is the same for every app; leave out --app; nothing written")
 		}
@@ -381,6 +387,9 @@ func RunConfigSet(ctx context.Context, o *ConfigSetOptions) error {
 	}
 	if o.QuarantineAfter != nil {
 		next.QuarantineAfter = *o.QuarantineAfter
+	}
+	if o.CatchAll != nil {
+		next.CatchAll = *o.CatchAll
 	}
 	if o.Group != "" {
 		i := slices.IndexFunc(next.Groups, func(g rollout.GroupConfig) bool { return g.Name == o.Group })

@@ -271,6 +271,10 @@ func writeForecast(w io.Writer, fc rollout.Forecast, cfgLoc, local *time.Locatio
 		if g.SkipsCanaries != "" {
 			notes = append(notes, fmt.Sprintf("%s: no canary phase: %s", g.Group, g.SkipsCanaries))
 		}
+		if g.Caught > 0 {
+			notes = append(notes, fmt.Sprintf("%s: catch-all: %d of its %d agents are hosts of groups not in the config, rolled out with it: %s",
+				g.Group, g.Caught, g.Agents, strings.Join(g.CaughtGroups, ", ")))
+		}
 		for _, warn := range g.Warnings {
 			notes = append(notes, fmt.Sprintf("%s: warning: %s", g.Group, warn))
 		}

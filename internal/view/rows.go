@@ -15,8 +15,28 @@ import (
 func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 	r := g.Rollout
 	var out []string
-	if !r.InConfig {
+	switch {
+	case r.InConfig:
+	case r.Follows != "":
+		// The rest is the catch-all's status, said on its own row.
+		who := fmt.Sprintf("its %d agents follow", g.Agents)
+		if g.Agents == 1 {
+			who = "its agent follows"
+		}
+		return append(out, fmt.Sprintf("not in the config: %s catch-all group %s (rolled out with it, counted in it)", who, r.Follows))
+	case r.Unfollowed != "":
+		out = append(out, "not in the config: its agents wait: "+r.Unfollowed)
+	default:
 		out = append(out, "not in the config: its agents are not rolled out")
+	}
+	if c := r.Caught; c != nil {
+		names := c.Groups
+		more := ""
+		if len(names) > 10 {
+			names, more = names[:10], fmt.Sprintf(" and %d more", len(c.Groups)-10)
+		}
+		out = append(out, fmt.Sprintf("catch-all: also rolls out %s of %s not in the config: %s%s", plural(c.Agents, "agent"),
+			plural(len(c.Groups), "group"), strings.Join(names, ", "), more))
 	}
 	if r.StatusInvalid {
 		return append(out, fmt.Sprintf("its stored status (%s/%s) is not valid: the controller does not move the group until it is replaced: fleetctl reset --group %s",

@@ -5,6 +5,7 @@
 package view
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -193,6 +194,28 @@ type GroupRollout struct {
 	// Absent when none.
 	CanariesSkipped  string                   `json:"canaries_skipped,omitempty"`
 	ReplacedCanaries []rollout.ReplacedCanary `json:"replaced_canaries,omitempty"`
+
+	// Issue 28, catch-all (docs/rollout.md, "Catch-all group").
+	// CatchAll: the group is the config's catch-all; Caught, on it, the
+	// counted agents of the groups not in the config that follow it
+	// (rolled out with its own: in its initial count), absent when none.
+	CatchAll bool          `json:"catch_all,omitempty"`
+	Caught   *CaughtReport `json:"caught,omitempty"`
+	// Follows, on a group not in the config, is the catch-all group its
+	// agents follow (the controller copied its status under the group's
+	// key: the fields above are that copy). Unfollowed, on a group not in
+	// the config with counted agents that follows none, says why its
+	// agents wait.
+	Follows    string `json:"follows,omitempty"`
+	Unfollowed string `json:"unfollowed,omitempty"`
+}
+
+// CaughtReport counts the hosts of groups not in the config that the
+// catch-all group rolls out: their counted agents, and their groups by
+// name.
+type CaughtReport struct {
+	Agents int      `json:"agents"`
+	Groups []string `json:"groups"`
 }
 
 // AgentSplit divides a group's counted agents (GroupReport.Agents) in four:
@@ -334,9 +357,53 @@ func BuildRolloutStatus(entries []kv.Stats, st *kv.State, now time.Time) StatusR
 		}
 		groups = append(groups, gr)
 	}
+	catchAllReport(groups, cfg, st)
 	rep.Groups = groups
 	rep.Quarantined = quarantineReports(st.Quarantine.Value, groups, spec.TargetVersion)
 	return rep
+}
+
+// catchAllReport marks the config's catch-all group with the hosts it
+// catches, each group not in the config with the group it follows, and
+// the ones with agents that follow none with why (issue 28).
+func catchAllReport(groups []GroupReport, cfg rollout.Config, st *kv.State) {
+	catchAll, ok := cfg.CatchAllGroup()
+	followed := 0
+	for _, e := range st.Groups {
+		if _, configured := cfg.Group(e.Value.Group); !configured && e.Value.Follows != "" {
+			followed++
+		}
+	}
+	caught := &CaughtReport{Groups: []string{}}
+	var at *GroupRollout
+	for i := range groups {
+		g := &groups[i]
+		r := g.Rollout
+		if r.InConfig {
+			if ok && g.Name == catchAll {
+				r.CatchAll, at = true, r
+			}
+			continue
+		}
+		e, has := st.Groups[g.Name]
+		switch {
+		case has && e.Value.Follows != "":
+			r.Follows = e.Value.Follows
+			if ok && r.Follows == catchAll {
+				caught.Agents += g.Agents
+				caught.Groups = append(caught.Groups, g.Name)
+			}
+		case g.Agents == 0 || !ok:
+		case followed >= rollout.MaxCaughtGroups:
+			r.Unfollowed = fmt.Sprintf("catch-all group %s follows at most %d groups, and follows that many (add this group to the config, or enroll its hosts in one that is)", catchAll, rollout.MaxCaughtGroups)
+		default:
+			r.Unfollowed = fmt.Sprintf("catch-all group %s does not follow it yet (the leading controller does at its next pass: is one running?)", catchAll)
+		}
+	}
+	if at != nil && len(caught.Groups) > 0 {
+		sort.Strings(caught.Groups)
+		at.Caught = caught
+	}
 }
 
 // quarantineReports are the quarantined versions of l, each with the
@@ -348,7 +415,7 @@ func quarantineReports(l rollout.QuarantineList, groups []GroupReport, target st
 		qr := QuarantineReport{Quarantine: q, Halts: []string{}}
 		for _, g := range groups {
 			r := g.Rollout
-			if r != nil && r.Halted && !r.Stale && q.Version == target && strings.HasPrefix(r.HaltReason, "quarantined: ") {
+			if r != nil && r.Follows == "" && r.Halted && !r.Stale && q.Version == target && strings.HasPrefix(r.HaltReason, "quarantined: ") {
 				r.TargetQuarantined = true
 				qr.Halts = append(qr.Halts, g.Name)
 			}

@@ -651,3 +651,32 @@ func (a *Aggregator) Lookup(id rollout.AgentID, now time.Time) (Agent, bool) {
 	}
 	return a.agent(p, now), true
 }
+
+// GroupSizes returns, for every group that want accepts, how many of its
+// agents count at now (established, not expired: the agents Views
+// returns); a group with none is left out. Only the groups want accepts
+// are read: the controller asks it for the groups that are not in the
+// config (the catch-all's), not for the whole fleet.
+func (a *Aggregator) GroupSizes(want func(group string) bool, now time.Time) map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out map[string]int
+	for g, m := range a.groups {
+		if !want(g) {
+			continue
+		}
+		n := 0
+		for i := range m.e {
+			if a.counted(&m.e[i], now) {
+				n++
+			}
+		}
+		if n > 0 {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[g] = n
+		}
+	}
+	return out
+}

@@ -40,9 +40,14 @@ type Answer struct {
 // unstarted group of the spec: Decide reads the zero status as unstarted,
 // which is what agentd does before the controller has written the group.
 //
+// A group the config does not name whose status follows the catch-all
+// group (rollout.GroupStatus.Follows: the controller copied the catch-all's
+// status under its key) is answered from that copy, as agentd is on the
+// bus.
+//
 // Without a spec the answer is ErrNoPlan.
 func (p *Plan) Find(id rollout.AgentID, group string) (Answer, error) {
-	if p.Configured != nil && !slices.Contains(p.Configured, group) {
+	if p.Configured != nil && !slices.Contains(p.Configured, group) && p.Groups[group].Follows == "" {
 		return Answer{}, &UnknownGroupError{Group: group, Known: slices.Clone(p.Configured)}
 	}
 	if !p.HasSpec {

@@ -175,6 +175,13 @@ type GroupForecast struct {
 	// SkipsCanaries, when set, says why the group starts with no canary
 	// phase (small_group: GroupStatus.CanariesSkipped).
 	SkipsCanaries string `json:"skips_canaries,omitempty"`
+
+	// Issue 28, catch-all: on the config's catch-all group, Caught is how
+	// many of Agents are hosts of groups not in the config that it rolls
+	// out with its own (CaughtGroups, by name; CatchAllFollow picks them
+	// as the controller does). Absent when none.
+	Caught       int      `json:"caught,omitempty"`
+	CaughtGroups []string `json:"caught_groups,omitempty"`
 }
 
 // ForecastWait is one thing a group waited for: from From until Until
@@ -214,6 +221,8 @@ type forecaster struct {
 	beyond   bool // stopped at the horizon with something still to happen
 	capped   bool // stopped at maxForecastSteps
 	lastStep time.Time
+	// caught are the groups not in the config the catch-all follows.
+	caught []string
 }
 
 // Simulate forecasts the rollout of in.Spec from in.Now (see ForecastInput
@@ -264,10 +273,61 @@ func newForecaster(in ForecastInput) *forecaster {
 	for g, st := range in.Groups {
 		f.plan.Groups[g] = st.Clone()
 	}
+	f.catchAll()
 	for _, g := range f.order {
 		f.initGroup(g)
 	}
 	return f
+}
+
+// catchAll counts the agents of the groups not in the config that the
+// catch-all group follows into its counts, as the controller's Next does
+// (Input.Caught), and warns of those left out past MaxCaughtGroups.
+func (f *forecaster) catchAll() {
+	ca, ok := f.cfg.CatchAllGroup()
+	if !ok {
+		return
+	}
+	var present, following []string
+	for g, c := range f.in.Counts {
+		if c.Total() > 0 {
+			present = append(present, g)
+		}
+	}
+	for g, st := range f.in.Groups {
+		if st.Follows != "" {
+			following = append(following, g)
+		}
+	}
+	follow, over := f.cfg.CatchAllFollow(present, following)
+	if len(follow) > 0 {
+		counts := maps.Clone(f.in.Counts[ca])
+		if counts == nil {
+			counts = Counts{}
+		}
+		for _, g := range follow {
+			for v, c := range f.in.Counts[g] {
+				vc := counts[v]
+				vc.Count += c.Count
+				vc.FailedCount += c.FailedCount
+				vc.Updating += c.Updating
+				vc.Unreachable += c.Unreachable
+				vc.Blocked += c.Blocked
+				if vc.LowestID == "" || c.LowestID != "" && c.LowestID < vc.LowestID {
+					vc.LowestID = c.LowestID
+				}
+				counts[v] = vc
+			}
+		}
+		in := maps.Clone(f.in.Counts)
+		in[ca] = counts
+		f.in.Counts = in
+		f.caught = follow
+	}
+	if len(over) > 0 {
+		f.warn("%d groups not in the config have agents that no group follows (catch-all group %s follows at most %d groups): they wait",
+			len(over), ca, MaxCaughtGroups)
+	}
 }
 
 func orEnabled(m Mode) Mode {
@@ -290,6 +350,12 @@ func (f *forecaster) initGroup(g string) {
 	target := f.spec.TargetVersion
 	f.agents[g] = forecastAgents(counts, st, target)
 	r := &GroupForecast{Group: g, Agents: counts.Total(), Waits: []ForecastWait{}, Warnings: []string{}}
+	if ca, _ := f.cfg.CatchAllGroup(); g == ca && len(f.caught) > 0 {
+		r.CaughtGroups = slices.Clone(f.caught)
+		for _, cg := range f.caught {
+			r.Caught += f.in.Counts[cg].Total()
+		}
+	}
 	f.results[g] = r
 	current := has && st.V != 0 && st.TargetVersion == target
 	if current {

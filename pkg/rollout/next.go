@@ -59,6 +59,12 @@ type Input struct {
 	HeartbeatLag      time.Duration
 	HeartbeatBacklog  int
 	HeartbeatInterval time.Duration
+	// Issue 28, catch-all: Caught are the agents of the groups that are
+	// not in the config and follow this group, when it is the config's
+	// catch-all (Config.CatchAllGroup; CatchAllFollow says which groups):
+	// Next counts them in as the group's own (see withCaught). Ignored for
+	// any other group.
+	Caught []CaughtGroup
 }
 
 // maxSteps bounds the transitions one call may cascade through (unstarted →
@@ -148,11 +154,17 @@ func (m *machine) run() {
 	if m.st.Group == "" {
 		m.st.Group = in.Group
 	}
-	if specErr == nil && (m.st.V == 0 || m.st.TargetVersion != in.Spec.TargetVersion || m.st.Group != in.Group) {
+	if specErr == nil && (m.st.V == 0 || m.st.TargetVersion != in.Spec.TargetVersion || m.st.Group != in.Group || m.st.Follows != "") {
 		from, old := m.st.State, m.st.TargetVersion
 		reason := "new target_version " + in.Spec.TargetVersion
 		if old != "" && old != in.Spec.TargetVersion {
 			reason += " (was " + old + ")"
+		}
+		if f := m.st.Follows; f != "" && old == in.Spec.TargetVersion {
+			// A status the controller copied from the catch-all group
+			// while the group was not in the config: the group starts
+			// its own rollout, keeping what its hosts completed.
+			reason = "the group has its own rollout now (its hosts followed catch-all group " + f + " until now)"
 		}
 		m.st = newStatus(in.Group, in.Spec, m.now, reason)
 		if in.Prev.V != 0 && in.Prev.Group == in.Group {
@@ -185,6 +197,7 @@ func (m *machine) run() {
 		return
 	}
 	m.gc = gc
+	m.withCaught()
 	m.loc, _ = in.Config.Location() // valid: Validate checked it
 	m.st.JitterSeconds, m.st.HealthTimeout, m.st.MinHealthyTime = gc.JitterSeconds, gc.HealthTimeout, gc.MinHealthyTime
 	m.quarantine()

@@ -188,6 +188,13 @@ type GroupStatus struct {
 	// on the target and were replaced, oldest first: at most canary_count
 	// per start of the group, after which a lost canary halts it as before.
 	ReplacedCanaries []ReplacedCanary `json:"replaced_canaries,omitempty"`
+	// Issue 28, catch-all: Follows, when set, marks the status of a group
+	// that is not in the config as a copy of the catch-all group's status
+	// (Config.CatchAllGroup), which the controller writes under the
+	// group's key (FollowStatus) so that its hosts, whose credentials read
+	// their own group's key only, follow the catch-all's rollout: Decide
+	// answers them exactly as it answers the catch-all's own hosts.
+	Follows string `json:"follows,omitempty"`
 }
 
 // Canary is one canary agent and what the controller has seen of it.
@@ -340,6 +347,9 @@ func (st GroupStatus) Validate() error {
 		bad("%v", err)
 	}
 	if err := st.Adaptive.validate(); err != nil {
+		bad("%v", err)
+	}
+	if err := st.validateFollows(); err != nil {
 		bad("%v", err)
 	}
 	return errors.Join(errs...)
