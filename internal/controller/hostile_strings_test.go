@@ -204,6 +204,9 @@ func TestHostileStringsEveryOutput(t *testing.T) {
 	prod.CanaryCount, prod.MaxInFlight, prod.MinHealthyTime = 1, 50, 0
 	prod.HealthTimeout = rollout.Duration(30 * time.Second)
 	cfg.Groups = []rollout.GroupConfig{prod}
+	// lab is not in the config and is not rolled out: it follows no
+	// catch-all group.
+	cfg.CatchAll = rollout.CatchAllNone
 	cfg.PrometheusURL = prom.URL
 	cfg.Analysis = []rollout.Check{{Name: "error-rate", Query: `app_error_rate`, Success: "< 0.05",
 		Interval: rollout.Duration(time.Second), Count: 1, InconclusiveLimit: 3}}
