@@ -178,6 +178,11 @@ type GroupRollout struct {
 	// Analysis is where each of the group's metric analysis checks
 	// stands (rollout.CheckStatus); absent without checks.
 	Analysis []rollout.CheckStatus `json:"analysis,omitempty"`
+
+	// Issue 28, time-based: WindowCloses is when the window a group of a
+	// time-based plan updates in closes (rollout.GroupStatus.WindowCloses);
+	// absent otherwise.
+	WindowCloses time.Time `json:"window_closes,omitzero"`
 }
 
 // AgentSplit divides a group's counted agents (GroupReport.Agents) in four:
@@ -361,6 +366,9 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	r.Halted, r.HaltReason, r.HaltedAt = s.Halted, s.HaltReason, s.HaltedAt
 	r.Waiting, r.WaitingUntil, r.Frozen, r.Held = s.Waiting, s.WaitingUntil, s.Frozen, s.Held
 	r.Vanished, r.DoneHeld = s.Vanished, s.DoneHeld
+	if spec.Schedule == rollout.ScheduleTimeBased && !spec.Critical {
+		r.WindowCloses = s.WindowCloses
+	}
 	r.Alerted, r.RunRequested = s.Alerted, s.RunRequested
 	if s.Retry.Token != "" {
 		r.Retry = &s.Retry

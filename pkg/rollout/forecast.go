@@ -168,6 +168,22 @@ type GroupForecast struct {
 	// Waits are what it waited for before it started, in order.
 	Waits    []ForecastWait `json:"waits"`
 	Warnings []string       `json:"warnings"`
+	// Windows are, under the time-based schedule, the windows the group
+	// updated in, in order (a group done when a window closed with
+	// agents off the target is active again in its next window).
+	Windows []ForecastWindow `json:"windows,omitempty"`
+}
+
+// ForecastWindow is one window a group updated in under the time-based
+// schedule: from when it started (or was active again) until the window
+// closes (Closes; zero when nothing closes it: critical, fleetctl run),
+// when it was done in it (Done, zero if never within the forecast), and
+// how many of its agents were on the target then (OnTarget).
+type ForecastWindow struct {
+	From     time.Time `json:"from"`
+	Closes   time.Time `json:"closes,omitzero"`
+	Done     time.Time `json:"done,omitzero"`
+	OnTarget int       `json:"on_target"`
 }
 
 // ForecastWait is one thing a group waited for: from From until Until
@@ -489,10 +505,21 @@ func (f *forecaster) record(r *GroupForecast, st GroupStatus, events []Event, t 
 			case StateCanary:
 				r.Start, r.Canaries = ev.At, len(st.Canaries)
 				f.closeWait(r, t)
+				f.openWindow(r, st, ev.At)
 			case StateActive:
+				if ev.From == StateDone {
+					// Time-based: its window reopened, it is not
+					// done until it is done again.
+					r.Outcome, r.Done = "", time.Time{}
+					f.openWindow(r, st, ev.At)
+					break
+				}
 				r.Active = ev.At
 			case StateDone:
 				r.Done, r.Outcome = ev.At, OutcomeFinishes
+				if n := len(r.Windows); n > 0 {
+					r.Windows[n-1].Done, r.Windows[n-1].OnTarget = ev.At, f.onTarget(r.Group)
+				}
 			}
 		case EventHalt:
 			halted = true
@@ -505,6 +532,25 @@ func (f *forecaster) record(r *GroupForecast, st GroupStatus, events []Event, t 
 			}
 		}
 	}
+}
+
+// openWindow records a window the group starts updating in at t under the
+// time-based schedule.
+func (f *forecaster) openWindow(r *GroupForecast, st GroupStatus, t time.Time) {
+	if f.spec.Schedule == ScheduleTimeBased {
+		r.Windows = append(r.Windows, ForecastWindow{From: t, Closes: st.WindowCloses})
+	}
+}
+
+// onTarget counts the group's synthetic agents on the target.
+func (f *forecaster) onTarget(g string) int {
+	n := 0
+	for _, a := range f.agents[g].views {
+		if a.ActiveVersion == f.spec.TargetVersion {
+			n++
+		}
+	}
+	return n
 }
 
 // noteWait records that the group waits for kind at t: the wait it was
@@ -556,6 +602,9 @@ func (f *forecaster) settled() bool {
 		if !st.State.Terminal() && !st.Halted {
 			return false
 		}
+		if st.State == StateDone && st.Waiting != "" {
+			return false // time-based: active again when its window reopens
+		}
 	}
 	return true
 }
@@ -576,6 +625,7 @@ func (f *forecaster) nextInstant(t time.Time) (time.Time, bool) {
 		st := f.plan.Groups[g]
 		consider(st.WaitingUntil)
 		if st.State.InProgress() && !st.Halted {
+			consider(st.WindowCloses) // time-based: done when it closes
 			for _, c := range st.Analysis {
 				if !c.At.IsZero() {
 					consider(c.At.Add(c.Interval.D())) // the check's next measurement
