@@ -41,6 +41,8 @@ type groupTrack struct {
 	onTarget         int
 	onTargetAtHalt   int
 	inconclusiveSeen bool // a check of the group was inconclusive
+	// win is a windowed run's record of the group (timebased.go).
+	win windowTrack
 }
 
 func newTracker(groups int) *tracker {
@@ -79,6 +81,7 @@ func (t *tracker) observeStatus(g int, st rollout.GroupStatus, rev uint64) bool 
 	if rev <= gt.rev {
 		return false
 	}
+	gt.win.observeTransition(gt.status, st, gt.onTarget)
 	gt.status, gt.rev = st, rev
 	gt.maxBlocked = max(gt.maxBlocked, st.Blocked)
 	gt.heldSeen = gt.heldSeen || st.Held != ""
@@ -173,9 +176,9 @@ func (t *tracker) installAborted(g int) {
 func (t *tracker) snapshot() (statuses []rollout.GroupStatus, inFlight int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, g := range t.groups {
-		statuses = append(statuses, g.status)
-		inFlight += g.inFlight
+	for i := range t.groups {
+		statuses = append(statuses, t.groups[i].status)
+		inFlight += t.groups[i].inFlight
 	}
 	return statuses, inFlight
 }
