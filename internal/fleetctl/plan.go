@@ -242,6 +242,15 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 			return cliutil.Usagef("%s: %v", v.flag, err)
 		}
 	}
+	if o.Schedule != nil {
+		// Checked before connecting: a mistyped schedule is a usage
+		// error whether or not the bus answers.
+		switch rollout.Schedule(*o.Schedule) {
+		case rollout.ScheduleRegular, rollout.ScheduleImmediate, rollout.ScheduleTimeBased:
+		default:
+			return cliutil.Usagef("--schedule: schedule %q must be regular, immediate or time-based", truncateText(*o.Schedule, 40))
+		}
+	}
 	ctx, f, done, err := o.appSession(ctx)
 	if err != nil {
 		return err
@@ -700,3 +709,4 @@ func setPlanMode(ctx context.Context, o *PauseOptions, mode rollout.Mode) error 
 	}
 	return nil
 }
+

@@ -60,6 +60,15 @@ func TestPlanSetScheduleTimeBased(t *testing.T) {
 	if s := e.spec().Value; s.Schedule != rollout.ScheduleTimeBased {
 		t.Errorf("stored schedule %q", s.Schedule)
 	}
+	// A mistyped schedule is a usage error, and nothing is written.
+	before := e.spec()
+	_, err := e.run(func(g *Global) error {
+		return RunPlanSet(testCtx(), &PlanSetOptions{Global: g, Schedule: ptr("timebased")})
+	})
+	mustContain(t, err, `--schedule: schedule "timebased" must be regular, immediate or time-based`)
+	if code := cliutil.ExitCode(err); code != cliutil.ExitUsage || e.spec().Revision != before.Revision {
+		t.Errorf("bad schedule: exit %d, revision %d → %d", code, before.Revision, e.spec().Revision)
+	}
 	cmd := newPlanSetCmd(&Global{})
 	if u := cmd.Flags().Lookup("schedule").Usage; !strings.Contains(u, "time-based") {
 		t.Errorf("--schedule help: %q", u)
