@@ -709,4 +709,3 @@ func setPlanMode(ctx context.Context, o *PauseOptions, mode rollout.Mode) error 
 	}
 	return nil
 }
-
