@@ -74,7 +74,7 @@ func TestParseWindow(t *testing.T) {
 		{in: "Mon@24", err: `hour "24": want 0-23`},
 		{in: "Mon@3+soon", err: `length "soon"`},
 		{in: "Mon@3+-1h", err: `length "-1h"`},
-		{in: "Mon@3/120%", err: "max_in_flight"},
+		{in: "Mon@3/12", err: "max_in_flight"},
 	} {
 		got, err := sim.ParseWindow(tc.in)
 		if tc.err != "" {
