@@ -316,14 +316,20 @@ func (f *forecaster) initGroup(g string) {
 		}
 	}
 	total := counts.Total()
+	// Under time-based no group waits for another (timebased.go).
+	after := ", and the groups after it wait for it"
+	never := ", nor do the groups after it"
+	if f.spec.Schedule == ScheduleTimeBased {
+		after, never = "", ""
+	}
 	switch {
 	case total == 0:
-		r.Warnings = append(r.Warnings, "no agents counted: it does not start until some are present (fleetctl mark-done skips it), and the groups after it wait for it")
+		r.Warnings = append(r.Warnings, "no agents counted: it does not start until some are present (fleetctl mark-done skips it)"+after)
 	case total < gc.CanaryCount:
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d agents, fewer than canary_count %d: they all update as canaries", total, gc.CanaryCount))
 	}
 	if f.spec.Schedule != ScheduleImmediate && !f.spec.Critical && gc.NextWindow(f.in.Now, f.loc).IsZero() {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("its window never opens (days %q, start_hour %d): it never starts, nor do the groups after it", gc.Days, gc.StartHour))
+		r.Warnings = append(r.Warnings, fmt.Sprintf("its window never opens (days %q, start_hour %d): it never starts%s", gc.Days, gc.StartHour, never))
 	}
 }
 

@@ -61,3 +61,24 @@ func TestForecastWindowLength(t *testing.T) {
 		t.Errorf("starts %s, want now %s (window 10:00-14:00 CET)", got, now)
 	}
 }
+
+// TestForecastTimeBasedNoChainWarning: under time-based an empty group
+// holds no other, and the forecast does not say it does.
+func TestForecastTimeBasedNoChainWarning(t *testing.T) {
+	t.Parallel()
+	cfg := Config{V: 1, Mode: ModeEnabled, Timezone: "UTC", Groups: []GroupConfig{DefaultGroup("a"), DefaultGroup("b")}}
+	for _, tc := range []struct {
+		schedule Schedule
+		want     string
+	}{
+		{ScheduleRegular, "no agents counted: it does not start until some are present (fleetctl mark-done skips it), and the groups after it wait for it"},
+		{ScheduleTimeBased, "no agents counted: it does not start until some are present (fleetctl mark-done skips it)"},
+	} {
+		spec := DefaultSpec(v1, v2)
+		spec.Schedule = tc.schedule
+		fc := Simulate(ForecastInput{Config: cfg, Spec: spec, Now: mustTime(t, "2024-03-04T12:00:00Z"), Counts: map[string]Counts{"b": {v1: {Count: 3}}}})
+		if got := fc.Groups[0].Warnings; len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s: warnings %q, want %q", tc.schedule, got, tc.want)
+		}
+	}
+}
