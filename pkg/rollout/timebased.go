@@ -22,6 +22,8 @@ import (
 //     group in canary or active starts a new update (UpdateAllowed; those
 //     already updating finish). A group still in canary when its window
 //     closes stays there, its canaries waiting for the next window.
+//     alert_after does not fire while the window is closed (waiting for a
+//     window is no delay).
 //   - done: Decide tells no agent to update (a new install still gets the
 //     target); when the group's window opens again after the one it was
 //     done in and agents present are off the target, it is active again
