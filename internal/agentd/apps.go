@@ -548,7 +548,7 @@ func (a *Agent) report(ctx context.Context) StatusReport {
 		if err != nil {
 			rep.DesiredError = err.Error()
 		} else {
-			rep.Desired, rep.ShouldUpdate = p.Decide(a.id)
+			rep.Desired, rep.ShouldUpdate = p.DecideAt(a.id, a.o.Clock.Now())
 			rep.Jitter = p.Status.JitterSeconds
 		}
 		var plan *Plan

@@ -778,7 +778,7 @@ func (a *Agent) updateOnce(ctx context.Context, out io.Writer, force bool) error
 // act decides on p and, when due, installs once.
 func (a *Agent) act(ctx context.Context, out io.Writer, p Plan, force bool) error {
 	st := a.Status()
-	v, update := p.Decide(a.id)
+	v, update := p.DecideAt(a.id, a.o.Clock.Now())
 	switch {
 	case v != "" && v == st.ActiveVersion:
 		if a.settle(v) {

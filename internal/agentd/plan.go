@@ -33,6 +33,18 @@ func (p Plan) Decide(id rollout.AgentID) (version string, update bool) {
 	return rollout.Decide(id, p.Spec, p.Status, p.Status.Mode)
 }
 
+// DecideAt is Decide for an agent whose clock reads now: under the
+// time-based schedule, an agent is not told to update once its group's
+// window has closed (rollout.UpdateAllowed), even before the controller
+// wrote the group done. Every place agentd acts on the plan uses it.
+func (p Plan) DecideAt(id rollout.AgentID, now time.Time) (version string, update bool) {
+	v, update := p.Decide(id)
+	if update && !rollout.UpdateAllowed(p.Spec, p.Status, now) {
+		update = false
+	}
+	return v, update
+}
+
 // HealthTimes are the group's health_timeout and min_healthy_time, or the
 // defaults when the group has no status yet.
 func (p Plan) HealthTimes() (timeout, minHealthy time.Duration) {

@@ -41,7 +41,7 @@ func (a *Agent) planDecision(p Plan) decision {
 		// the group's health_timeout, min_healthy_time or jitter.
 		return decision{source: "bus"}
 	}
-	v, update := p.Decide(a.id)
+	v, update := p.DecideAt(a.id, a.o.Clock.Now())
 	d := decision{version: v, update: update, jitter: p.Status.JitterSeconds, source: "bus"}
 	if p.SpecRev != 0 && p.Status.TargetVersion == p.Spec.TargetVersion {
 		d.retry, d.retryOf = p.Status.Retry, p.Spec.TargetVersion

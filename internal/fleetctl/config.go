@@ -140,6 +140,8 @@ type ConfigSetOptions struct {
 	HealthTimeout  *string
 	MinHealthyTime *string
 	UpdateTimeout  *string
+	// WindowLength: "4h", "90m" (window_length).
+	WindowLength *string
 	// DependsOn: "a,b"; "" for none; "-" for the default (the group listed
 	// before this one).
 	DependsOn *string
@@ -160,7 +162,7 @@ func (o *ConfigSetOptions) groupSettings() []string {
 		flag  string
 		given bool
 	}{
-		{"--days", o.Days != nil}, {"--start-hour", o.StartHour != nil}, {"--wait-hours", o.WaitHours != nil},
+		{"--days", o.Days != nil}, {"--start-hour", o.StartHour != nil}, {"--window-length", o.WindowLength != nil}, {"--wait-hours", o.WaitHours != nil},
 		{"--jitter-seconds", o.JitterSeconds != nil}, {"--canary-count", o.CanaryCount != nil},
 		{"--small-group", o.SmallGroup != nil},
 		{"--max-in-flight", o.MaxInFlight != nil}, {"--failure-threshold", o.FailureThreshold != nil},
@@ -298,7 +300,8 @@ func groupSettingFlags(cmd *cobra.Command, o *ConfigSetOptions) []func() {
 	}
 	return []func(){
 		optionalString(cmd, &o.Days, "days", `days the group may start: "Mon,Tue,…" or "*" for every day`),
-		num(&o.StartHour, "start-hour", "hour (0-23) the group's one-hour start window opens"),
+		num(&o.StartHour, "start-hour", "hour (0-23) the group's start window opens (open --window-length, one hour unless set)"),
+		optionalString(cmd, &o.WindowLength, "window-length", `how long each start window stays open from start_hour ("15m"-"24h"; "0s" for the default hour); a window past midnight belongs to the day it opens`),
 		num(&o.WaitHours, "wait-hours", "hours (0-168) to wait after the predecessors finished"),
 		num(&o.JitterSeconds, "jitter-seconds", "longest random delay (0-3600) before an agent updates"),
 		num(&o.CanaryCount, "canary-count", "agents updated first (0-10)"),
@@ -512,6 +515,7 @@ func (o *ConfigSetOptions) parse() (func(*rollout.GroupConfig), error) {
 		{"--health-timeout", o.HealthTimeout, func(g *rollout.GroupConfig) *rollout.Duration { return &g.HealthTimeout }},
 		{"--min-healthy-time", o.MinHealthyTime, func(g *rollout.GroupConfig) *rollout.Duration { return &g.MinHealthyTime }},
 		{"--update-timeout", o.UpdateTimeout, func(g *rollout.GroupConfig) *rollout.Duration { return &g.UpdateTimeout }},
+		{"--window-length", o.WindowLength, func(g *rollout.GroupConfig) *rollout.Duration { return &g.WindowLength }},
 	}
 	for _, s := range durations {
 		if s.v == nil {

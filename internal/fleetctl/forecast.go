@@ -41,7 +41,11 @@ of fleet_stats, and print per group when it would start and be done, in the
 config's time zone and in yours (TZ), what it waited for before it started
 (its window, wait_hours, a group it depends on, an approval), and warnings:
 a window that never opens, a rollout longer than the one-week limit, fewer
-agents than canary_count, no agents.
+agents than canary_count, no agents. Windows last each group's
+window_length. Under the time-based schedule every group starts in its own
+window (no wait_hours, no depends_on), and the notes list each window a
+group updates in: when it closes, and how many agents are on the target
+then (a group done as its window closes is active again in the next).
 
 Assumed: every counted agent stays present and every install succeeds,
 taking --install-time, then the group's min_healthy_time before the agent
@@ -275,6 +279,9 @@ func writeForecast(w io.Writer, fc rollout.Forecast, cfgLoc, local *time.Locatio
 			notes = append(notes, fmt.Sprintf("%s: catch-all: %d of its %d agents are hosts of groups not in the config, rolled out with it: %s",
 				g.Group, g.Caught, g.Agents, strings.Join(g.CaughtGroups, ", ")))
 		}
+		for i, win := range g.Windows {
+			notes = append(notes, forecastWindowNote(g, i, win, fc.TargetVersion, at))
+		}
 		for _, warn := range g.Warnings {
 			notes = append(notes, fmt.Sprintf("%s: warning: %s", g.Group, warn))
 		}
@@ -308,6 +315,22 @@ func writeForecast(w io.Writer, fc rollout.Forecast, cfgLoc, local *time.Locatio
 		}
 	}
 	return nil
+}
+
+// forecastWindowNote says what a group reached in one of its windows under
+// the time-based schedule.
+func forecastWindowNote(g rollout.GroupForecast, i int, win rollout.ForecastWindow, target string, at func(time.Time) string) string {
+	s := fmt.Sprintf("%s: window %d from %s", g.Group, i+1, at(win.From))
+	if !win.Closes.IsZero() {
+		s += ", closes " + at(win.Closes)
+	}
+	switch {
+	case win.Done.IsZero():
+		return s + ": not done when the forecast ends"
+	case !win.Closes.IsZero() && !win.Done.Before(win.Closes):
+		return s + fmt.Sprintf(": done as it closes with %d of %d agents on %s (those installing finish; the rest update in its next window)", win.OnTarget, g.Agents, target)
+	}
+	return s + fmt.Sprintf(": done %s with %d of %d agents on %s", at(win.Done), win.OnTarget, g.Agents, target)
 }
 
 // span writes d for people, in days beyond two: "5d1h47m", "26m".

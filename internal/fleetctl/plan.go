@@ -23,9 +23,9 @@ func newPlanCmd(g *Global) *cobra.Command {
 		Use:   "plan",
 		Short: "Show and set what is rolled out: start and target version, schedule, strategy",
 		Long: `The plan spec (fleet_plan/spec) says what to roll out: the start and target
-versions, the schedule (regular or immediate), the strategy (backpressure or
-grouped), whether the release is critical, and the plan's mode (see pause and
-resume). Agents read it directly. "plan forecast" simulates when each group
+versions, the schedule (regular, immediate or time-based), the strategy
+(backpressure or grouped), whether the release is critical, and the plan's
+mode (see pause and resume). Agents read it directly. "plan forecast" simulates when each group
 would start and be done.`,
 	}
 	cmd.AddCommand(newPlanShowCmd(g), newPlanSetCmd(g), newPlanForecastCmd(g))
@@ -162,6 +162,15 @@ says it may be stale. With no release repository configured there is no
 check, and none for an app the repository lists no release of (its hosts
 do not install through it).
 
+--schedule: regular (the default) starts each group in its window once
+the groups it depends on are done and its wait_hours passed; immediate
+starts every group at once; time-based lets every group update during its
+own windows, independently (no depends_on, no wait_hours): a group is done
+when its window closes (agents not on the target by then are not told to
+update), and active again when its next window opens while agents are off
+the target. Each window lasts the group's window_length (fleetctl config
+set --window-length; one hour by default).
+
 What no flag names is kept from the previous plan, and plan set lists it
 ("Carried over …"); a kept critical or immediate schedule gets a WARNING line
 with the command that undoes it. It then says when each group starts (the
@@ -171,6 +180,7 @@ or start_hour starts only 00:00-01:00 in the config's time zone).`,
   fleetctl plan set --target 1.4.1
   fleetctl plan set --target 1.4.2 --critical --schedule immediate
   fleetctl plan set --strategy grouped
+  fleetctl plan set --target 1.4.1 --schedule time-based
   fleetctl plan set --target 1.4.3 -o json | jq .revision
   fleetctl plan set --target 1.4.3 --start 1.4.1 --force
   fleetctl plan set --target 1.2.0 --force   # quarantined: groups halt until it is lifted
@@ -204,7 +214,7 @@ or start_hour starts only 00:00-01:00 in the config's time zone).`,
 	fs.StringVar(&target, "target", "", "version to roll out")
 	fs.StringVar(&start, "start", "", "version groups with no history run before their turn (default: see above)")
 	fs.StringVar(&strategy, "strategy", "", "backpressure or grouped")
-	fs.StringVar(&schedule, "schedule", "", "regular (windows and dependencies) or immediate")
+	fs.StringVar(&schedule, "schedule", "", "regular (windows and dependencies), immediate (all at once) or time-based (each group in its own windows, no dependencies)")
 	fs.BoolVar(&critical, "critical", false, "start groups outside their windows (--critical=false to undo)")
 	writeOutputFlag(cmd, &o.Output)
 	fs.BoolVar(&o.Force, "force", false, "accept a --start that a group halted on or was rolled back from, a quarantined --target or --start, or (with --reason) a --target the release repository lacks or flags end of life")
@@ -230,6 +240,15 @@ func RunPlanSet(ctx context.Context, o *PlanSetOptions) error {
 		*v.v = stripV(*v.v)
 		if err := rollout.ValidateVersion(*v.v); err != nil {
 			return cliutil.Usagef("%s: %v", v.flag, err)
+		}
+	}
+	if o.Schedule != nil {
+		// Checked before connecting: a mistyped schedule is a usage
+		// error whether or not the bus answers.
+		switch rollout.Schedule(*o.Schedule) {
+		case rollout.ScheduleRegular, rollout.ScheduleImmediate, rollout.ScheduleTimeBased:
+		default:
+			return cliutil.Usagef("--schedule: schedule %q must be regular, immediate or time-based", truncateText(*o.Schedule, 40))
 		}
 	}
 	ctx, f, done, err := o.appSession(ctx)

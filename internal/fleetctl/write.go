@@ -90,7 +90,7 @@ func stripV(v string) string {
 
 // groupFields are GroupConfig's JSON fields in the order people read them.
 var groupFields = []string{
-	"name", "days", "start_hour", "wait_hours", "jitter_seconds", "canary_count", "small_group", "max_in_flight",
+	"name", "days", "start_hour", "window_length", "wait_hours", "jitter_seconds", "canary_count", "small_group", "max_in_flight",
 	"alert_after", "failure_threshold", "health_timeout", "min_healthy_time", "update_timeout",
 	"infrastructure_hold", "vanished_limit", "depends_on", "approval", "alert_on_approval_wait",
 }

@@ -96,6 +96,9 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 			out = append(out, "waiting: "+r.Waiting)
 		}
 	}
+	if n := windowNote(r, now); n != "" {
+		out = append(out, n)
+	}
 	if r.Frozen != "" {
 		out = append(out, "frozen: "+r.Frozen)
 	}
@@ -136,6 +139,20 @@ func GroupNotes(g GroupReport, p *PlanReport, now time.Time) []string {
 		out = append(out, fmt.Sprintf("alert raised: not done within alert_after (started %s ago)", Age(now, r.StartedAt)))
 	}
 	return out
+}
+
+// windowNote says, for a group of a time-based plan rolling out, when its
+// window closes (the group is done then), or that it closed: no agent
+// starts an update until the window reopens.
+func windowNote(r *GroupRollout, now time.Time) string {
+	if r.WindowCloses.IsZero() || !r.State.InProgress() || r.Halted {
+		return ""
+	}
+	at := r.WindowCloses.UTC().Format("Mon 15:04 MST")
+	if now.Before(r.WindowCloses) {
+		return fmt.Sprintf("time-based: its window closes in %s (%s); the group is done then, and no agent starts an update after", Age(r.WindowCloses, now), at)
+	}
+	return fmt.Sprintf("time-based: its window closed %s ago (%s); no agent starts an update until it reopens", Age(now, r.WindowCloses), at)
 }
 
 // holdNote says what the group holds when it is not the plan's start

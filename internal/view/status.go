@@ -208,6 +208,11 @@ type GroupRollout struct {
 	// agents wait.
 	Follows    string `json:"follows,omitempty"`
 	Unfollowed string `json:"unfollowed,omitempty"`
+
+	// Issue 28, time-based: WindowCloses is when the window a group of a
+	// time-based plan updates in closes (rollout.GroupStatus.WindowCloses);
+	// absent otherwise.
+	WindowCloses time.Time `json:"window_closes,omitzero"`
 }
 
 // CaughtReport counts the hosts of groups not in the config that the
@@ -445,6 +450,9 @@ func groupRollout(gr GroupReport, cfg rollout.Config, spec rollout.Spec, s rollo
 	r.Vanished, r.DoneHeld = s.Vanished, s.DoneHeld
 	c := s.Clone()
 	r.Rate, r.Adaptive = c.Rate, c.Adaptive
+	if spec.Schedule == rollout.ScheduleTimeBased && !spec.Critical {
+		r.WindowCloses = s.WindowCloses
+	}
 	r.Alerted, r.RunRequested, r.SkipCanaries = s.Alerted, s.RunRequested, s.SkipCanaries
 	if s.Retry.Token != "" {
 		r.Retry = &s.Retry

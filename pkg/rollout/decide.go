@@ -38,6 +38,12 @@ package rollout
 //     caught up yet) counts as unstarted, holding what the controller's
 //     reset will make it hold: its old target if it was done there, else
 //     what it held. A group with no status holds the spec's start version.
+//   - Under the time-based schedule (timebased.go), a done group answers
+//     v2 and false (true with critical): its window closed or everyone is
+//     on the target; stragglers update when it is active again in its
+//     next window. An agent told to update checks UpdateAllowed before it
+//     starts, so none starts after the window closed, even before the
+//     controller wrote done.
 //   - v1 may be "" (the group rejected every version it could hold): then
 //     the answer is "" and false, keep what you have.
 //   - Without a valid target version the answer is "" and false: keep what
@@ -98,6 +104,9 @@ func NewDecider(spec Spec, st GroupStatus, mode Mode) Decider {
 		}
 		return Decider{version: v2, canaries: st.Canaries, byProgress: true, progress: st.Progress}
 	case StateDone:
+		if spec.Schedule == ScheduleTimeBased {
+			return Decider{version: v2, update: spec.Critical}
+		}
 		return Decider{version: v2, update: true}
 	case StateRolledBack:
 		return Decider{version: v1, update: v1 != ""}

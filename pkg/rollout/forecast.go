@@ -182,6 +182,22 @@ type GroupForecast struct {
 	// as the controller does). Absent when none.
 	Caught       int      `json:"caught,omitempty"`
 	CaughtGroups []string `json:"caught_groups,omitempty"`
+	// Windows are, under the time-based schedule, the windows the group
+	// updated in, in order (a group done when a window closed with
+	// agents off the target is active again in its next window).
+	Windows []ForecastWindow `json:"windows,omitempty"`
+}
+
+// ForecastWindow is one window a group updated in under the time-based
+// schedule: from when it started (or was active again) until the window
+// closes (Closes; zero when nothing closes it: critical, fleetctl run),
+// when it was done in it (Done, zero if never within the forecast), and
+// how many of its agents were on the target then (OnTarget).
+type ForecastWindow struct {
+	From     time.Time `json:"from"`
+	Closes   time.Time `json:"closes,omitzero"`
+	Done     time.Time `json:"done,omitzero"`
+	OnTarget int       `json:"on_target"`
 }
 
 // ForecastWait is one thing a group waited for: from From until Until
@@ -374,16 +390,22 @@ func (f *forecaster) initGroup(g string) {
 	}
 	r.Notes = forecastNotes(gc)
 	total := counts.Total()
+	// Under time-based no group waits for another (timebased.go).
+	after := ", and the groups after it wait for it"
+	never := ", nor do the groups after it"
+	if f.spec.Schedule == ScheduleTimeBased {
+		after, never = "", ""
+	}
 	switch {
 	case total == 0:
-		r.Warnings = append(r.Warnings, "no agents counted: it does not start until some are present (fleetctl mark-done skips it), and the groups after it wait for it")
+		r.Warnings = append(r.Warnings, "no agents counted: it does not start until some are present (fleetctl mark-done skips it)"+after)
 	case total <= gc.SmallGroup:
 		// It skips its canaries (SkipsCanaries says so when it starts).
 	case total < gc.CanaryCount:
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d agents, fewer than canary_count %d: they all update as canaries", total, gc.CanaryCount))
 	}
 	if f.spec.Schedule != ScheduleImmediate && !f.spec.Critical && gc.NextWindow(f.in.Now, f.loc).IsZero() {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("its window never opens (days %q, start_hour %d): it never starts, nor do the groups after it", gc.Days, gc.StartHour))
+		r.Warnings = append(r.Warnings, fmt.Sprintf("its window never opens (days %q, start_hour %d): it never starts%s", gc.Days, gc.StartHour, never))
 	}
 }
 
@@ -565,14 +587,26 @@ func (f *forecaster) record(r *GroupForecast, st GroupStatus, events []Event, t 
 			case StateCanary:
 				r.Start, r.Canaries, r.SkipsCanaries = ev.At, len(st.Canaries), st.CanariesSkipped
 				f.closeWait(r, t)
+				f.openWindow(r, st, ev.At)
 			case StateActive:
+				if ev.From == StateDone {
+					// Time-based: its window reopened, it is not
+					// done until it is done again.
+					r.Outcome, r.Done = "", time.Time{}
+					f.openWindow(r, st, ev.At)
+					break
+				}
 				if ev.From == StateUnstarted { // a small group: no canary phase
 					r.Start, r.Canaries, r.SkipsCanaries = ev.At, 0, st.CanariesSkipped
 					f.closeWait(r, t)
+					f.openWindow(r, st, ev.At)
 				}
 				r.Active = ev.At
 			case StateDone:
 				r.Done, r.Outcome = ev.At, OutcomeFinishes
+				if n := len(r.Windows); n > 0 {
+					r.Windows[n-1].Done, r.Windows[n-1].OnTarget = ev.At, f.onTarget(r.Group)
+				}
 			}
 		case EventHalt:
 			halted = true
@@ -585,6 +619,25 @@ func (f *forecaster) record(r *GroupForecast, st GroupStatus, events []Event, t 
 			}
 		}
 	}
+}
+
+// openWindow records a window the group starts updating in at t under the
+// time-based schedule.
+func (f *forecaster) openWindow(r *GroupForecast, st GroupStatus, t time.Time) {
+	if f.spec.Schedule == ScheduleTimeBased {
+		r.Windows = append(r.Windows, ForecastWindow{From: t, Closes: st.WindowCloses})
+	}
+}
+
+// onTarget counts the group's synthetic agents on the target.
+func (f *forecaster) onTarget(g string) int {
+	n := 0
+	for _, a := range f.agents[g].views {
+		if a.ActiveVersion == f.spec.TargetVersion {
+			n++
+		}
+	}
+	return n
 }
 
 // noteWait records that the group waits for kind at t: the wait it was
@@ -636,6 +689,9 @@ func (f *forecaster) settled() bool {
 		if !st.State.Terminal() && !st.Halted {
 			return false
 		}
+		if st.State == StateDone && st.Waiting != "" {
+			return false // time-based: active again when its window reopens
+		}
 	}
 	return true
 }
@@ -656,6 +712,7 @@ func (f *forecaster) nextInstant(t time.Time) (time.Time, bool) {
 		st := f.plan.Groups[g]
 		consider(st.WaitingUntil)
 		if st.State.InProgress() && !st.Halted {
+			consider(st.WindowCloses) // time-based: done when it closes
 			for _, c := range st.Analysis {
 				if !c.At.IsZero() {
 					consider(c.At.Add(c.Interval.D())) // the check's next measurement

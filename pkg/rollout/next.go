@@ -214,6 +214,8 @@ func (m *machine) run() {
 			moved = m.canary()
 		case StateActive:
 			moved = m.active()
+		case StateDone:
+			moved = m.reopen()
 		}
 		if !moved {
 			return
@@ -260,6 +262,13 @@ func (m *machine) unstarted() bool {
 		// Its schedule let it start when the wait began: a window
 		// that closed meanwhile does not send it back.
 		reason = ""
+	case m.timeBased():
+		// No depends_on, wait_hours or rolled-back ancestor: only its
+		// own window (timebased.go).
+		var ok bool
+		if reason, ok = m.timeBasedStart(); !ok {
+			return false
+		}
 	default:
 		var lastDone time.Time
 		for _, dep := range in.Config.Dependencies(in.Group) {
@@ -297,7 +306,7 @@ func (m *machine) unstarted() bool {
 		if in.Spec.Critical {
 			reason = "critical: windows ignored"
 		} else if open := gc.NextWindow(m.now, m.loc); open.After(m.now) || open.IsZero() {
-			m.waitFor(WaitWindow, "window: next opens "+open.In(m.loc).Format("Mon 2006-01-02 15:04 MST")+" ("+describeWindow(gc, m.loc)+")", open)
+			m.waitWindow(open)
 			return false
 		}
 	}
@@ -344,6 +353,7 @@ func (m *machine) unstarted() bool {
 func (m *machine) begin(total int) {
 	st := &m.st
 	st.InitialCount, st.Progress, st.StartedAt, st.FailuresSince = total, 0, m.now, m.now
+	st.WindowCloses = m.startWindowCloses(st.RunRequested)
 	st.RunRequested, st.Halted, st.HaltReason, st.HaltedAt = false, false, "", time.Time{}
 	st.Alerted, st.FailedCount, st.Frozen, st.DoneAt = false, 0, "", time.Time{}
 	st.Vanished, st.DoneHeld = 0, ""
@@ -482,6 +492,9 @@ func (m *machine) alertAfter() {
 	if st.Alerted || st.Halted || st.StartedAt.IsZero() {
 		return // one alert per cause: a halted group has had its halt's
 	}
+	if m.windowClosed() {
+		return // time-based: waiting for the window is no delay (timebased.go)
+	}
 	if elapsed, took := m.alertElapsed(); elapsed >= m.gc.AlertAfter.D() {
 		st.Alerted = true
 		m.emit(EventAlert, st.State, st.State, fmt.Sprintf("%s (alert_after %s); the rollout continues", took, m.gc.AlertAfter))
@@ -489,6 +502,7 @@ func (m *machine) alertAfter() {
 }
 
 func (m *machine) canary() bool {
+	m.canaryWindow()
 	m.alertAfter()
 	m.countVanished()
 	first := m.countFailures()
@@ -647,10 +661,10 @@ func (m *machine) active() bool {
 	}
 	if frozen || held || an.hold || p < 1 || onTarget == 0 || onTarget+settled < present {
 		m.clearDoneHeld()
-		return false
+		return m.closeWindow()
 	}
 	if m.tooManyVanished() {
-		return false
+		return m.closeWindow()
 	}
 	st.Progress, st.DoneAt = 1, m.now
 	st.accept(target)

@@ -107,7 +107,9 @@ func (c Config) Order() ([]string, error) {
 // first group of the chain starting to the last group being able to start,
 // if every group finished at once: each group after the first adds its
 // wait_hours and the longest gap between two of its windows (24h for daily
-// windows, up to 168h for a weekly one). It returns that delay and the chain.
+// windows, up to 168h for a weekly one), less what its window_length adds
+// to the first hour (GroupConfig.chainStep). It returns that delay and the
+// chain.
 func (c Config) ChainDelay() (time.Duration, []string, error) {
 	order, err := c.Order()
 	if err != nil {
@@ -124,8 +126,7 @@ func (c Config) ChainDelay() (time.Duration, []string, error) {
 			continue
 		}
 		g, _ := c.Group(n)
-		set, _ := parseDays(g.Days)
-		step := time.Duration(g.WaitHours)*time.Hour + set.longestGap()
+		step := g.chainStep()
 		for _, d := range deps {
 			if l := longest[d] + step; l > longest[n] || via[n] == "" {
 				longest[n], via[n] = l, d
@@ -153,7 +154,7 @@ func (c Config) validateOrder() []error {
 		return []error{err}
 	}
 	if delay > MaxChain {
-		return []error{fmt.Errorf("dependency chain %s may take %s to reach its last group (wait_hours plus the longest time between windows of each group after the first); the limit is %s (one week): shorten wait_hours, allow more days, or split the chain",
+		return []error{fmt.Errorf("dependency chain %s may take %s to reach its last group (wait_hours plus the longest time between windows of each group after the first, less its window_length beyond one hour); the limit is %s (one week): shorten wait_hours, allow more days, or split the chain",
 			strings.Join(chain, " → "), Duration(delay), Duration(MaxChain))}
 	}
 	return nil

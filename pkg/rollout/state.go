@@ -195,6 +195,15 @@ type GroupStatus struct {
 	// their own group's key only, follow the catch-all's rollout: Decide
 	// answers them exactly as it answers the catch-all's own hosts.
 	Follows string `json:"follows,omitempty"`
+	// Issue 28, time-based: under the time-based schedule, WindowCloses is
+	// when the window the group last started (or restarted) in closes.
+	// From then on no agent of the group starts a new update
+	// (UpdateAllowed): the controller moves an active group to done at
+	// its next step, and a done group is active again in a window that
+	// opens at or after this instant while agents are off the target.
+	// Zero when the group did not start in a window (fleetctl run, a
+	// critical plan, or another schedule): nothing closes it.
+	WindowCloses time.Time `json:"window_closes,omitzero"`
 }
 
 // Canary is one canary agent and what the controller has seen of it.

@@ -192,10 +192,10 @@ func newShard(s *Sim, n int, count int) *shard {
 	var ids strings.Builder
 	ids.Grow(count * 36)
 	first := make([]int64, count)
-	now := time.Now().UnixNano()
+	now := s.now().UnixNano()
 	for i := range count {
 		ids.WriteString(string(sh.newID()))
-		first[i] = now + sh.rng.Int64N(int64(s.o.HeartbeatInterval))
+		first[i] = now + sh.rng.Int64N(int64(s.simDur(s.o.HeartbeatInterval)))
 	}
 	block := ids.String()
 	start := sh.ver(s.o.StartVersion)
@@ -239,7 +239,7 @@ func (sh *shard) push(e event) {
 }
 
 func (sh *shard) nextBeat(now int64) int64 {
-	iv := float64(sh.s.o.HeartbeatInterval)
+	iv := float64(sh.s.simDur(sh.s.o.HeartbeatInterval))
 	j := sh.s.o.HeartbeatJitter
 	return now + int64(iv*(1+j*(2*sh.rng.Float64()-1)))
 }
@@ -357,9 +357,9 @@ func (sh *shard) run(ctx context.Context) {
 				}()
 			}
 		case <-sh.wake:
-			sh.step(time.Now())
+			sh.step(sh.s.now())
 		case <-tick.C:
-			sh.step(time.Now())
+			sh.step(sh.s.now())
 		}
 	}
 }
@@ -433,6 +433,9 @@ func (sh *shard) decide(i int, now int64) {
 		return
 	}
 	version, update := sh.plan.decider[a.group].Decide(a.id)
+	if update && !rollout.UpdateAllowed(sh.plan.spec, sh.plan.status[a.group], time.Unix(0, now)) {
+		update = false // as agentd: not after a time-based window closed
+	}
 	if !rollout.Act(sh.vers[a.active], version, update) || version == sh.vers[a.badVersion] || now < a.retryAt {
 		return
 	}
@@ -441,7 +444,7 @@ func (sh *shard) decide(i int, now int64) {
 		a.blockedUntil = 0
 	}
 	if a.blockedUntil == 0 {
-		a.blockedUntil = now + int64(sh.s.o.InfraFor)
+		a.blockedUntil = now + int64(sh.s.simDur(sh.s.o.InfraFor))
 	}
 	a.installTo, a.retryAt = to, 0
 	a.set(flInstalling, true)
@@ -454,6 +457,7 @@ func (sh *shard) decide(i int, now int64) {
 	a.rollbackFrom = 0
 	a.set(flRollback, false)
 	st := sh.plan.status[a.group]
+	sh.s.startOutside(int(a.group), sh.plan.spec, version, time.Unix(0, now))
 	sh.s.stats.installStarted(int(a.group), a.id, version, st, sh.s.o.FailRate[version] > 0)
 	if a.id.Fraction() < sh.s.o.Stuck[version] {
 		// Stuck in its health wait: no end event, updating_to forever.
@@ -465,6 +469,7 @@ func (sh *shard) decide(i int, now int64) {
 	if span := sh.s.o.InstallMax - sh.s.o.InstallMin; span > 0 {
 		d += time.Duration(sh.rng.Int64N(int64(span)))
 	}
+	d = sh.s.simDur(d)
 	sh.push(event{at: now + int64(d), idx: int32(i), kind: evInstallDone})
 	sh.beat(i, now) // at once after a state change
 }
@@ -481,7 +486,7 @@ func (sh *shard) finishInstall(i int, now int64) {
 	if sh.infraBlocked(a, now) {
 		// The release site answered 503: nothing changed on the host;
 		// it retries InfraRetry later, as agentd does (with backoff).
-		a.retryAt = now + int64(sh.s.o.InfraRetry)
+		a.retryAt = now + int64(sh.s.simDur(sh.s.o.InfraRetry))
 		a.set(flBlocked, true)
 		sh.s.stats.installBlocked(g, a.id)
 		sh.s.stats.installFinished(g, false, sh.plan.status[g])
@@ -580,7 +585,7 @@ func (sh *shard) doChurn(now int64) {
 		sh.setActive(a, 0) // the host leaves
 		sh.initAgent(i, sh.rng.IntN(len(sh.s.groups)))
 		sh.s.stats.churned.Add(1)
-		sh.push(event{at: now + sh.rng.Int64N(int64(sh.s.o.HeartbeatInterval)), idx: int32(i), kind: evBeat})
+		sh.push(event{at: now + sh.rng.Int64N(int64(sh.s.simDur(sh.s.o.HeartbeatInterval))), idx: int32(i), kind: evBeat})
 		sh.agents[i].set(flNotified, true) // a new host is not counted in notify latency
 		sh.decide(i, now)
 	}

@@ -19,7 +19,11 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteTable writes the report for humans.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "outcome %s after %v: %d agents on %d connections\n\n", r.Outcome, r.Duration.Round(time.Millisecond), r.Agents, r.Connections)
+	fmt.Fprintf(tw, "outcome %s after %v: %d agents on %d connections\n", r.Outcome, r.Duration.Round(time.Millisecond), r.Agents, r.Connections)
+	if !r.SimFrom.IsZero() {
+		fmt.Fprintf(tw, "simulated time: %s → %s (%s)\n", r.SimFrom.Format(simTimeLayout), r.SimUntil.Format(simTimeLayout), r.SimUntil.Sub(r.SimFrom).Round(time.Minute))
+	}
+	fmt.Fprintln(tw)
 	if len(r.Apps) == 0 {
 		writeGroups(tw, r.Groups)
 	}
@@ -76,6 +80,7 @@ func writeGroups(tw io.Writer, groups []GroupReport) {
 		if r := g.Rate; len(r.Allowances) > 0 {
 			fmt.Fprintf(tw, "%s rate: allowances %v, at most %d started in one period\n", g.Name, r.Allowances, r.MaxStarted)
 		}
+		writeWindows(tw, g)
 		for _, c := range g.Analysis {
 			fmt.Fprintf(tw, "%s check %s: %d measurements, %d passed (count %d), %d inconclusive in a row; last %s: %s\n",
 				g.Name, c.Name, c.Measurements, c.Passes, c.Count, c.Inconclusive, orDash(string(c.Result)), orDash(c.Detail))
@@ -197,5 +202,21 @@ func WriteAdaptiveComparison(w io.Writer, fixed, adaptive *Report) {
 		fmt.Fprintf(w, "%s: halt after %v vs %v; hosts that started the bad version %d vs %d; failed %d vs %d; bound %d..%d (started %d) vs %d\n",
 			a.Name, a.HaltAfter.Round(time.Millisecond), f.HaltAfter.Round(time.Millisecond), a.BadVersionHosts, f.BadVersionHosts,
 			a.Failed, f.Failed, a.Adaptive.Min, a.Adaptive.Max, a.Adaptive.Start, f.Bound-1)
+	}
+}
+
+const simTimeLayout = "Mon 01-02 15:04 MST"
+
+// writeWindows writes a windowed run's record of a group: the Teleport
+// cases counted, installs begun outside the window, and each transition
+// in simulated time.
+func writeWindows(tw io.Writer, g GroupReport) {
+	if len(g.Transitions) == 0 {
+		return
+	}
+	fmt.Fprintf(tw, "%s: window closed on it %d times (active → done), reopened %d times (done → active); %d installs of the target begun outside its window\n",
+		g.Name, g.WindowCloses, g.WindowReopens, g.StartsOutsideWindow)
+	for _, t := range g.Transitions {
+		fmt.Fprintf(tw, "  %s  %s → %s  on target %d: %s\n", t.At.Format(simTimeLayout), orDash(string(t.From)), t.To, t.OnTarget, t.Reason)
 	}
 }

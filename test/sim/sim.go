@@ -164,6 +164,25 @@ type Options struct {
 	// report) once the process's RSS exceeds it, in bytes: a run of a
 	// million agents on a shared machine.
 	MaxRSS int64
+
+	// Issue 28, windowed runs (timebased.go). Windows, when set, gives
+	// group i the window Windows[i % len], and the rollout follows the
+	// windows (the plan is not critical) under Schedule (regular unless
+	// set; rollout.ScheduleTimeBased: each group in its own windows).
+	// TimeScale, above 1, runs the controller and the agents on a clock
+	// TimeScale times faster than the wall clock, starting at SimStart
+	// (Monday 2026-03-23 00:00 in Timezone, the week Europe/Berlin springs
+	// forward); the durations above stay real time (the simulator hands
+	// the controller and agents their simulated equivalents). A windowed
+	// run ends when every agent is on the target and every group done,
+	// or SimFor (a week) of simulated time after the plan was written
+	// (outcome "sim-end").
+	Windows   []Window
+	Schedule  rollout.Schedule
+	Timezone  string // UTC
+	TimeScale float64
+	SimStart  time.Time
+	SimFor    time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -226,6 +245,20 @@ func (o Options) withDefaults() Options {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Timezone == "" {
+		o.Timezone = rollout.DefaultTimezone
+	}
+	if o.Schedule == "" {
+		o.Schedule = rollout.ScheduleRegular
+	}
+	def(&o.SimFor, 7*24*time.Hour)
+	if o.SimStart.IsZero() {
+		loc, err := time.LoadLocation(o.Timezone)
+		if err != nil {
+			loc = time.UTC
+		}
+		o.SimStart = time.Date(2026, 3, 23, 0, 0, 0, 0, loc)
+	}
 	return o
 }
 
@@ -248,12 +281,18 @@ type Sim struct {
 	shards            []*shard
 	haltQuiet         time.Time // since when the app has been halted with nothing in flight
 	outcome           string
+	// clk is the compressed clock of a windowed run (nil: the wall
+	// clock); cfg the config written; specSimAt when the plan was
+	// written, on clk.
+	clk       *scaledClock
+	cfg       rollout.Config
+	specSimAt time.Time
 }
 
 // newSim is the simulated fleet of one app (ns), its keys set once the
 // config is known (setNS).
-func newSim(o Options, url, app string) *Sim {
-	s := &Sim{o: o, log: o.Log, url: url, app: app, groupIndex: map[string]int{}, outcome: "timeout"}
+func newSim(o Options, url, app string, clk *scaledClock) *Sim {
+	s := &Sim{o: o, log: o.Log, url: url, app: app, groupIndex: map[string]int{}, outcome: "timeout", clk: clk}
 	for i := range o.Groups {
 		s.groups = append(s.groups, "g"+strconv.Itoa(i+1))
 	}
@@ -329,6 +368,14 @@ type GroupReport struct {
 	// then may finish after).
 	Analysis       []rollout.CheckStatus `json:"analysis,omitempty"`
 	OnTargetAtHalt int                   `json:"on_target_at_halt"`
+	// Windowed runs (Options.Windows): the group's transitions in
+	// simulated time; how often its window closed on it (active → done)
+	// and reopened (done → active); the installs of the target begun
+	// outside its window under a time-based plan (must be 0).
+	Transitions         []Transition `json:"transitions,omitempty"`
+	WindowCloses        int          `json:"window_closes,omitempty"`
+	WindowReopens       int          `json:"window_reopens,omitempty"`
+	StartsOutsideWindow int          `json:"starts_outside_window,omitempty"`
 	// InconclusiveSeen: a check of the group was seen inconclusive (the
 	// group held on it).
 	InconclusiveSeen bool `json:"inconclusive_seen"`
@@ -388,6 +435,10 @@ type Report struct {
 	// (Options.Apps): Outcome and Groups above are then the first app's,
 	// the heartbeat, CPU, RSS and pass figures the whole run's.
 	Apps []AppReport `json:"apps,omitempty"`
+	// SimFrom and SimUntil are, on a compressed clock (Options.TimeScale),
+	// the simulated times of the plan write and of the end.
+	SimFrom  time.Time `json:"sim_from,omitzero"`
+	SimUntil time.Time `json:"sim_until,omitzero"`
 }
 
 // AppReport is one app's rollout in a run of several.
@@ -409,6 +460,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if o.Agents < 1 || o.Groups < 1 || o.Groups > o.Agents {
 		return nil, fmt.Errorf("sim: need at least one agent per group (agents %d, groups %d)", o.Agents, o.Groups)
 	}
+	switch o.Schedule {
+	case rollout.ScheduleRegular, rollout.ScheduleImmediate, rollout.ScheduleTimeBased:
+	default:
+		return nil, fmt.Errorf("sim: schedule %q: want regular, immediate or time-based", o.Schedule)
+	}
 	if o.Apps > rollout.MaxApps {
 		return nil, fmt.Errorf("sim: %d apps, at most %d", o.Apps, rollout.MaxApps)
 	}
@@ -426,9 +482,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 		url = ns.ClientURL()
 	}
+	var clk *scaledClock
+	if o.TimeScale > 1 {
+		clk = newScaledClock(o.SimStart, o.TimeScale)
+	}
 	var sims []*Sim
 	for _, app := range appNames(o.Apps) {
-		sims = append(sims, newSim(o, url, app))
+		sims = append(sims, newSim(o, url, app, clk))
 	}
 	s := sims[0] // the default app: progress, app metrics, the report's groups
 	nc, err := nats.Connect(url, nats.Name("fleetwave-sim-controller"), nats.MaxReconnects(-1))
@@ -449,16 +509,24 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	for _, a := range sims {
+		a.cfg = cfg
 		ns, err := kv.NS(cfg, a.app)
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
 		a.setNS(ns)
 	}
-	ctrl, err := controller.New(fleet, controller.Options{
+	copts := controller.Options{
 		ID: "sim", StatsInterval: o.StatsInterval, HeartbeatInterval: o.HeartbeatInterval,
 		AgentExpiry: o.AgentExpiry, ReconcileInterval: o.ReconcileInterval, Log: o.Log,
-	})
+	}
+	if clk != nil {
+		// The controller counts in simulated time.
+		copts.Clock = clk
+		copts.StatsInterval, copts.HeartbeatInterval = s.simDur(o.StatsInterval), s.simDur(o.HeartbeatInterval)
+		copts.AgentExpiry, copts.ReconcileInterval = s.simDur(o.AgentExpiry), s.simDur(o.ReconcileInterval)
+	}
+	ctrl, err := controller.New(fleet, copts)
 	if err != nil {
 		return nil, err
 	}
@@ -518,8 +586,17 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return false, err
 		}
 		total := 0
+		mergeAt := time.Now()
+		if clk != nil {
+			// Written every simulated StatsInterval: fresh as of the
+			// last one.
+			mergeAt = time.Time{}
+			for _, st := range stats {
+				mergeAt = later(mergeAt, st.At)
+			}
+		}
 		for _, a := range sims {
-			for _, gs := range kv.MergeStats(kv.StatsOf(stats, a.ns), time.Now()) {
+			for _, gs := range kv.MergeStats(kv.StatsOf(stats, a.ns), mergeAt) {
 				total += gs.Versions.Total()
 			}
 		}
@@ -536,7 +613,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	phase, phaseStart = "rollout", start
 	mark = progressMark{at: start, recv: recv0, rollout: rp0, stats: sw0}
 	spec := rollout.DefaultSpec(o.StartVersion, o.TargetVersion)
-	spec.Critical = true // windows ignored; dependencies still apply
+	spec.Critical = !o.windowed() // windows ignored; dependencies still apply
+	spec.Schedule = o.Schedule
 	for _, a := range sims {
 		a.stats.setSpecAt(time.Now())
 		if o.HeartbeatLag > 0 {
@@ -546,6 +624,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			}
 			a.lagFrom.Store(from.UnixNano())
 		}
+		a.specSimAt = a.now()
 		if err := saveLatest(ctx, fleet.Plan, a.ns.Spec(), spec); err != nil {
 			return nil, err
 		}
@@ -586,6 +665,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 
 	rep := s.report(ctrl, end.Sub(start), recv0, cpu0)
+	if clk != nil {
+		rep.SimFrom, rep.SimUntil = s.specSimAt, s.now()
+		if loc, err := cfg.Location(); err == nil {
+			rep.SimFrom, rep.SimUntil = rep.SimFrom.In(loc), rep.SimUntil.In(loc)
+		}
+	}
 	rp, sw := passTimes(ctrl)
 	rep.RolloutPass, rep.StatsWrite = rp.since(rp0), sw.since(sw0)
 	rep.Outcome = s.outcome
@@ -609,6 +694,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // every group done, or stuck, or halted with nothing in flight for Settle.
 func (s *Sim) ended() bool {
 	o := s.o
+	if o.windowed() {
+		return s.windowedEnded()
+	}
 	sts, inFlight := s.stats.snapshot()
 	stuck := s.stats.stuckCounts()
 	done, halted, timedOut := true, false, false
@@ -657,18 +745,25 @@ func (s *Sim) writeConfig(ctx context.Context, fleet *kv.Fleet, apps []string) (
 		}
 	}
 	cfg.Groups = nil
-	for _, name := range s.groups {
+	cfg.Timezone = s.o.Timezone
+	for i, name := range s.groups {
 		g := rollout.DefaultGroup(name)
 		g.JitterSeconds = 0
 		g.CanaryCount = s.o.CanaryCount
 		g.MaxInFlight = s.o.MaxInFlight
 		g.FailureThreshold = s.o.FailureThreshold
 		g.HealthTimeout = rollout.Duration(10 * time.Second) // the minimum allowed
+		if s.scaled() {
+			// 10s of real time, as far as the config allows: a canary
+			// late by a loaded machine's second is not missing.
+			g.HealthTimeout = rollout.Duration(min(s.simDur(10*time.Second), time.Hour))
+		}
 		g.MinHealthyTime = rollout.Duration(s.o.MinHealthyTime)
 		if s.o.UpdateTimeout > 0 {
 			g.UpdateTimeout = rollout.Duration(s.o.UpdateTimeout)
 		}
 		g.Rate, g.AdaptiveInFlight = s.o.Rate, s.o.AdaptiveInFlight
+		s.o.applyWindow(i, &g)
 		cfg.Groups = append(cfg.Groups, g)
 	}
 	cfg.PrometheusURL, cfg.Analysis = s.o.PrometheusURL, s.o.Analysis
@@ -759,7 +854,8 @@ func (s *Sim) report(ctrl *controller.Controller, d time.Duration, recv0 uint64,
 	defer s.stats.mu.Unlock()
 	lat := sortDurations(s.stats.notifyLat)
 	rep.Notified, rep.NotifyP50, rep.NotifyP99 = len(lat), percentile(lat, 0.50), percentile(lat, 0.99)
-	for i, gt := range s.stats.groups {
+	for i := range s.stats.groups {
+		gt := &s.stats.groups[i]
 		st := gt.status
 		gr := GroupReport{
 			Name: s.groups[i], State: st.State, Halted: st.Halted, HaltReason: st.HaltReason,
@@ -783,6 +879,13 @@ func (s *Sim) report(ctrl *controller.Controller, d time.Duration, recv0 uint64,
 		gr.Adaptive, gr.Rate = gt.adaptive, gt.rate
 		gr.Adaptive.Moves = maps.Clone(gt.adaptive.Moves)
 		gr.Rate.Allowances = slices.Clone(gt.rate.Allowances)
+		gr.Transitions = append([]Transition(nil), gt.win.transitions...)
+		if loc, err := s.cfg.Location(); err == nil {
+			for i := range gr.Transitions {
+				gr.Transitions[i].At = gr.Transitions[i].At.In(loc)
+			}
+		}
+		gr.WindowCloses, gr.WindowReopens, gr.StartsOutsideWindow = gt.win.closes, gt.win.reopens, gt.win.startsOutside
 		rep.Groups = append(rep.Groups, gr)
 	}
 	return rep

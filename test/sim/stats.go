@@ -45,6 +45,8 @@ type groupTrack struct {
 	adaptive      AdaptiveReport
 	adaptiveSince time.Time
 	rate          RateReport
+	// win is a windowed run's record of the group (timebased.go).
+	win windowTrack
 }
 
 func newTracker(groups int) *tracker {
@@ -83,6 +85,7 @@ func (t *tracker) observeStatus(g int, st rollout.GroupStatus, rev uint64) bool 
 	if rev <= gt.rev {
 		return false
 	}
+	gt.win.observeTransition(gt.status, st, gt.onTarget)
 	gt.status, gt.rev = st, rev
 	gt.maxBlocked = max(gt.maxBlocked, st.Blocked)
 	gt.heldSeen = gt.heldSeen || st.Held != ""
@@ -194,9 +197,9 @@ func (t *tracker) installAborted(g int) {
 func (t *tracker) snapshot() (statuses []rollout.GroupStatus, inFlight int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, g := range t.groups {
-		statuses = append(statuses, g.status)
-		inFlight += g.inFlight
+	for i := range t.groups {
+		statuses = append(statuses, t.groups[i].status)
+		inFlight += t.groups[i].inFlight
 	}
 	return statuses, inFlight
 }

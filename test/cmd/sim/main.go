@@ -38,6 +38,20 @@ func (f failRates) Set(s string) error {
 	return nil
 }
 
+// windowFlags are the --window flags.
+type windowFlags []sim.Window
+
+func (w *windowFlags) String() string { return fmt.Sprint(*w) }
+
+func (w *windowFlags) Set(s string) error {
+	win, err := sim.ParseWindow(s)
+	if err != nil {
+		return err
+	}
+	*w = append(*w, win)
+	return nil
+}
+
 func main() {
 	code := 0
 	defer func() { os.Exit(code) }()
@@ -89,6 +103,13 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (warm-up and rollout) to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile to this file when the rollout ends (before anything is stopped)")
 	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile (1 in 10 events) to this file when the rollout ends")
+	var windows windowFlags
+	flag.Var(&windows, "window", "DAYS@HOUR[+LENGTH][/MAX_IN_FLIGHT]: group i's window (repeatable, cycled over the groups), e.g. Mon,Wed@22+4h/5%; with it the plan follows the windows (not critical)")
+	schedule := flag.String("schedule", "regular", "the plan's schedule: regular, immediate or time-based")
+	flag.StringVar(&o.Timezone, "timezone", "UTC", "the config's time zone, the one windows are read in")
+	flag.Float64Var(&o.TimeScale, "time-scale", 0, "run the controller and agents on a clock this many times faster than real time (3600: a second is an hour); durations given here stay real")
+	simStart := flag.String("sim-start", "", "the compressed clock's start, RFC 3339 (default: Monday 2026-03-23 00:00 in --timezone)")
+	flag.DurationVar(&o.SimFor, "sim-for", 7*24*time.Hour, "with --window: end the run after this much simulated time from the plan write")
 	rateStart := flag.String("rate-start", "", "issue 28: each group's rate start, like 50/s (empty: no rate)")
 	rateFactor := flag.Float64("rate-factor", 0, "the rate's factor (1-10; 0: flat)")
 	rateMax := flag.String("rate-max", "", "the rate's max, like 800/s (needed with a factor)")
@@ -115,6 +136,16 @@ func main() {
 			return
 		}
 		o.Rate = rc
+	}
+	o.Windows, o.Schedule = windows, rollout.Schedule(*schedule)
+	if *simStart != "" {
+		t, err := time.Parse(time.RFC3339, *simStart)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sim: --sim-start:", err)
+			code = 2
+			return
+		}
+		o.SimStart = t
 	}
 	var base *sim.Report
 	if *compare != "" {
