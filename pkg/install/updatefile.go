@@ -77,9 +77,9 @@ type UpdateSpec struct {
 	SelectedGroup string `yaml:"selected_group,omitempty"`
 }
 
-// ReservedLabels are the labels agentd sets itself: the host's OS, CPU
-// architecture and kernel release. --label and a labels file may not.
-var ReservedLabels = []string{"os", "arch", "kernel"}
+// ReservedLabels are the labels agentd sets itself (rollout.AutoLabels):
+// --label and a labels file may not.
+var ReservedLabels = rollout.AutoLabels
 
 // ValidateOwnLabels checks labels given to agentd: each valid
 // (rollout.ValidateLabel), none reserved, at most rollout.MaxLabels less

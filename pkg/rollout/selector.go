@@ -14,6 +14,10 @@ import (
 // decides its own group from it (Member) and moves, with hysteresis, to
 // the group its labels select (internal/agentd, selector.go).
 
+// AutoLabels are the labels agentd sets on every host itself: its OS,
+// CPU architecture and kernel release. An operator's labels may not.
+var AutoLabels = []string{"os", "arch", "kernel"}
+
 // GroupList is the value of the groups key: the app's groups in config
 // order and their selectors.
 type GroupList struct {
