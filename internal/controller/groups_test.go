@@ -72,3 +72,48 @@ func putConfig(t *testing.T, f *fixture, cfg rollout.Config) {
 		t.Fatal(err)
 	}
 }
+
+// TestHeartbeatWithBadLabelsRejected: a heartbeat whose labels break the
+// rules (a control character in a value, more than 32, not an object) is
+// refused like any malformed heartbeat, counted by its own reason
+// (bad_labels), and its agent is counted nowhere; one with good labels is
+// counted, labels and all.
+func TestHeartbeatWithBadLabelsRejected(t *testing.T) {
+	f := newFixture(t)
+	f.putConfig("prod")
+	rc := f.startController("c1")
+	url := f.serveMetrics(rc)
+	const base = `{"v":1,"agent_id":"%s","hostname":"h","group":"prod","active_version":"1.0.0","start_version":"","rollback":false,"rollback_from":"","error":"","updater_version":"1.0.0","at":"2026-11-29T10:00:00Z","seq":1,"labels":%s}`
+	many := "{"
+	for i := range 33 {
+		if i > 0 {
+			many += ","
+		}
+		many += fmt.Sprintf(`"k%d":"v"`, i)
+	}
+	many += "}"
+	for id, labels := range map[string]string{
+		"0b000000-0000-4000-8000-000000000001": `{"pool":"a\u001b[31mb"}`,
+		"0b000000-0000-4000-8000-000000000002": many,
+		"0b000000-0000-4000-8000-000000000003": `["pool","a"]`,
+		"0b000000-0000-4000-8000-000000000004": `{"pool":"a","os":"linux"}`,
+	} {
+		if _, err := f.fleet.JS.Publish(f.ctx, "fleet.hb.prod."+id, []byte(fmt.Sprintf(base, id, labels))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.Eventually(t, waitLong, func() error {
+		got := rejected(t, url)
+		if got["bad_labels"] != 3 || got["malformed"] != 0 {
+			return fmt.Errorf("rejected %v: want bad_labels 3, malformed 0", got)
+		}
+		agents := rc.c.Inventory().Agents("", f.clk.Now())
+		if len(agents) != 1 {
+			return fmt.Errorf("%d agents in the inventory, want the one with good labels", len(agents))
+		}
+		if l := agents[0].Heartbeat.Labels.String(); l != "os=linux,pool=a" {
+			return fmt.Errorf("labels %q", l)
+		}
+		return nil
+	})
+}
