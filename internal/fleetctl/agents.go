@@ -152,7 +152,19 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	}
 	rep := AgentsReport{Agents: []AgentRow{}}
 	sites := map[string]bool{} // of the agents --site left out
+	// An agent that moved to another group (its labels, agentd enable
+	// --group) leaves its old group's last heartbeat in the stream until
+	// it expires: list each agent once, by its newest heartbeat.
+	newest := map[rollout.AgentID]uint64{}
 	for _, s := range stored {
+		if _, _, id, err := heartbeat.ParseAppSubject(s.Subject); err == nil && !s.Foreign && s.Sequence > newest[id] {
+			newest[id] = s.Sequence
+		}
+	}
+	for _, s := range stored {
+		if _, _, id, err := heartbeat.ParseAppSubject(s.Subject); err == nil && !s.Foreign && s.Sequence < newest[id] {
+			continue
+		}
 		hb, err := s.Decode()
 		var p *kv.Problem
 		if errors.As(err, &p) {
