@@ -192,7 +192,9 @@ func (a *Agent) membershipLoop(ctx context.Context, f *PlanFollower) error {
 		case <-f.GroupsChanged():
 		case <-a.member.kick:
 		case <-tickC:
-			a.refreshLabels()
+			if a.refreshLabels() && a.pub != nil {
+				a.pub.Kick() // the new labels go out now
+			}
 			tick.Reset(a.o.Interval)
 		case <-settleC:
 			settle = nil
