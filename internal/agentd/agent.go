@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -98,6 +99,16 @@ type Options struct {
 	// template (flag or update.yaml) the agent only reports. Settings not
 	// given come from update.yaml's spec.app.
 	App AppOptions
+
+	// Labels are --label's values (k=v each; one "" clears the saved
+	// labels), LabelsFile --labels-file's: both saved in update.yaml
+	// (labels.go). Nil and "": the saved ones.
+	Labels     []string
+	LabelsFile string
+	// MembershipSettle is how long the group the host's labels select
+	// must stay the same before the host moves to it (selector.go;
+	// default DefaultMembershipSettle).
+	MembershipSettle time.Duration
 
 	// given says which of agentd's app flags were given (nil: the App
 	// fields that are set).
@@ -239,6 +250,15 @@ type Agent struct {
 	domainBad  string
 	// groupNote is the group's problem last logged (group.go).
 	groupNote string
+	// autoLabels are agentd's own labels (os, arch, kernel), fileLabels
+	// the labels file's last good ones, labels the host's labels as
+	// heartbeated, labelsErr the labels file's last error (labels.go).
+	autoLabels rollout.Labels
+	fileLabels rollout.Labels
+	labels     heartbeat.LabelSet
+	labelsErr  string
+	// member is the membership by labels (selector.go).
+	member membership
 }
 
 // New loads the agent's identity and update.yaml under o.Root, creating
@@ -404,6 +424,9 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 	if o.Site != "" || o.given != nil && o.given("site") {
 		uf.Spec.Site = o.Site // --site= clears it
 	}
+	if err := o.resolveLabels(&uf.Spec); err != nil {
+		return nil, err
+	}
 	if o.Hostname != "" || o.given != nil && o.given("hostname") {
 		uf.Spec.Hostname = o.Hostname // saved, as --group; --hostname= clears it
 	}
@@ -456,6 +479,8 @@ func load(o Options, acc access, saveApp bool) (*Agent, error) {
 		}
 	}
 	a.o, a.update, a.pendingRoot = o, uf, pendingRoot
+	a.autoLabels = autoLabels()
+	a.refreshLabels()
 	if acc == accessInstall {
 		if err := a.setupInstaller(); err != nil {
 			return nil, err
@@ -501,6 +526,7 @@ func (a *Agent) save() error {
 
 func cloneSpec(s install.UpdateSpec) install.UpdateSpec {
 	s.FindURLs = slices.Clone(s.FindURLs)
+	s.Labels = maps.Clone(s.Labels)
 	s.App.Args = slices.Clone(s.App.Args)
 	return s
 }
@@ -755,10 +781,18 @@ func (a *Agent) Plan() Plan {
 	return Plan{}
 }
 
-// Group is the agent's rollout group.
+// Group is the agent's rollout group: the one its labels moved it to
+// (selector.go), else the one it was given.
 func (a *Agent) Group() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.groupLocked()
+}
+
+func (a *Agent) groupLocked() string {
+	if g := a.update.Spec.SelectedGroup; g != "" {
+		return g
+	}
 	return a.update.Spec.Group
 }
 
@@ -771,7 +805,8 @@ func (a *Agent) Heartbeat() heartbeat.Heartbeat {
 	hb := heartbeat.Heartbeat{
 		AgentID:        a.id,
 		Hostname:       a.o.Hostname,
-		Group:          a.update.Spec.Group,
+		Group:          a.groupLocked(),
+		Labels:         a.labels,
 		ActiveVersion:  st.ActiveVersion,
 		StartVersion:   st.StartVersion,
 		StartTime:      st.StartTime,

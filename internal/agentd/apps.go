@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -125,6 +126,9 @@ func inheritHost(root string, uf *install.UpdateFile) {
 	}
 	if s.Site == "" {
 		s.Site = host.Spec.Site
+	}
+	if len(s.Labels) == 0 && s.LabelsFile == "" {
+		s.Labels, s.LabelsFile = maps.Clone(host.Spec.Labels), host.Spec.LabelsFile
 	}
 }
 
@@ -339,7 +343,11 @@ func runHost(ctx context.Context, agents []*Agent) error {
 			a.pub.OnAck = bus.acked
 		}
 		followers[i] = &PlanFollower{Group: a.Group(), NS: a.ns(), Clock: a.o.Clock, Log: a.o.Log,
-			OnRead: func(p Plan) { a.noteGroup(ctx, p) }}
+			OnRead: func(p Plan) { a.noteGroup(ctx, p) }, FollowGroups: a.followsGroups()}
+		a.member.kick = make(chan struct{}, 1)
+		if a.installer != nil {
+			a.member.moves = make(chan string, 1)
+		}
 	}
 	nc, js, err := natsutil.ConnectJetStream(natsutil.ConnectOptions{
 		URL:        natsURL,
@@ -395,6 +403,9 @@ func runHost(ctx context.Context, agents []*Agent) error {
 	for i, a := range agents {
 		follower := followers[i]
 		loops = append(loops, a.pub.Run, follower.Run)
+		if follower.FollowGroups || a.labelsFile() != "" {
+			loops = append(loops, func(ctx context.Context) error { return a.membershipLoop(ctx, follower) })
+		}
 		if a.installer != nil && a.installer.Script != nil {
 			// The script installer's version command is the truth of
 			// what is installed: re-read every heartbeat period.
@@ -412,7 +423,7 @@ func runHost(ctx context.Context, agents []*Agent) error {
 
 // appSettingFlags are the flags whose settings 'agentd run' saves in an
 // app's update.yaml: they need an app to go to.
-var appSettingFlags = []string{"group", "site", "hostname", "url-template", "find-url", "process", "app-arg", "systemd-unit",
+var appSettingFlags = []string{"group", "site", "label", "labels-file", "hostname", "url-template", "find-url", "process", "app-arg", "systemd-unit",
 	"systemctl", "app-name", "bin-dir", "health-url", "health-command", "db", "public-key", "release-repo", "release-root"}
 
 // hostAgents builds the agents of every app 'agentd run' runs, the host's
@@ -513,6 +524,7 @@ func (f *flags) plainOptions(name string) Options {
 	// The host's name is the host's, not one app's: 'agentd run
 	// --hostname' names it in every app's heartbeats.
 	o.Group, o.Site, o.FindURLs = "", "", nil
+	o.Labels, o.LabelsFile = nil, ""
 	o.App = AppOptions{Progress: f.o.App.Progress, DownloadStallTimeout: f.o.App.DownloadStallTimeout,
 		DownloadDeadline: f.o.App.DownloadDeadline, KeepFree: f.o.App.KeepFree, ProgressInterval: f.o.App.ProgressInterval}
 	o.given = func(string) bool { return false }
@@ -525,7 +537,7 @@ func (f *flags) plainOptions(name string) Options {
 // journal, and what the plan on the bus gives it (read within 5 s).
 func (a *Agent) report(ctx context.Context) StatusReport {
 	st := a.Status()
-	rep := StatusReport{AgentID: string(a.id), Hostname: a.o.Hostname, Group: a.Group(), Installer: a.installerName(), Enabled: a.enabled(), Installed: st.ActiveVersion,
+	rep := StatusReport{AgentID: string(a.id), Hostname: a.o.Hostname, Group: a.Group(), Labels: a.Labels().Map(), LabelsError: a.labelsError(), Installer: a.installerName(), Enabled: a.enabled(), Installed: st.ActiveVersion,
 		LastUpdate: st.StartTime, Rollback: st.Rollback, RollbackFrom: st.RollbackFrom, Error: st.Error,
 		ErrorClass: string(st.ErrorClass), ErrorCause: st.ErrorCause, ErrorOutput: heartbeat.CleanOutput(st.ErrorOutput)}
 	if len(st.VersionHistory) > 0 {

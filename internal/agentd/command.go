@@ -79,6 +79,8 @@ func (f *flags) register(cmd *cobra.Command, withHeartbeat bool) {
 	f.o.TLS.Register(fl)
 	fl.StringVar(&f.o.Group, "group", "", "rollout group of this host (saved in update.yaml)")
 	fl.StringVar(&f.o.Site, "site", "", "site this host runs at, for counts and halt reasons by site (saved in update.yaml; --site= clears); default: the JetStream domain of the NATS server it connects to")
+	fl.StringArrayVar(&f.o.Labels, "label", nil, "a label of this host, key=value (repeat; saved in update.yaml, replacing the saved ones; --label= clears them); os, arch and kernel are agentd's own; a group's selector over labels moves the host into it")
+	fl.StringVar(&f.o.LabelsFile, "labels-file", "", "file of key=value lines, re-read every heartbeat interval: labels that change without a restart (saved; --labels-file= clears; --label wins on a key)")
 	fl.StringVar(&f.o.Hostname, "hostname", "", "host name heartbeats report (saved in update.yaml; --hostname= clears it; default: the system's)")
 	fl.StringVar(&f.o.App.URLTemplate, "url-template", "", "release URL, e.g. https://dl.example/app/{{.Version}}/app-{{.OS}}-{{.Arch}}.tar.gz (saved in update.yaml)")
 	fl.StringVar(&f.o.App.ReleaseRepo, "release-repo", "", "TUF release repository URL (its metadata/ and targets/ below it): install only what its verified metadata names for this app, version, OS and arch (saved; excludes --url-template and --public-key; needs --release-root once)")
@@ -299,6 +301,9 @@ disable, update, link or unlink on the same --root exits 1 naming its pid
 			if f.o.Interval <= 0 || f.o.Jitter < 0 || f.o.Jitter >= f.o.Interval {
 				return cliutil.Usagef("--heartbeat-interval %v must be positive and --heartbeat-jitter %v at least 0 and less than it", f.o.Interval, f.o.Jitter)
 			}
+			if f.o.MembershipSettle <= 0 {
+				return cliutil.Usagef("--membership-settle %v: must be positive", f.o.MembershipSettle)
+			}
 			if f.o.FallbackAfter <= 0 {
 				return cliutil.Usagef("--fallback-after %v: must be positive (how long the bus must be lost before the find endpoint is asked)", f.o.FallbackAfter)
 			}
@@ -347,6 +352,7 @@ disable, update, link or unlink on the same --root exits 1 naming its pid
 			return err
 		},
 	}
+	cmd.Flags().DurationVar(&f.o.MembershipSettle, "membership-settle", DefaultMembershipSettle, "move to the group this host's labels select only once they have selected it this long (and never during an install)")
 	cmd.Flags().BoolVar(&f.o.SelfUpdate, "self-update", true, "re-exec into a newer agentd shipped in the active version's bin/")
 	cmd.Flags().DurationVar(&f.o.FallbackAfter, "fallback-after", DefaultFallbackAfter, "ask the find endpoint once the bus has been lost this long (lost: the connection is down, or 2 heartbeats in a row got no ack)")
 	cmd.Flags().DurationVar(&f.o.FindInterval, "find-interval", DefaultFindInterval, "how often (± 20%) to ask the find endpoint during an outage")
@@ -544,6 +550,11 @@ type StatusReport struct {
 	// system's).
 	Hostname string `json:"hostname"`
 	Group    string `json:"group"`
+	// Labels are the host's labels as heartbeated (os, arch, kernel,
+	// its labels file's and --label's), LabelsError why its labels file
+	// cannot be used (the last good labels stay).
+	Labels      map[string]string `json:"labels,omitempty"`
+	LabelsError string            `json:"labels_error,omitempty"`
 	// Installer is how the app is installed: "tarball", "script", or ""
 	// (no url_template: the agent only reports).
 	Installer string `json:"installer,omitempty"`

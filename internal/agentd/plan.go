@@ -74,7 +74,9 @@ func (p Plan) HealthTimes() (timeout, minHealthy time.Duration) {
 // not foreign (kv.StoredMsg.Foreign), and a group status names this agent's
 // group and the spec's target. Anything else is logged and ignored.
 type PlanFollower struct {
-	NC    *nats.Conn
+	NC *nats.Conn
+	// Group is the group whose status it follows; SetGroup changes it
+	// while it runs (read it with CurrentGroup then).
 	Group string
 	// NS is the app whose plan keys it follows (ns.Spec(), ns.Group(g));
 	// the zero value is the default app's: spec and group.<g>.
@@ -84,12 +86,29 @@ type PlanFollower struct {
 	// OnRead, if set, is called with the plan after every full read
 	// (Run's: at start, after a reconnect, every DefaultRefreshInterval).
 	OnRead func(Plan)
+	// FollowGroups follows the app's groups key too (kv.AppNS.Groups:
+	// the groups and their selectors, selector.go), read with the plan
+	// but never failing its read: credentials that may not read it (an
+	// agent minted before label selectors) never set it.
+	FollowGroups bool
 
 	mu       sync.Mutex
 	plan     Plan
 	changed  chan struct{}
 	refresh  chan struct{}
 	lastWarn time.Time // of the last "ignored" warning, to bound the log
+	// groups is the groups key's value at groupsRev; groupsKnown once
+	// read (a missing key is known: no selectors). groupsChanged
+	// signals (coalesced) a change. groupsErr is the last read error
+	// logged.
+	groups        rollout.GroupList
+	groupsRev     uint64
+	groupsKnown   bool
+	groupsChanged chan struct{}
+	groupsErr     string
+	// subMu guards groupSub, the subscription of the group status.
+	subMu    sync.Mutex
+	groupSub *nats.Subscription
 }
 
 // DefaultRefreshInterval is how often an agent re-reads the plan as a safety
@@ -110,7 +129,58 @@ func (f *PlanFollower) init() {
 	if f.changed == nil {
 		f.changed = make(chan struct{}, 1)
 		f.refresh = make(chan struct{}, 1)
+		f.groupsChanged = make(chan struct{}, 1)
 	}
+}
+
+// CurrentGroup is the group whose status f follows.
+func (f *PlanFollower) CurrentGroup() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Group
+}
+
+// GroupsChanged signals (coalesced) whenever the groups key's value is
+// read anew and differs, or is first known.
+func (f *PlanFollower) GroupsChanged() <-chan struct{} {
+	f.init()
+	return f.groupsChanged
+}
+
+// Groups is the groups key's value, and whether it is known yet.
+func (f *PlanFollower) Groups() (rollout.GroupList, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.groups, f.groupsKnown
+}
+
+// SetGroup makes f follow group's status instead: what it knew of the
+// old group's is dropped (a decision waits for the new group's status,
+// read at once), and the old group's subject is no longer followed.
+func (f *PlanFollower) SetGroup(group string) error {
+	f.init()
+	f.subMu.Lock()
+	defer f.subMu.Unlock()
+	f.mu.Lock()
+	if f.Group == group {
+		f.mu.Unlock()
+		return nil
+	}
+	f.Group = group
+	f.plan.Status, f.plan.StatusRev = rollout.GroupStatus{}, 0
+	f.mu.Unlock()
+	if f.groupSub != nil {
+		_ = f.groupSub.Unsubscribe()
+		sub, err := f.NC.Subscribe(kv.PlanRepublish+f.NS.Group(group), f.onMessage)
+		if err != nil {
+			f.groupSub = nil
+			return fmt.Errorf("follow group %s: %w", group, err)
+		}
+		f.groupSub = sub
+	}
+	f.signal()
+	f.Refresh()
+	return nil
 }
 
 // Changed signals (coalesced) whenever the plan view changes.
@@ -138,13 +208,34 @@ func (f *PlanFollower) Refresh() {
 // Run follows the plan until ctx ends.
 func (f *PlanFollower) Run(ctx context.Context) error {
 	f.init()
-	for _, key := range f.keys() {
+	keys := []string{f.NS.Spec()}
+	if f.FollowGroups {
+		keys = append(keys, f.NS.Groups())
+	}
+	for _, key := range keys {
 		sub, err := f.NC.Subscribe(kv.PlanRepublish+key, f.onMessage)
 		if err != nil {
 			return fmt.Errorf("follow plan: %w", err)
 		}
 		defer sub.Unsubscribe()
 	}
+	f.subMu.Lock()
+	sub, err := f.NC.Subscribe(kv.PlanRepublish+f.NS.Group(f.CurrentGroup()), f.onMessage)
+	if err == nil {
+		f.groupSub = sub
+	}
+	f.subMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("follow plan: %w", err)
+	}
+	defer func() {
+		f.subMu.Lock()
+		if f.groupSub != nil {
+			_ = f.groupSub.Unsubscribe()
+			f.groupSub = nil
+		}
+		f.subMu.Unlock()
+	}()
 	timer := f.Clock.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -166,7 +257,7 @@ func (f *PlanFollower) Run(ctx context.Context) error {
 }
 
 // keys are the plan keys this agent may read: the spec and its group's.
-func (f *PlanFollower) keys() []string { return []string{f.NS.Spec(), f.NS.Group(f.Group)} }
+func (f *PlanFollower) keys() []string { return []string{f.NS.Spec(), f.NS.Group(f.CurrentGroup())} }
 
 // read does the direct gets of both keys.
 func (f *PlanFollower) read(ctx context.Context) error {
@@ -197,7 +288,50 @@ func (f *PlanFollower) read(ctx context.Context) error {
 			return err
 		}
 	}
+	if f.FollowGroups {
+		f.readGroups(ctx)
+	}
 	return nil
+}
+
+// readGroups reads the groups key; a failure is logged (once per error)
+// and keeps what was known: membership waits, the plan does not.
+func (f *PlanFollower) readGroups(ctx context.Context) {
+	key := f.NS.Groups()
+	m, err := kv.DirectGetLast(ctx, f.NC, kv.PlanStream, kv.KeySubject(kv.BucketPlan, key))
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		f.mu.Lock()
+		first := !f.groupsKnown
+		f.groupsKnown, f.groupsErr = true, ""
+		f.mu.Unlock()
+		if first {
+			f.signalGroups()
+		}
+		return
+	case err != nil:
+		f.mu.Lock()
+		logIt := err.Error() != f.groupsErr
+		f.groupsErr = err.Error()
+		f.mu.Unlock()
+		if logIt {
+			f.Log.Warn("cannot read the groups key; membership by labels waits for it", slog.String("key", key), slog.Any("err", err))
+		}
+		return
+	}
+	f.mu.Lock()
+	f.groupsErr = ""
+	f.mu.Unlock()
+	if _, err := f.accept(m); err != nil {
+		f.Log.Debug("groups key not applied", slog.Any("err", err))
+	}
+}
+
+func (f *PlanFollower) signalGroups() {
+	select {
+	case f.groupsChanged <- struct{}{}:
+	default:
+	}
 }
 
 // signal is safe before init: a send on the nil channel is never ready, so
@@ -236,18 +370,24 @@ func (f *PlanFollower) onMessage(m *nats.Msg) {
 // for this agent is logged (bounded) and ignored.
 func (f *PlanFollower) accept(m kv.StoredMsg) (bool, error) {
 	key, _ := kv.KeyOfSubject(kv.BucketPlan, m.Subject)
+	group := f.CurrentGroup()
 	var err error
 	switch {
 	case m.Stream != kv.PlanStream:
 		err = fmt.Errorf("from stream %q, not %s", m.Stream, kv.PlanStream)
-	case key != f.NS.Spec() && key != f.NS.Group(f.Group):
-		err = fmt.Errorf("for key %q, not %s or %s", key, f.NS.Spec(), f.NS.Group(f.Group))
+	case f.FollowGroups && key == f.NS.Groups():
+	case key != f.NS.Spec() && key != f.NS.Group(group):
+		err = fmt.Errorf("for key %q, not %s or %s", key, f.NS.Spec(), f.NS.Group(group))
 	case m.Foreign:
 		err = fmt.Errorf("key %s at revision %d is not a plan value (it carries JetStream's own headers): repair it with fleetctl", key, m.Sequence)
 	}
 	if err != nil {
 		f.ignore(m.Subject, err)
 		return false, nil
+	}
+	if f.FollowGroups && key == f.NS.Groups() {
+		f.applyGroups(m)
+		return false, nil // not the plan: membership's (GroupsChanged)
 	}
 	if m.Deleted {
 		// A delete or purge: keep the last known plan, unless it is a
@@ -274,6 +414,31 @@ func (f *PlanFollower) dropFollowed(rev uint64) bool {
 		slog.String("group", f.Group), slog.String("followed", f.plan.Status.Follows))
 	f.plan.Status, f.plan.StatusRev = rollout.GroupStatus{}, 0
 	return true
+}
+
+// applyGroups takes a newer value of the groups key: a delete or purge
+// is a list without selectors (every host back to its own group), a value
+// that does not validate is logged and ignored.
+func (f *PlanFollower) applyGroups(m kv.StoredMsg) {
+	var l rollout.GroupList
+	if !m.Deleted {
+		var err error
+		if l, err = rollout.DecodeGroupList(m.Data); err != nil {
+			f.Log.Warn("groups key unreadable; keeping the last good one", slog.Uint64("revision", m.Sequence), slog.Any("err", err))
+			return
+		}
+	}
+	f.mu.Lock()
+	if f.groupsKnown && m.Sequence <= f.groupsRev {
+		f.mu.Unlock()
+		return
+	}
+	changed := !f.groupsKnown || !f.groups.Equal(l)
+	f.groups, f.groupsRev, f.groupsKnown = l, m.Sequence, true
+	f.mu.Unlock()
+	if changed {
+		f.signalGroups()
+	}
 }
 
 // ignore logs a plan message the agent will not act on, at most one line
@@ -323,7 +488,7 @@ func (f *PlanFollower) apply(key string, value []byte, rev uint64) (bool, error)
 			f.Log.Warn("group status unreadable; keeping the last good one", slog.Uint64("revision", rev), slog.Any("err", err))
 			return false, nil
 		}
-		if st.Group != f.Group {
+		if st.Group != f.Group { // f.mu is held
 			f.Log.Warn("ignored a group status that names another group", slog.String("key", key),
 				slog.String("group", st.Group), slog.Uint64("revision", rev))
 			return false, nil

@@ -85,6 +85,11 @@ func (a *Agent) updateLoop(ctx context.Context, f *PlanFollower, answers <-chan 
 			}
 			d = a.busDecision(f)
 		case d = <-answers:
+		case g := <-a.member.moves:
+			// Between installs: a move by labels (selector.go) never
+			// happens during one.
+			a.moveGroup(f, g)
+			continue
 		}
 		a.passRetry(d)
 		a.settle(d.version)
@@ -196,6 +201,7 @@ func (a *Agent) install(ctx context.Context, f *PlanFollower, answers <-chan dec
 	began := a.o.Clock.Now()
 	_, err := in.Install(ctx, cur, target, timeout, minHealthy)
 	a.setUpdatingTo("")
+	a.kickMembership() // a move that waited for the install's end
 	if result, ran := installResult(err); ran {
 		st := a.Status()
 		end := a.o.Clock.Now()

@@ -143,8 +143,10 @@ func TestAgentAppPermissions(t *testing.T) {
 // meet the default app's only at the default app's status of a group named
 // "spec" (a read: two equal answers) and of a group named "quarantine" (a
 // controller's write of that status, stored twice: the same value, and a
-// compare-and-set write's second copy fails). docs/security.md, "Apps", says
-// why both are harmless; any other meeting fails here.
+// compare-and-set write's second copy fails), and, since the groups keys
+// of label selectors (issue 28: "groups", "<app>.groups"), at the status
+// of a group named "groups" in the same two ways. docs/security.md, "Apps",
+// says why these are harmless; any other meeting fails here.
 func TestFleetExportsOverlapOnlyWhereSafe(t *testing.T) {
 	for name, imports := range map[string]jwt.Imports{
 		auth.AccountAgents: auth.AgentsImports("AFLEET"), auth.AccountControl: auth.ControlImports("AFLEET"), auth.AccountEdge: auth.EdgeImports("AFLEET"),
@@ -162,9 +164,10 @@ func TestFleetExportsOverlapOnlyWhereSafe(t *testing.T) {
 		var want []string
 		switch name {
 		case auth.AccountAgents:
-			want = []string{"$JS.API.DIRECT.GET.KV_fleet_plan.$KV.fleet_plan.group.spec"}
+			want = []string{"$JS.API.DIRECT.GET.KV_fleet_plan.$KV.fleet_plan.group.spec", "$JS.API.DIRECT.GET.KV_fleet_plan.$KV.fleet_plan.group.groups"}
 		case auth.AccountControl:
-			want = []string{"$JS.API.DIRECT.GET.KV_fleet_plan.$KV.fleet_plan.group.spec", "$KV.fleet_plan.group.quarantine"}
+			want = []string{"$JS.API.DIRECT.GET.KV_fleet_plan.$KV.fleet_plan.group.spec", "$JS.API.DIRECT.GET.KV_fleet_plan.$KV.fleet_plan.group.groups",
+				"$KV.fleet_plan.group.quarantine", "$KV.fleet_plan.group.groups"}
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: subjects two imports share (-want +got):\n%s", name, diff)

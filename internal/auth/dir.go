@@ -339,7 +339,7 @@ func (d Dir) IssueAgentApps(id rollout.AgentID, group string, g AppGrant, out st
 	rec.moveTo(AccountAgents)
 	rec.Group = group
 	rec.Apps = nil
-	if !g.DefaultOnly() {
+	if !g.Plain() {
 		rec.Apps = &g
 	}
 	if out == "" {

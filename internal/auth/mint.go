@@ -2,6 +2,7 @@ package auth
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -198,6 +199,9 @@ func (is Issuer) AgentApps(id rollout.AgentID, group string, g AppGrant) (User, 
 		u.Tags.Add("group:"+group, "agent:"+string(id))
 		if !g.DefaultOnly() {
 			u.Tags.Add("apps:" + g.String())
+		}
+		if len(g.Join) > 0 {
+			u.Tags.Add("join:" + strings.Join(g.Join, ","))
 		}
 	})
 }

@@ -100,6 +100,14 @@ func fleetExports() []export {
 		svc("app heartbeats", hbApps, true, false),
 		svc("app plan spec", planDirectGet("*."+kv.KeySpec), true, true),
 		svc("app group status", planDirectGet("*."+kv.GroupKey("*")), true, true),
+		// The groups and their selectors (issue 28, kv.KeyGroups), which
+		// agents minted with --may-join read to choose their group by
+		// their labels; the leader writes them. "*.groups" also matches
+		// the default app's status of a group named "groups"
+		// ("group.groups"), which the group status export above already
+		// shares.
+		svc("groups", planDirectGet(kv.KeyGroups), true, true),
+		svc("app groups", planDirectGet("*."+kv.KeyGroups), true, true),
 		// The controller's: read the config, the inventory and the stats;
 		// write group statuses, the quarantine list, stats and the lease,
 		// and events; create
@@ -116,6 +124,8 @@ func fleetExports() []export {
 		// <app>.spec: who changes an app's target is the admin.
 		svc("app group status writes", kv.KeySubject(kv.BucketPlan, "*."+kv.GroupKey("*")), false, true),
 		svc("app quarantine writes", kv.KeySubject(kv.BucketPlan, "*."+kv.KeyQuarantine), false, true),
+		svc("groups writes", kv.KeySubject(kv.BucketPlan, kv.KeyGroups), false, true),
+		svc("app groups writes", kv.KeySubject(kv.BucketPlan, "*."+kv.KeyGroups), false, true),
 		svc("stats writes", kv.KeySubject(kv.BucketStats, ">"), false, true),
 		svc("events", kv.EventsPrefix+"*", false, true),
 		{jwt.Export{Name: "inventory", Subject: jwt.Subject(kv.InventoryRepublish + ">"), Type: jwt.Stream}, false, true},
@@ -223,6 +233,17 @@ func AgentAppPermissions(id rollout.AgentID, group string, g AppGrant) jwt.Permi
 	add := func(ns kv.AppNS, grp string) {
 		p.Pub.Allow.Add(ns.HBSubject(grp, id), planDirectGet(ns.Spec()), planDirectGet(ns.Group(grp)))
 		p.Sub.Allow.Add(kv.PlanRepublish+ns.Spec(), kv.PlanRepublish+ns.Group(grp))
+		if len(g.Join) == 0 {
+			return
+		}
+		// The groups it may move to by its labels (issue 28): read the
+		// groups key, and in each such group what it may in its own.
+		p.Pub.Allow.Add(planDirectGet(ns.Groups()))
+		p.Sub.Allow.Add(kv.PlanRepublish + ns.Groups())
+		for _, j := range g.Join {
+			p.Pub.Allow.Add(ns.HBSubject(j, id), planDirectGet(ns.Group(j)))
+			p.Sub.Allow.Add(kv.PlanRepublish + ns.Group(j))
+		}
 	}
 	if !g.NoDefault || g.Any {
 		add(kv.AppNS{}, group)
@@ -230,7 +251,12 @@ func AgentAppPermissions(id rollout.AgentID, group string, g AppGrant) jwt.Permi
 	switch {
 	case g.Any:
 		add(kv.OtherNS("*"), group) // the app token a wildcard: any app's subjects
-		if other := kv.GroupKey(kv.KeySpec); group != kv.KeySpec {
+		if other := kv.GroupKey(kv.KeySpec); group != kv.KeySpec && !g.mayJoin(kv.KeySpec) {
+			p.Pub.Deny.Add(planDirectGet(other))
+			p.Sub.Deny.Add(kv.PlanRepublish + other)
+		}
+		// "*.groups" likewise names the status of a group "groups".
+		if other := kv.GroupKey(kv.KeyGroups); len(g.Join) > 0 && group != kv.KeyGroups && !g.mayJoin(kv.KeyGroups) {
 			p.Pub.Deny.Add(planDirectGet(other))
 			p.Sub.Deny.Add(kv.PlanRepublish + other)
 		}
@@ -269,11 +295,51 @@ type AppGrant struct {
 	// subjects and every other app's, by wildcard (still only the agent's
 	// own group and id).
 	Any bool `json:"any,omitempty"`
+	// Join are the groups the host may move to by its labels (issue 28:
+	// a group's selector takes it), besides its own; "*" alone is any
+	// group. In each, for every app granted, it may heartbeat as itself
+	// and read (never write) the group's status; and it may read the
+	// groups key (the groups and their selectors). fleetctl auth agent
+	// --may-join.
+	Join []string `json:"join,omitempty"`
+}
+
+// JoinAny is Join's "any group".
+const JoinAny = "*"
+
+// mayJoin reports whether g lets the agent move to group.
+func (g AppGrant) mayJoin(group string) bool {
+	return slices.Contains(g.Join, JoinAny) || slices.Contains(g.Join, group)
+}
+
+// validateJoin checks Join: valid, distinct group names, or "*" alone.
+func (g AppGrant) validateJoin() error {
+	if len(g.Join) > rollout.MaxGroups {
+		return fmt.Errorf("%w: may join %d groups, a config has at most %d ('*' is any)", ErrAppGrant, len(g.Join), rollout.MaxGroups)
+	}
+	for i, j := range g.Join {
+		if j == JoinAny {
+			if len(g.Join) > 1 {
+				return fmt.Errorf("%w: may join '*' (any group) stands alone", ErrAppGrant)
+			}
+			continue
+		}
+		if err := rollout.ValidateGroupName(j); err != nil {
+			return fmt.Errorf("%w: may join: %w", ErrAppGrant, err)
+		}
+		if slices.Contains(g.Join[:i], j) {
+			return fmt.Errorf("%w: may join %q named twice", ErrAppGrant, j)
+		}
+	}
+	return nil
 }
 
 // Validate checks g: valid, distinct app names, at most rollout.MaxApps
 // apps, at least one app, nothing beside Any.
 func (g AppGrant) Validate() error {
+	if err := g.validateJoin(); err != nil {
+		return err
+	}
 	if g.Any {
 		if len(g.Apps) > 0 || g.NoDefault || len(g.Groups) > 0 {
 			return fmt.Errorf("%w: '*' (any app) stands alone; it already grants %s", ErrAppGrant, strings.Join(g.Apps, ", "))
@@ -310,8 +376,13 @@ func (g AppGrant) Validate() error {
 	return nil
 }
 
-// DefaultOnly reports whether g is the default app alone (today's grants).
+// DefaultOnly reports whether g is the default app alone (today's grants,
+// with or without Join).
 func (g AppGrant) DefaultOnly() bool { return !g.Any && !g.NoDefault && len(g.Apps) == 0 }
+
+// Plain reports whether g is the zero grant's: the default app alone, in
+// its own group alone.
+func (g AppGrant) Plain() bool { return g.DefaultOnly() && len(g.Join) == 0 }
 
 // String names the apps of g: "*", or the names, the default app first
 // ("(default)" when its name is not known), each app in another group than
@@ -354,6 +425,8 @@ func RolePermissions(r Role) jwt.Permissions {
 			kv.KeySubject(kv.BucketPlan, kv.KeyQuarantine),
 			kv.KeySubject(kv.BucketPlan, "*."+kv.GroupKey("*")),
 			kv.KeySubject(kv.BucketPlan, "*."+kv.KeyQuarantine),
+			kv.KeySubject(kv.BucketPlan, kv.KeyGroups),
+			kv.KeySubject(kv.BucketPlan, "*."+kv.KeyGroups),
 			kv.KeySubject(kv.BucketStats, ">"),
 			kv.EventsPrefix+"*",
 		)

@@ -105,6 +105,9 @@ type Controller struct {
 	// quarantineErr is, per app (its quarantine key), the last failure
 	// to write its quarantine list, logged once, not every pass.
 	quarantineErr map[string]string
+	// groupsPubs is, per groups key, what the leader knows of it
+	// (groups.go; reconcile only).
+	groupsPubs map[string]*groupsPub
 	// writeErrs is, per group status key, the last failure to write it,
 	// logged once, not every pass (reconcile only).
 	writeErrs map[string]string

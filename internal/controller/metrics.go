@@ -54,6 +54,9 @@ const (
 	// rejectUnknownApp: a heartbeat of an app the config does not list
 	// (apps.go): not counted in any app.
 	rejectUnknownApp = "unknown_app"
+	// rejectLabels: labels that are not an object of strings or break
+	// rollout.ValidateLabel / rollout.MaxLabels (heartbeat.ErrBadLabels).
+	rejectLabels = "bad_labels"
 )
 
 // Outcomes of fleetwave_find_requests_total.
@@ -142,7 +145,7 @@ func newMetrics(c *Controller) *metrics {
 		})
 		m.reg.MustRegister(m.releaseFailures)
 	}
-	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished, rejectUnprintable, rejectUnknownApp} {
+	for _, r := range []string{rejectForeign, rejectTooLarge, rejectUnsupported, rejectSubject, rejectMalformed, rejectNotRepublished, rejectUnprintable, rejectUnknownApp, rejectLabels} {
 		m.rejected.WithLabelValues(r)
 	}
 	for _, o := range []string{"ok", "bad_request", "unknown_group", "unknown_app", "unavailable", "other"} {
@@ -195,6 +198,8 @@ func rejectReason(m kv.StoredMsg) string {
 		return rejectUnprintable
 	case errors.Is(err, heartbeat.ErrSubjectMismatch):
 		return rejectSubject
+	case errors.Is(err, heartbeat.ErrBadLabels):
+		return rejectLabels
 	}
 	return rejectMalformed
 }

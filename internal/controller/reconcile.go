@@ -48,6 +48,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		c.leader = held
 		if held {
 			c.o.Log.Info("leading: this controller now drives the rollout")
+			c.groupsPubs = nil // read again: another leader may have written them
 			c.releases.leading()
 		} else {
 			c.o.Log.Info("not leading: another controller holds the lease")
@@ -109,6 +110,7 @@ func (c *Controller) reconcileApp(ctx context.Context, app *appInv, st *kv.State
 	if err != nil {
 		return err
 	}
+	c.publishGroups(ctx, ns, st.Config.Value, now)
 	if !st.HasSpec {
 		return nil // no plan: nothing to roll out
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -154,7 +156,19 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	}
 	rep := AgentsReport{Agents: []AgentRow{}}
 	sites := map[string]bool{} // of the agents --site left out
+	// An agent that moved to another group (its labels, agentd enable
+	// --group) leaves its old group's last heartbeat in the stream until
+	// it expires: list each agent once, by its newest heartbeat.
+	newest := map[rollout.AgentID]uint64{}
 	for _, s := range stored {
+		if _, _, id, err := heartbeat.ParseAppSubject(s.Subject); err == nil && !s.Foreign && s.Sequence > newest[id] {
+			newest[id] = s.Sequence
+		}
+	}
+	for _, s := range stored {
+		if _, _, id, err := heartbeat.ParseAppSubject(s.Subject); err == nil && !s.Foreign && s.Sequence < newest[id] {
+			continue
+		}
 		hb, err := s.Decode()
 		var p *kv.Problem
 		if errors.As(err, &p) {
@@ -236,15 +250,15 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	if sited(rep.Agents) {
 		return writeAgentsWithSites(o, rep)
 	}
-	reasons := anyReason(rep.Agents)
+	reasons, labeled := anyReason(rep.Agents), anyLabels(rep.Agents)
 	tw := newTable(o.Out)
 	fmt.Fprint(tw, "AGENT ID\tGROUP\tHOSTNAME\tVERSION\tSTATE\tSEEN")
-	fmt.Fprintln(tw, reasonHeader(reasons))
+	fmt.Fprintln(tw, labelsHeader(labeled)+reasonHeader(reasons))
 	now := o.Now()
 	for _, a := range rep.Agents {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago", cell(string(a.AgentID), 36), cell(a.Group, 16), cell(a.Hostname, 20),
 			cell(a.Version(), 40), cell(a.stateCell(now), 60), age(now, a.LastSeen))
-		fmt.Fprintln(tw, a.reasonCell(reasons))
+		fmt.Fprintln(tw, a.labelsCell(labeled)+a.reasonCell(reasons))
 	}
 	return tw.Flush()
 }
@@ -325,6 +339,7 @@ func writeAgentDetail(w io.Writer, a AgentRow, now time.Time) error {
 		{"Hostname", a.Hostname},
 		{"Group", a.Group},
 		{"Site", site},
+		{"Labels", orDash(labelsText(a.Labels.Map()))},
 		{"Version", a.Version()},
 		{"State", a.stateCell(now)},
 		{"Seen", age(now, a.LastSeen) + " ago (" + a.LastSeen.UTC().Format(time.RFC3339) + ")"},
@@ -392,9 +407,9 @@ func sited(rows []AgentRow) bool {
 // agent names none).
 func writeAgentsWithSites(o *AgentsOptions, rep AgentsReport) error {
 	tw := newTable(o.Out)
-	reasons := anyReason(rep.Agents)
+	reasons, labeled := anyReason(rep.Agents), anyLabels(rep.Agents)
 	fmt.Fprint(tw, "AGENT ID\tGROUP\tSITE\tHOSTNAME\tVERSION\tSTATE\tSEEN")
-	fmt.Fprintln(tw, reasonHeader(reasons))
+	fmt.Fprintln(tw, labelsHeader(labeled)+reasonHeader(reasons))
 	now := o.Now()
 	for _, a := range rep.Agents {
 		site := a.Site
@@ -403,9 +418,62 @@ func writeAgentsWithSites(o *AgentsOptions, rep AgentsReport) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago", cell(string(a.AgentID), 36), cell(a.Group, 16), cell(site, 16), cell(a.Hostname, 20),
 			cell(a.Version(), 40), cell(a.stateCell(now), 60), age(now, a.LastSeen))
-		fmt.Fprintln(tw, a.reasonCell(reasons))
+		fmt.Fprintln(tw, a.labelsCell(labeled)+a.reasonCell(reasons))
 	}
 	return tw.Flush()
+}
+
+// labelsWidth is the LABELS column's width; agents ls --id and -o json
+// have every label.
+const labelsWidth = 48
+
+// anyLabels reports whether any of rows has labels (LABELS).
+func anyLabels(rows []AgentRow) bool {
+	for i := range rows {
+		if !rows[i].Labels.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// labelsHeader is the LABELS column's header, when shown.
+func labelsHeader(shown bool) string {
+	if !shown {
+		return ""
+	}
+	return "\tLABELS"
+}
+
+// labelsCell is a's LABELS cell, when the column is shown ("-": none).
+func (a *AgentRow) labelsCell(shown bool) string {
+	if !shown {
+		return ""
+	}
+	l := labelsText(a.Labels.Map())
+	if l == "" {
+		l = "-"
+	}
+	return "\t" + cell(l, labelsWidth)
+}
+
+// labelsText is labels as k=v,k=v: the host's own first (what selectors
+// usually name), then agentd's automatic os, arch and kernel. Each label
+// is the host's text: the printer escapes it.
+func labelsText(l rollout.Labels) string {
+	var own, auto []string
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		if slices.Contains(rollout.AutoLabels, k) {
+			continue
+		}
+		own = append(own, k+"="+l[k])
+	}
+	for _, k := range rollout.AutoLabels {
+		if v, ok := l[k]; ok {
+			auto = append(auto, k+"="+v)
+		}
+	}
+	return strings.Join(append(own, auto...), ",")
 }
 
 // unknownGroups counts the agents of rows by group, for the groups cfg does
@@ -452,4 +520,12 @@ func warnUnknownGroups(w io.Writer, unknown map[string]int, follows map[string]s
 		fmt.Fprintf(w, "warning: %d agent(s) in group %q, which the config does not name%s: no rollout updates them; fix the host (agentd run --group G) or add the group (fleetctl config add-group --group %s)\n",
 			unknown[g], escape.Text(g), hint, escape.Text(g))
 	}
+}
+
+// orDash is s, or "-" when empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

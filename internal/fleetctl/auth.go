@@ -169,8 +169,11 @@ type AuthAgentOptions struct {
 	// subjects carry no name; without it and with Apps, the config on the
 	// bus says.
 	DefaultApp string
-	Out        string
-	Output     string
+	// MayJoin are the groups the host may move to by its labels
+	// (--may-join; "*" any): a group's selector takes it (issue 28).
+	MayJoin []string
+	Out     string
+	Output  string
 }
 
 // AuthAgentReport is the JSON of "fleetctl auth agent -o json": the
@@ -181,7 +184,10 @@ type AuthAgentReport struct {
 	Group   string `json:"group"`
 	// Apps are the apps the creds speak for ("*": any), the default app
 	// first; absent for the default app alone.
-	Apps    []string `json:"apps,omitempty"`
+	Apps []string `json:"apps,omitempty"`
+	// MayJoin are the groups the host may move to by its labels ("*":
+	// any); absent when none.
+	MayJoin []string `json:"may_join,omitempty"`
 	UserKey string   `json:"user_key"`
 	Creds   string   `json:"creds"`
 }
@@ -211,6 +217,14 @@ and later (the app a wildcard; still this host's group and id only). A host
 that starts running another app needs new creds with the apps it runs; the
 other hosts keep theirs.
 
+Label selectors (docs/rollout.md, "Label selectors"): a group with a
+selector takes the hosts whose labels match, and agentd moves itself into
+it. --may-join g1,g2 (or '*' for any group) lets the host do so: it may
+then also read the groups key ("groups", "<app>.groups": the groups and
+their selectors) and, in each group named, heartbeat as itself and read
+(never write) the group's status, for every app granted. Without it the
+host stays in --group whatever its labels say (agentd logs why).
+
 --id is the host's agent id (<root>/agent_id, 'agentd status'); without it a
 new id is drawn and printed: write it to <root>/agent_id before agentd first
 starts (deploy/systemd/install.sh --agent-id does). Minting again for the same
@@ -223,7 +237,8 @@ id (another group, a rotation) adds a key; the old one stays valid until
   fleetctl auth agent --group prod --id "$ID" --out /srv/provision/$HOST/agent.creds
   fleetctl auth agent --group prod --nats nats://nats-a:4222 --reason "new host web-42"   # recorded
   fleetctl auth agent --group prod --id "$ID" --apps web,db --nats nats://nats-a:4222     # web is the default app
-  fleetctl auth agent --group prod --id "$ID" --apps db --default-app web                 # offline: db only`,
+  fleetctl auth agent --group prod --id "$ID" --apps db --default-app web                 # offline: db only
+  fleetctl auth agent --group prod --id "$ID" --may-join canary,eu                        # label selectors may move it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkWriteOutput(o.Output); err != nil {
@@ -240,6 +255,12 @@ id (another group, a rotation) adds a key; the old one stays valid until
 			if err := checkAgentApps(o, cmd.Flags().Changed("apps")); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("may-join") && len(o.MayJoin) == 0 {
+				return cliutil.Usagef("--may-join: name the groups the host may move to by its labels, or '*' for any")
+			}
+			if err := (auth.AppGrant{Join: o.MayJoin}).Validate(); err != nil {
+				return cliutil.Usagef("--may-join: %v", err)
+			}
 			o.Bus = busNamed(cmd)
 			return RunAuthAgent(cmd.Context(), o)
 		},
@@ -247,6 +268,7 @@ id (another group, a rotation) adds a key; the old one stays valid until
 	cmd.Flags().StringVar(&o.ID, "id", "", "the agent's id (default: draw a new one)")
 	cmd.Flags().StringVar(&o.Group, "group", "", "the agent's rollout group (required)")
 	cmd.Flags().StringSliceVar(&o.Apps, "apps", nil, "the apps the host runs, comma-separated (APP:GROUP for one in another group than --group), or '*' for any (default: the fleet's default app only)")
+	cmd.Flags().StringSliceVar(&o.MayJoin, "may-join", nil, "groups the host may move to when their selector matches its labels, comma-separated, or '*' for any (default: none, it stays in --group)")
 	cmd.Flags().StringVar(&o.DefaultApp, "default-app", "", "the fleet's default app, when --apps is given and the config is not read from the bus")
 	cmd.Flags().StringVar(&o.Out, "out", "", "write the creds here (default <dir>/agents/<id>.creds)")
 	writeOutputFlag(cmd, &o.Output)
@@ -278,6 +300,7 @@ func RunAuthAgent(ctx context.Context, o *AuthAgentOptions) error {
 	if err != nil {
 		return err
 	}
+	grant.Join = o.MayJoin
 	before, err := recordValue(func() (auth.Record, error) { return d.Agent(id) })
 	if err != nil {
 		return err
@@ -293,6 +316,7 @@ func RunAuthAgent(ctx context.Context, o *AuthAgentOptions) error {
 	if !grant.DefaultOnly() {
 		rep.Apps = strings.Split(grant.String(), ",")
 	}
+	rep.MayJoin = grant.Join
 	if o.Output == "json" {
 		return writeJSON(o.Global.Out, rep)
 	}
@@ -302,6 +326,9 @@ func RunAuthAgent(ctx context.Context, o *AuthAgentOptions) error {
 		apps = ", apps " + grant.String()
 	case len(o.Apps) > 0:
 		apps = ", apps " + strings.Join(o.Apps, ",") + " (the default app alone: the same grants as without --apps)"
+	}
+	if len(grant.Join) > 0 {
+		apps += ", may join " + strings.Join(grant.Join, ",") + " by its labels"
 	}
 	fmt.Fprintf(o.Global.Out, "agent %s, group %s%s: user %s\ncreds written to %s (0600)\n", id, o.Group, apps, u.PubKey, out)
 	if drawn {

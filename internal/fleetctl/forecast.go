@@ -157,6 +157,11 @@ func forecastInput(ctx context.Context, f appFleet, o *PlanForecastOptions, from
 	for _, gs := range kv.MergeStats(entries, o.Now()) {
 		counts[gs.Group] = gs.Versions
 	}
+	if note, err := selectorCounts(ctx, f, st.Config.Value, counts); err != nil {
+		return in, nil, err
+	} else if note != "" {
+		notes = append(notes, note)
+	}
 	if len(counts) == 0 {
 		notes = append(notes, fmt.Sprintf("no agent counts younger than %s in %s: is a controller running? Every group is forecast with no agents", kv.StatsFreshness, kv.BucketStats))
 	}

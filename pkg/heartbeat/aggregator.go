@@ -40,6 +40,7 @@ type Aggregator struct {
 	where    map[rollout.AgentID]place // every agent held
 	groups   map[string]*members       // each group's agents
 	versions versions
+	labels   labelTable
 }
 
 // members are one group's agents, in one slice of entries (and one of their
@@ -68,6 +69,7 @@ type entry struct {
 	host                   string
 	active, start, updater uint32 // versions.strs; 0: ""
 	installer              uint8  // installerCodes; in the padding before at
+	labels                 uint16 // labelTable.sets; 0: none; in the padding too
 	at, startTime          int64  // UTC unix nanoseconds; startTime noTime: zero
 	seq                    uint64
 	odd                    *oddFields
@@ -116,6 +118,39 @@ type oddFields struct {
 	// start and updater versions.
 	ownVersions bool
 	versions    [3]string
+	// labels: the label table was full; these are the agent's labels.
+	labels LabelSet
+}
+
+// labelTable numbers the label sets agents report, as versions numbers
+// versions: a fleet has few distinct sets (os, arch, kernel, a rack or
+// two), so an entry holds a number where it would hold a string. It only
+// grows, up to maxLabelSets; a set past that is kept in the agent's
+// oddFields.
+type labelTable struct {
+	ids  map[LabelSet]uint16
+	sets []LabelSet // sets[0] is the zero set
+}
+
+const maxLabelSets = 1<<16 - 1
+
+func (t *labelTable) id(s LabelSet) (uint16, bool) {
+	if s.IsZero() {
+		return 0, true
+	}
+	if i, ok := t.ids[s]; ok {
+		return i, true
+	}
+	if len(t.sets) >= maxLabelSets {
+		return 0, false
+	}
+	if t.ids == nil {
+		t.ids, t.sets = make(map[LabelSet]uint16), []LabelSet{{}}
+	}
+	t.sets = append(t.sets, s)
+	i := uint16(len(t.sets) - 1)
+	t.ids[s] = i
+	return i, true
 }
 
 // installerCodes are the values of entry.installer: Heartbeat.Installer,
@@ -177,6 +212,11 @@ func (a *Aggregator) set(e *entry, hb *Heartbeat) {
 	odd.rollback, odd.rollbackFrom, odd.error = hb.Rollback, hb.RollbackFrom, hb.Error
 	odd.errorClass, odd.errorCause, odd.updatingTo, odd.site = hb.ErrorClass, hb.ErrorCause, hb.UpdatingTo, hb.Site
 	odd.errorOutput = hb.ErrorOutput
+	if id, ok := a.labels.id(hb.Labels); ok {
+		e.labels = id
+	} else {
+		e.labels, odd.labels = 0, hb.Labels
+	}
 	switch {
 	case odd == oddFields{}:
 		e.odd = nil
@@ -206,7 +246,13 @@ func (a *Aggregator) heartbeat(e *entry, id rollout.AgentID, group string, hb *H
 	if e.startTime != noTime {
 		hb.StartTime = time.Unix(0, e.startTime).UTC()
 	}
+	if e.labels != 0 {
+		hb.Labels = a.labels.sets[e.labels]
+	}
 	if o := e.odd; o != nil {
+		if !o.labels.IsZero() {
+			hb.Labels = o.labels
+		}
 		if o.otherV {
 			hb.V = o.v
 		}

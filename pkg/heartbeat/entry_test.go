@@ -33,6 +33,9 @@ func TestAggregatorKeepsHeartbeatsExactly(t *testing.T) {
 		"other schema":        func(h *Heartbeat) { h.V = 0 },
 		"installer script":    func(h *Heartbeat) { h.Installer = "script" },
 		"tarball installer":   func(h *Heartbeat) { h.Installer = "tarball" },
+		"labels": func(h *Heartbeat) {
+			h.Labels, _ = MakeLabelSet(rollout.Labels{"os": "linux", "arch": "amd64", "rack": `r"12`})
+		},
 		"everything odd": func(h *Heartbeat) {
 			h.Rollback, h.RollbackFrom, h.Error = true, "1.3.0", "boom"
 			h.ErrorClass, h.ErrorCause, h.UpdatingTo, h.Site = ClassRelease, "unhealthy", "1.3.1", "eu"

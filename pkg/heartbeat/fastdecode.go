@@ -5,6 +5,8 @@ import (
 	"math"
 	"time"
 	"unicode/utf8"
+
+	"github.com/fleetwave/fleetwave/pkg/rollout"
 )
 
 // decodeFast fills h (which must be the zero Heartbeat) from data when data
@@ -75,6 +77,10 @@ func decodeFast(data []byte, h *Heartbeat, in *interner) bool {
 			}
 		case "start_time":
 			if !p.time(&h.StartTime) {
+				return false
+			}
+		case "labels":
+			if !p.labels(&h.Labels, in) {
 				return false
 			}
 		default:
@@ -256,12 +262,95 @@ func (p *fastParser) time(t *time.Time) bool {
 	return t.UnmarshalJSON(p.b[start:p.i]) == nil
 }
 
+// labels reads an object of plain strings into s as UnmarshalJSON would
+// (a later duplicate key wins, as in a map), refusing what it would refuse
+// (MakeLabelSet's rules), and false for anything else. in keeps the sets
+// it has seen, by their bytes, so that the thousands of agents that send
+// the same labels share one LabelSet and decoding them allocates nothing.
+func (p *fastParser) labels(s *LabelSet, in *interner) bool {
+	start := p.i
+	if !p.byte('{') {
+		return false
+	}
+	// Parse first, so that a cached set is only ever taken for bytes
+	// that are a whole object of plain strings.
+	p.ws()
+	var buf [rollout.MaxLabels + 1][2][]byte
+	pairs := buf[:0]
+	if !p.byte('}') {
+		for {
+			k, ok := p.plainString()
+			if !ok {
+				return false
+			}
+			p.ws()
+			if !p.byte(':') {
+				return false
+			}
+			p.ws()
+			v, ok := p.plainString()
+			if !ok {
+				return false
+			}
+			if len(pairs) > rollout.MaxLabels {
+				return false // encoding/json says why
+			}
+			pairs = append(pairs, [2][]byte{k, v})
+			p.ws()
+			if p.byte('}') {
+				break
+			}
+			if !p.byte(',') {
+				return false
+			}
+			p.ws()
+		}
+	}
+	raw := p.b[start:p.i]
+	if set, ok := in.labelSet(raw); ok {
+		*s = set
+		return true
+	}
+	m := make(rollout.Labels, len(pairs))
+	for _, kv := range pairs {
+		m[string(kv[0])] = string(kv[1])
+	}
+	set, err := MakeLabelSet(m)
+	if err != nil {
+		return false
+	}
+	in.keepLabelSet(raw, set)
+	*s = set
+	return true
+}
+
 // interner hands out one string per distinct short value, so that the
 // thousands of heartbeats naming the same group or version share it and
 // decoding them allocates nothing. It is bounded: once full it allocates as
 // if it were not there. Not safe for concurrent use.
 type interner struct {
-	m map[string]string
+	m      map[string]string
+	labels map[string]LabelSet // by the object's bytes
+}
+
+const internMaxLabelSets = 1024
+
+func (in *interner) labelSet(raw []byte) (LabelSet, bool) {
+	if in == nil {
+		return LabelSet{}, false
+	}
+	s, ok := in.labels[string(raw)] // no allocation for the lookup
+	return s, ok
+}
+
+func (in *interner) keepLabelSet(raw []byte, s LabelSet) {
+	if in == nil || len(in.labels) >= internMaxLabelSets {
+		return
+	}
+	if in.labels == nil {
+		in.labels = make(map[string]LabelSet)
+	}
+	in.labels[string(raw)] = s
 }
 
 const (

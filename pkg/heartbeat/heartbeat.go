@@ -3,6 +3,7 @@ package heartbeat
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -16,9 +17,10 @@ const SchemaVersion = 1
 
 // MaxSize is the largest heartbeat accepted, in bytes. A real one is ~400;
 // one carrying a failed app's last lines (ErrorOutput) up to ~3 KiB. It
-// leaves room for every field at its bound, so that whatever Validate
-// accepts encodes within it.
-const MaxSize = 16 << 10
+// leaves room for every field at its bound (labels included: 32 labels of
+// 63-byte keys and values, every value character escaped, ~6.2 KiB), so
+// that whatever Validate accepts encodes within it.
+const MaxSize = 20 << 10
 
 // MaxErrorLen bounds the error text an agent puts in a heartbeat, so a long
 // error never pushes the heartbeat over MaxSize.
@@ -108,6 +110,12 @@ type Heartbeat struct {
 	// keeps it as the subject's last message until it expires, so a
 	// controller that starts later reads the same.
 	Left bool `json:"left,omitempty"`
+	// Labels are what the agent says about its host (agentd --label,
+	// its labels file, and os, arch, kernel): a group with a selector
+	// takes the agents whose labels match (rollout.Selector). Empty, and
+	// left out, from an older agent. At most rollout.MaxLabels, each
+	// passing rollout.ValidateLabel.
+	Labels LabelSet `json:"labels,omitzero"`
 }
 
 // Failed reports whether the agent counts as failed: it rolled back, or its
@@ -168,6 +176,9 @@ func decode(data []byte, h *Heartbeat, in *interner) error {
 		// json.Unmarshal, unlike a json.Decoder, rejects anything after the
 		// value (a json.Decoder's More() misses a stray '}').
 		if err := json.Unmarshal(data, h); err != nil {
+			if errors.Is(err, ErrBadLabels) {
+				return fmt.Errorf("%w: %w", ErrMalformed, err)
+			}
 			return fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +63,40 @@ type UpdateSpec struct {
 	// App is how the app runs and is judged, as 'agentd enable' or
 	// 'agentd run' was last told, so that later commands need not repeat it.
 	App AppSpec `yaml:"app,omitempty"`
+	// Labels are the host's own labels (agentd --label k=v), heartbeated
+	// with the automatic ones (os, arch, kernel, which they may not set)
+	// and those of LabelsFile; a group's selector over them moves the
+	// host into that group (docs/agent.md, "Labels").
+	Labels map[string]string `yaml:"labels,omitempty"`
+	// LabelsFile is a file of key=value lines agentd re-reads every
+	// heartbeat interval (agentd --labels-file, absolute): labels that
+	// change without a restart. Labels win over it on the same key.
+	LabelsFile string `yaml:"labels_file,omitempty"`
+	// SelectedGroup is the group the host's labels moved it to (agentd
+	// decides, with hysteresis); empty: Group, the one it was given.
+	SelectedGroup string `yaml:"selected_group,omitempty"`
+}
+
+// ReservedLabels are the labels agentd sets itself (rollout.AutoLabels):
+// --label and a labels file may not.
+var ReservedLabels = rollout.AutoLabels
+
+// ValidateOwnLabels checks labels given to agentd: each valid
+// (rollout.ValidateLabel), none reserved, at most rollout.MaxLabels less
+// the reserved ones.
+func ValidateOwnLabels(l map[string]string) error {
+	if n := rollout.MaxLabels - len(ReservedLabels); len(l) > n {
+		return fmt.Errorf("%d labels, at most %d beside %s", len(l), n, strings.Join(ReservedLabels, ", "))
+	}
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		if slices.Contains(ReservedLabels, k) {
+			return fmt.Errorf("label %s is agentd's own (it sets %s itself)", k, strings.Join(ReservedLabels, ", "))
+		}
+		if err := rollout.ValidateLabel(k, l[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AppSpec is the app part of update.yaml's spec: agentd's --app-name,
@@ -318,6 +354,17 @@ func (f *UpdateFile) Validate() error {
 	}
 	if err := ValidateHostname(f.Spec.Hostname); err != nil {
 		return fmt.Errorf("spec.hostname: %w", err)
+	}
+	if err := ValidateOwnLabels(f.Spec.Labels); err != nil {
+		return fmt.Errorf("spec.labels: %w", err)
+	}
+	if f.Spec.LabelsFile != "" && !filepath.IsAbs(f.Spec.LabelsFile) {
+		return fmt.Errorf("spec.labels_file %q: want an absolute path", f.Spec.LabelsFile)
+	}
+	if f.Spec.SelectedGroup != "" {
+		if err := rollout.ValidateGroupName(f.Spec.SelectedGroup); err != nil {
+			return fmt.Errorf("spec.selected_group: %w", err)
+		}
 	}
 	if err := f.Spec.App.Validate(); err != nil {
 		return fmt.Errorf("spec.app: %w", err)

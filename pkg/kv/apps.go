@@ -61,6 +61,12 @@ func (n AppNS) Spec() string { return n.prefixed(KeySpec) }
 // Group is the fleet_plan key of n's status of group.
 func (n AppNS) Group(group string) string { return n.prefixed(GroupKey(group)) }
 
+// Groups is the fleet_plan key of n's groups and their selectors
+// (KeyGroups): "groups", "<app>.groups". App "group" is reserved
+// (rollout.ValidateAppName), so "<app>.groups" is never a group's status
+// key, which "group.groups" would be.
+func (n AppNS) Groups() string { return n.prefixed(KeyGroups) }
+
 // Quarantine is the fleet_plan key of n's quarantine list.
 func (n AppNS) Quarantine() string { return n.prefixed(KeyQuarantine) }
 

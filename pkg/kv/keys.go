@@ -31,6 +31,13 @@ const (
 	// quarantine rule fires and by fleetctl quarantine; never read by
 	// agents (halted groups and their rejected versions tell them).
 	KeyQuarantine = "quarantine"
+	// KeyGroups holds the groups of the config in order with their
+	// selectors (rollout.GroupList), written by the leader from the
+	// config when any group has a selector: agents cannot read
+	// fleet_config, and decide their group by their labels from it
+	// (issue 28; AppNS.Groups is each app's). Not a ParsePlanKey kind:
+	// readers of the plan's state pass over it.
+	KeyGroups = "groups"
 	// PlanRepublish is where the plan bucket republishes its changes, so
 	// agents follow the plan with a core subscription, not a consumer.
 	PlanRepublish = "fleet.plan."
