@@ -19,6 +19,11 @@ type PlanForecastOptions struct {
 	*Global
 	// Target forecasts another target than the plan's ("": the plan's).
 	Target string
+	// Schedule and Critical, when set, forecast the plan with another
+	// schedule or critical flag (what plan set --schedule/--critical
+	// would make it), before an operator writes it.
+	Schedule string
+	Critical *bool
 	// InstallTime is how long one agent takes from being told to update
 	// until the app runs the new version.
 	InstallTime time.Duration
@@ -32,6 +37,7 @@ type PlanForecastOptions struct {
 
 func newPlanForecastCmd(g *Global) *cobra.Command {
 	o := &PlanForecastOptions{Global: g}
+	var critical bool
 	cmd := &cobra.Command{
 		Use:   "forecast",
 		Short: "Simulate the rollout: when each group would start and be done, and what it waits for",
@@ -55,17 +61,23 @@ asked; a paused rollout is assumed resumed now. The forecast stops two weeks
 after its start. It writes nothing.`,
 		Example: `  fleetctl plan forecast
   fleetctl plan forecast --target 1.5.0 --install-time 5m
+  fleetctl plan forecast --target 1.5.0 --schedule time-based   # before plan set --schedule time-based
   fleetctl plan forecast --app db
   fleetctl plan forecast --at 2026-11-27T15:00:00+01:00
   TZ=America/New_York fleetctl plan forecast
   fleetctl plan forecast -o json | jq -r '.groups[] | "\(.group) \(.done)"'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("critical") {
+				o.Critical = &critical
+			}
 			return RunPlanForecast(cmd.Context(), o)
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.Target, "target", "", "forecast this target version instead of the plan's")
+	fs.StringVar(&o.Schedule, "schedule", "", "forecast with this schedule instead of the plan's: regular, immediate or time-based")
+	fs.BoolVar(&critical, "critical", false, "forecast with critical set (--critical) or cleared (--critical=false) instead of the plan's")
 	fs.DurationVar(&o.InstallTime, "install-time", rollout.DefaultInstallTime, "how long one agent takes to install (before min_healthy_time)")
 	fs.StringVar(&o.At, "at", "", "start the simulation at this RFC 3339 time instead of now")
 	outputFlag(cmd, &o.Output)
@@ -85,6 +97,13 @@ func RunPlanForecast(ctx context.Context, o *PlanForecastOptions) error {
 		o.Target = stripV(o.Target)
 		if err := rollout.ValidateVersion(o.Target); err != nil {
 			return cliutil.Usagef("--target: %v", err)
+		}
+	}
+	if o.Schedule != "" {
+		probe := rollout.DefaultSpec("1.0.0", "1.0.0")
+		probe.Schedule = rollout.Schedule(o.Schedule)
+		if err := probe.Validate(); err != nil {
+			return cliutil.Usagef("--schedule %q: use regular, immediate or time-based", o.Schedule)
 		}
 	}
 	from := o.Now()
@@ -146,6 +165,12 @@ func forecastInput(ctx context.Context, f appFleet, o *PlanForecastOptions, from
 	case o.Target != "" && o.Target != spec.TargetVersion:
 		// As plan set --target would make it.
 		spec.StartVersion, spec.TargetVersion = rollout.DefaultStart(spec, st.Plan().Groups), o.Target
+	}
+	if o.Schedule != "" {
+		spec.Schedule = rollout.Schedule(o.Schedule)
+	}
+	if o.Critical != nil {
+		spec.Critical = *o.Critical
 	}
 	var notes []string
 	entries, skipped, err := f.ReadValidStats(ctx)

@@ -1,6 +1,7 @@
 package fleetctl
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -48,4 +49,42 @@ func TestPlanForecastTimeBasedGolden(t *testing.T) {
 	out := e.mustRun(forecast(PlanForecastOptions{At: "2026-10-23T10:00:00+02:00", Output: "table", Local: berlin, InstallTime: 20 * time.Minute}))
 	checkGolden(t, "forecast_timebased.golden", out)
 	checkWidth(t, out)
+}
+
+// TestPlanForecastScheduleOverride: --schedule forecasts the plan as plan
+// set --schedule would make it, before anyone writes it: the same golden as
+// a stored time-based spec from a regular one; a schedule that does not
+// exist is a usage error.
+func TestPlanForecastScheduleOverride(t *testing.T) {
+	e := newEnv(t)
+	dev := rollout.DefaultGroup("dev")
+	dev.StartHour, dev.CanaryCount, dev.MaxInFlight = 9, 1, 100
+	prod := rollout.DefaultGroup("prod")
+	prod.Days, prod.StartHour, prod.WindowLength = []string{"Mon", "Wed"}, 22, rollout.Duration(4*time.Hour)
+	prod.WaitHours, prod.MaxInFlight, prod.CanaryCount = 24, 10, 2
+	lab := rollout.DefaultGroup("lab")
+	lab.Days, lab.StartHour, lab.WindowLength, lab.DependsOn = []string{"Sat"}, 23, rollout.Duration(5*time.Hour), []string{}
+	e.putConfig(rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "Europe/Berlin",
+		Groups: []rollout.GroupConfig{dev, prod, lab}, QuarantineAfter: 3})
+	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0")) // regular
+	statsAt := testNow.Add(-5 * time.Second)
+	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "dev", At: statsAt, Agents: 5, Versions: rollout.Counts{"1.3.2": {Count: 5}}})
+	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "prod", At: statsAt, Agents: 200, Versions: rollout.Counts{"1.3.2": {Count: 200}}})
+	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "lab", At: statsAt, Agents: 3, Versions: rollout.Counts{"1.3.2": {Count: 3}}})
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := PlanForecastOptions{At: "2026-10-23T10:00:00+02:00", Output: "table", Local: berlin, InstallTime: 20 * time.Minute}
+	regular := e.mustRun(forecast(o))
+	o.Schedule = string(rollout.ScheduleTimeBased)
+	timeBased := e.mustRun(forecast(o))
+	if regular == timeBased {
+		t.Fatal("--schedule time-based forecast the same as the stored regular plan")
+	}
+	checkGolden(t, "forecast_timebased.golden", timeBased)
+	o.Schedule = "nightly"
+	if _, err := e.run(forecast(o)); err == nil || !strings.Contains(err.Error(), `--schedule "nightly": use regular, immediate or time-based`) {
+		t.Errorf("--schedule nightly: %v", err)
+	}
 }
