@@ -93,6 +93,20 @@ var groupFields = []string{
 	"name", "days", "start_hour", "window_length", "wait_hours", "jitter_seconds", "canary_count", "small_group", "max_in_flight",
 	"alert_after", "failure_threshold", "health_timeout", "min_healthy_time", "update_timeout",
 	"infrastructure_hold", "vanished_limit", "depends_on", "approval", "alert_on_approval_wait",
+	"rate", "adaptive_in_flight", "selector",
+}
+
+// catchAllText says what a config's catch_all means: omitted is the last
+// group, "-" none.
+func catchAllText(c rollout.Config) string {
+	switch g, ok := c.CatchAllGroup(); {
+	case !ok:
+		return "- (none)"
+	case c.CatchAll == "":
+		return "omitted (the last group, " + g + ")"
+	default:
+		return g
+	}
 }
 
 // fieldsOf returns v's JSON fields.
@@ -135,6 +149,9 @@ func describeConfigChange(prev, next rollout.Config) []string {
 	}
 	if prev.QuarantineAfter != next.QuarantineAfter {
 		out = append(out, fmt.Sprintf("quarantine_after %d → %d", prev.QuarantineAfter, next.QuarantineAfter))
+	}
+	if prev.CatchAll != next.CatchAll {
+		out = append(out, fmt.Sprintf("catch_all %s → %s", catchAllText(prev), catchAllText(next)))
 	}
 	a, b := fieldsOf(prev.AnalysisConfig), fieldsOf(next.AnalysisConfig)
 	for _, f := range []string{"prometheus_url", "prometheus_bearer_token_file", "prometheus_ca_file", "prometheus_insecure_skip_verify"} {
