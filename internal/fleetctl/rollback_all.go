@@ -206,8 +206,13 @@ func (o *GroupActionOptions) unconfigured(ctx context.Context, f appFleet, names
 	var out []RollbackAllGroup
 	for _, name := range extra {
 		st := state.Groups[name].Value
-		out = append(out, RollbackAllGroup{Group: name, Outcome: OutcomeSkipped, From: st.State, Key: f.NS.Group(name),
-			Detail: fmt.Sprintf("not in the config: rollback --all writes the config's groups only (fleetctl rollback%s --group %s rolls it back)", f.appArg(), name)})
+		detail := fmt.Sprintf("not in the config: rollback --all writes the config's groups only (fleetctl rollback%s --group %s rolls it back)", f.appArg(), name)
+		if st.Follows != "" {
+			// The controller rewrites this copy from the catch-all's
+			// status at its next pass: it moves with it.
+			detail = fmt.Sprintf("not in the config: its hosts follow catch-all group %s and go where it goes", escape.Text(st.Follows))
+		}
+		out = append(out, RollbackAllGroup{Group: name, Outcome: OutcomeSkipped, From: st.State, Key: f.NS.Group(name), Detail: detail})
 	}
 	return out
 }

@@ -439,3 +439,25 @@ func TestMarkDoneRolledBackBinary(t *testing.T) {
 		t.Errorf("mark-done of done: exit %d: %s", code, stderr)
 	}
 }
+
+// TestRollbackAllFollowedCopy: a group not in the config whose status is
+// the controller's copy of the catch-all's (follows) is skipped with the
+// truth: its hosts go where the catch-all goes (rolling the copy back by
+// hand would be overwritten at the controller's next pass).
+func TestRollbackAllFollowedCopy(t *testing.T) {
+	e, _ := rollbackAllEnv(t)
+	copyOf := named("edge", rollout.StateDone)
+	copyOf.Group, copyOf.Follows = "branch-7", "edge"
+	e.putStatus(copyOf)
+	g, out, _ := e.global()
+	g.Reason = "INC-54"
+	if err := RunRollback(testCtx(), &GroupActionOptions{Global: g, All: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `group "branch-7": skipped (done): not in the config: its hosts follow catch-all group edge and go where it goes`) {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if st := e.status("branch-7").Value; st.State != rollout.StateDone {
+		t.Errorf("the copy was written: %s", st.State)
+	}
+}
