@@ -517,6 +517,14 @@ func warnUnknownGroups(w io.Writer, unknown map[string]int, follows map[string]s
 		if near, ok := rollout.ClosestGroupName(g, names); ok {
 			hint = fmt.Sprintf(" (did you mean %q?)", near)
 		}
+		if ca, ok := cfg.CatchAllGroup(); ok {
+			// No copy of the catch-all's status under the group yet:
+			// the leader writes it at its next pass (unless it already
+			// follows rollout.MaxCaughtGroups groups).
+			fmt.Fprintf(w, "warning: %d agent(s) in group %q, which the config does not name%s: not followed yet by catch-all group %q (the controller's next pass writes its status for them); if the group is a typo, fix the host (agentd run --group G), or add the group (fleetctl config add-group --group %s)\n",
+				unknown[g], escape.Text(g), hint, escape.Text(ca), escape.Text(g))
+			continue
+		}
 		fmt.Fprintf(w, "warning: %d agent(s) in group %q, which the config does not name%s: no rollout updates them; fix the host (agentd run --group G) or add the group (fleetctl config add-group --group %s)\n",
 			unknown[g], escape.Text(g), hint, escape.Text(g))
 	}

@@ -110,6 +110,7 @@ func TestAgentsListWarnsOfUnknownGroups(t *testing.T) {
 	e := newEnv(t)
 	cfg := rollout.DefaultConfig()
 	cfg.Groups = []rollout.GroupConfig{rollout.DefaultGroup("canary"), rollout.DefaultGroup("prod")}
+	cfg.CatchAll = rollout.CatchAllNone // below: with a catch-all
 	e.putConfig(cfg)
 	for i, group := range []string{"prod", "prdo", "prdo"} {
 		hb := heartbeat.Heartbeat{V: 1, AgentID: rollout.AgentID(fmt.Sprintf("00000000-0000-4000-8000-00000000000%d", i+1)), Hostname: "web",
@@ -132,6 +133,19 @@ func TestAgentsListWarnsOfUnknownGroups(t *testing.T) {
 	want := `warning: 2 agent(s) in group "prdo", which the config does not name (did you mean "prod"?): no rollout updates them`
 	if !strings.Contains(errOut.String(), want) || strings.Contains(errOut.String(), `group "prod",`) {
 		t.Errorf("stderr:\n%s\nwant %q, and nothing about prod", errOut, want)
+	}
+	// With a catch-all group (omitted: the last, prod) and no copy of its
+	// status under prdo yet, the warning says the controller will follow
+	// it, not that no rollout ever updates it.
+	cfg.CatchAll = ""
+	e.putConfig(cfg)
+	g, _, errOut = e.global()
+	if err := RunAgentsList(testCtx(), &AgentsOptions{Global: g}); err != nil {
+		t.Fatal(err)
+	}
+	want = `warning: 2 agent(s) in group "prdo", which the config does not name (did you mean "prod"?): not followed yet by catch-all group "prod"`
+	if !strings.Contains(errOut.String(), want) || strings.Contains(errOut.String(), "no rollout updates them") {
+		t.Errorf("stderr:\n%s\nwant %q", errOut, want)
 	}
 	g, out, _ = e.global()
 	if err := RunAgentsList(testCtx(), &AgentsOptions{Global: g, Output: "json"}); err != nil {
