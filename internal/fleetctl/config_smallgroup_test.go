@@ -17,7 +17,7 @@ func TestConfigSetSmallGroupBinary(t *testing.T) {
 	e := newEnv(t)
 	e.mustRun(configSet(ConfigSetOptions{Group: "edge", Add: true}))
 	out, stderr, code := runBin(t, bin, nil, "--nats", e.srv.URL(), "config", "set", "--group", "edge", "--small-group", "3", "--reason", "tiny site")
-	if code != 0 || !strings.Contains(out, `group "edge": small_group none → 3`) {
+	if code != 0 || !strings.Contains(out, `group "edge": small_group 0 → 3`) {
 		t.Fatalf("exit %d, out %q, stderr %q: want small_group 0 → 3 written", code, out, stderr)
 	}
 	if g, _ := e.config().Value.Group("edge"); g.SmallGroup != 3 {

@@ -28,7 +28,7 @@ func TestDescribeConfigChangeIssue28Settings(t *testing.T) {
 	want := []string{
 		"mode enabled → paused",
 		"catch_all omitted (the last group, prod) → - (none)",
-		`group "prod": rate none → {"start":"10/min","factor":2,"max":"500/min"}, adaptive_in_flight none → true, selector none → {"env":"prod"}`,
+		`group "prod": rate none → {"start":"10/min","factor":2,"max":"500/min"}, adaptive_in_flight false → true, selector none → {"env":"prod"}`,
 	}
 	if diff := cmp.Diff(want, describeConfigChange(prev, next)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -20,7 +20,7 @@ func TestConfigSetWindowLength(t *testing.T) {
 	e.putConfig(rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "UTC", Groups: []rollout.GroupConfig{staging, prod}})
 
 	out := e.mustRun(configSet(ConfigSetOptions{Group: "prod", WindowLength: ptr("4h"), StartHour: ptr(22)}))
-	if !strings.Contains(out, `group "prod": start_hour 0 → 22, window_length none → 4h`) {
+	if !strings.Contains(out, `group "prod": start_hour 0 → 22, window_length 1h (default) → 4h`) {
 		t.Errorf("config set output does not name the change:\n%s", out)
 	}
 	if g, _ := e.config().Value.Group("prod"); g.WindowLength != rollout.Duration(4*time.Hour) || g.StartHour != 22 {

@@ -134,6 +134,24 @@ func showSet(raw json.RawMessage) string {
 	return show(raw)
 }
 
+// omittedGroupFields are what group fields left out of the JSON (when at
+// their default) mean, for a change's summary; any other omitted field is
+// "none".
+var omittedGroupFields = map[string]string{
+	"window_length":      rollout.DefaultWindowLength.String() + " (default)",
+	"small_group":        "0",
+	"adaptive_in_flight": "false",
+}
+
+// showGroupField is showSet of one group field, saying what an omitted
+// one means.
+func showGroupField(field string, raw json.RawMessage) string {
+	if d, ok := omittedGroupFields[field]; ok && len(raw) == 0 {
+		return d
+	}
+	return showSet(raw)
+}
+
 // describeConfigChange lists what next changes in prev, one item per line,
 // for the operator to check what was written.
 func describeConfigChange(prev, next rollout.Config) []string {
@@ -178,7 +196,7 @@ func describeConfigChange(prev, next rollout.Config) []string {
 		var changes []string
 		for _, f := range groupFields {
 			if string(a[f]) != string(b[f]) {
-				changes = append(changes, fmt.Sprintf("%s %s → %s", f, showSet(a[f]), showSet(b[f])))
+				changes = append(changes, fmt.Sprintf("%s %s → %s", f, showGroupField(f, a[f]), showGroupField(f, b[f])))
 			}
 		}
 		if len(changes) > 0 {
