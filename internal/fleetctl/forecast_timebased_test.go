@@ -25,23 +25,9 @@ import (
 //     after the change): Sat 23:00 CEST, its three agents all canaries,
 //     done 23:30.
 func TestPlanForecastTimeBasedGolden(t *testing.T) {
-	e := newEnv(t)
-	dev := rollout.DefaultGroup("dev")
-	dev.StartHour, dev.CanaryCount, dev.MaxInFlight = 9, 1, 100
-	prod := rollout.DefaultGroup("prod")
-	prod.Days, prod.StartHour, prod.WindowLength = []string{"Mon", "Wed"}, 22, rollout.Duration(4*time.Hour)
-	prod.WaitHours, prod.MaxInFlight, prod.CanaryCount = 24, 10, 2
-	lab := rollout.DefaultGroup("lab")
-	lab.Days, lab.StartHour, lab.WindowLength, lab.DependsOn = []string{"Sat"}, 23, rollout.Duration(5*time.Hour), []string{}
-	e.putConfig(rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "Europe/Berlin",
-		Groups: []rollout.GroupConfig{dev, prod, lab}, QuarantineAfter: 3})
 	spec := rollout.DefaultSpec("1.3.2", "1.4.0")
 	spec.Schedule = rollout.ScheduleTimeBased
-	e.putSpec(spec)
-	statsAt := testNow.Add(-5 * time.Second)
-	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "dev", At: statsAt, Agents: 5, Versions: rollout.Counts{"1.3.2": {Count: 5}}})
-	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "prod", At: statsAt, Agents: 200, Versions: rollout.Counts{"1.3.2": {Count: 200}}})
-	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "lab", At: statsAt, Agents: 3, Versions: rollout.Counts{"1.3.2": {Count: 3}}})
+	e := forecastWeekEnv(t, spec)
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
@@ -56,21 +42,7 @@ func TestPlanForecastTimeBasedGolden(t *testing.T) {
 // a stored time-based spec from a regular one; a schedule that does not
 // exist is a usage error.
 func TestPlanForecastScheduleOverride(t *testing.T) {
-	e := newEnv(t)
-	dev := rollout.DefaultGroup("dev")
-	dev.StartHour, dev.CanaryCount, dev.MaxInFlight = 9, 1, 100
-	prod := rollout.DefaultGroup("prod")
-	prod.Days, prod.StartHour, prod.WindowLength = []string{"Mon", "Wed"}, 22, rollout.Duration(4*time.Hour)
-	prod.WaitHours, prod.MaxInFlight, prod.CanaryCount = 24, 10, 2
-	lab := rollout.DefaultGroup("lab")
-	lab.Days, lab.StartHour, lab.WindowLength, lab.DependsOn = []string{"Sat"}, 23, rollout.Duration(5*time.Hour), []string{}
-	e.putConfig(rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "Europe/Berlin",
-		Groups: []rollout.GroupConfig{dev, prod, lab}, QuarantineAfter: 3})
-	e.putSpec(rollout.DefaultSpec("1.3.2", "1.4.0")) // regular
-	statsAt := testNow.Add(-5 * time.Second)
-	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "dev", At: statsAt, Agents: 5, Versions: rollout.Counts{"1.3.2": {Count: 5}}})
-	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "prod", At: statsAt, Agents: 200, Versions: rollout.Counts{"1.3.2": {Count: 200}}})
-	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "lab", At: statsAt, Agents: 3, Versions: rollout.Counts{"1.3.2": {Count: 3}}})
+	e := forecastWeekEnv(t, rollout.DefaultSpec("1.3.2", "1.4.0")) // regular
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
@@ -87,4 +59,27 @@ func TestPlanForecastScheduleOverride(t *testing.T) {
 	if _, err := e.run(forecast(o)); err == nil || !strings.Contains(err.Error(), `--schedule "nightly": use regular, immediate or time-based`) {
 		t.Errorf("--schedule nightly: %v", err)
 	}
+}
+
+// forecastWeekEnv is the fleet of the time-based forecasts: dev (daily
+// 09:00), prod (Mon and Wed 22:00 for 4h, after dev with wait_hours 24),
+// lab (Sat 23:00 for 5h, no dependency), in Europe/Berlin, with 5, 200 and
+// 3 agents on 1.3.2, and spec as the plan.
+func forecastWeekEnv(t *testing.T, spec rollout.Spec) *env {
+	e := newEnv(t)
+	dev := rollout.DefaultGroup("dev")
+	dev.StartHour, dev.CanaryCount, dev.MaxInFlight = 9, 1, 100
+	prod := rollout.DefaultGroup("prod")
+	prod.Days, prod.StartHour, prod.WindowLength = []string{"Mon", "Wed"}, 22, rollout.Duration(4*time.Hour)
+	prod.WaitHours, prod.MaxInFlight, prod.CanaryCount = 24, 10, 2
+	lab := rollout.DefaultGroup("lab")
+	lab.Days, lab.StartHour, lab.WindowLength, lab.DependsOn = []string{"Sat"}, 23, rollout.Duration(5*time.Hour), []string{}
+	e.putConfig(rollout.Config{V: 1, Mode: rollout.ModeEnabled, Timezone: "Europe/Berlin",
+		Groups: []rollout.GroupConfig{dev, prod, lab}, QuarantineAfter: 3})
+	e.putSpec(spec)
+	statsAt := testNow.Add(-5 * time.Second)
+	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "dev", At: statsAt, Agents: 5, Versions: rollout.Counts{"1.3.2": {Count: 5}}})
+	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "prod", At: statsAt, Agents: 200, Versions: rollout.Counts{"1.3.2": {Count: 200}}})
+	e.putStats(kv.Stats{V: 1, ControllerID: "c1", Group: "lab", At: statsAt, Agents: 3, Versions: rollout.Counts{"1.3.2": {Count: 3}}})
+	return e
 }

@@ -72,13 +72,8 @@ func (s Selector) Matches(l Labels) bool {
 }
 
 func (s Selector) validate() error {
-	if len(s) > MaxLabels {
-		return fmt.Errorf("selector: %d entries, at most %d", len(s), MaxLabels)
-	}
-	for _, k := range sortedKeys(s) {
-		if err := ValidateLabel(k, s[k]); err != nil {
-			return fmt.Errorf("selector: %w", err)
-		}
+	if err := Labels(s).Validate(); err != nil {
+		return fmt.Errorf("selector: %w", err)
 	}
 	return nil
 }
