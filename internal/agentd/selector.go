@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -107,18 +106,9 @@ func (p *credPerms) may(subject string) bool {
 }
 
 // subjectMatch reports whether NATS subject pattern (with '*' and '>')
-// matches subject.
+// matches the literal subject.
 func subjectMatch(pattern, subject string) bool {
-	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, p := range pt {
-		if p == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) || p != "*" && p != st[i] {
-			return false
-		}
-	}
-	return len(pt) == len(st)
+	return jwt.Subject(subject).IsContainedIn(jwt.Subject(pattern))
 }
 
 // planDirectGetSubject is the API subject of a direct get of a plan key.
