@@ -156,19 +156,7 @@ func RunAgentsList(ctx context.Context, o *AgentsOptions) error {
 	}
 	rep := AgentsReport{Agents: []AgentRow{}}
 	sites := map[string]bool{} // of the agents --site left out
-	// An agent that moved to another group (its labels, agentd enable
-	// --group) leaves its old group's last heartbeat in the stream until
-	// it expires: list each agent once, by its newest heartbeat.
-	newest := map[rollout.AgentID]uint64{}
-	for _, s := range stored {
-		if _, _, id, err := heartbeat.ParseAppSubject(s.Subject); err == nil && !s.Foreign && s.Sequence > newest[id] {
-			newest[id] = s.Sequence
-		}
-	}
-	for _, s := range stored {
-		if _, _, id, err := heartbeat.ParseAppSubject(s.Subject); err == nil && !s.Foreign && s.Sequence < newest[id] {
-			continue
-		}
+	for _, s := range newestPerAgent(stored) {
 		hb, err := s.Decode()
 		var p *kv.Problem
 		if errors.As(err, &p) {
@@ -536,4 +524,26 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// newestPerAgent is stored with only the newest heartbeat of each agent
+// (by stream sequence), in stored's order: an agent that moved to another
+// group (its labels, agentd enable --group) leaves its old group's last
+// heartbeat in the stream until it expires. A message whose subject names
+// no agent, or that is foreign, is kept, for Decode to report.
+func newestPerAgent(stored []kv.StoredHeartbeat) []kv.StoredHeartbeat {
+	newest := map[rollout.AgentID]uint64{}
+	for _, s := range stored {
+		if _, _, id, err := heartbeat.ParseAppSubject(s.Subject); err == nil && !s.Foreign && s.Sequence > newest[id] {
+			newest[id] = s.Sequence
+		}
+	}
+	out := stored[:0:0]
+	for _, s := range stored {
+		if _, _, id, err := heartbeat.ParseAppSubject(s.Subject); err == nil && !s.Foreign && s.Sequence < newest[id] {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }

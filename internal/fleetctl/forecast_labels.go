@@ -1,8 +1,10 @@
 package fleetctl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -34,15 +36,10 @@ func selectorCounts(ctx context.Context, f appFleet, cfg rollout.Config, counts 
 	}
 	// The last heartbeat of each agent: one that moved still has its old
 	// group's last one in the stream until it expires.
-	last := map[rollout.AgentID]*heartbeat.Heartbeat{}
-	seq := map[rollout.AgentID]uint64{}
-	for _, s := range stored {
-		hb, err := s.Decode()
-		if err != nil || hb.Left {
-			continue
-		}
-		if s.Sequence > seq[hb.AgentID] {
-			last[hb.AgentID], seq[hb.AgentID] = hb, s.Sequence
+	var last []*heartbeat.Heartbeat
+	for _, s := range newestPerAgent(stored) {
+		if hb, err := s.Decode(); err == nil && !hb.Left {
+			last = append(last, hb)
 		}
 	}
 	moves := map[[2]string]int{}
@@ -82,13 +79,9 @@ func selectorCounts(ctx context.Context, f appFleet, cfg rollout.Config, counts 
 	}
 	var parts []string
 	n := 0
-	for _, k := range slices.SortedFunc(func(yield func([2]string) bool) {
-		for k := range moves {
-			if !yield(k) {
-				return
-			}
-		}
-	}, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) }) {
+	for _, k := range slices.SortedFunc(maps.Keys(moves), func(a, b [2]string) int {
+		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+	}) {
 		parts = append(parts, fmt.Sprintf("%d %s → %s", moves[k], k[0], k[1]))
 		n += moves[k]
 	}
